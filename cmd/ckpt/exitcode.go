@@ -1,0 +1,50 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Exit codes, documented in `ckpt --help` and the README.
+const (
+	exitOK    = 0
+	exitError = 1 // unreadable, unsafe or failing input
+	exitUsage = 2 // bad flags or arguments
+)
+
+// usageError marks an error as the user's invocation being wrong.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef returns a usage error with a formatted message.
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// reportError maps err to an exit code and prints it as one line on w. This
+// is the only place errors become exit codes.
+func reportError(w io.Writer, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	msg := strings.TrimSpace(err.Error())
+	var ue usageError
+	if errors.As(err, &ue) || isCobraUsage(msg) {
+		fmt.Fprintf(w, "ckpt: %s\nRun 'ckpt --help' for usage.\n", msg)
+		return exitUsage
+	}
+	fmt.Fprintf(w, "ckpt: %s\n", msg)
+	return exitError
+}
+
+// isCobraUsage recognises the argument errors cobra returns as plain errors.
+func isCobraUsage(msg string) bool {
+	for _, p := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "received ", "unknown flag", "unknown shorthand flag"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
