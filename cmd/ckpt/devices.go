@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newDevicesCmd) }
+
+// devicesOptions holds the parsed flags of `ckpt devices`.
+type devicesOptions struct {
+	JSON bool
+}
+
+// devicesSource is what `ckpt devices` needs from the machine: the device
+// inventory plus a description of the driver. devicecopy.System is the
+// real one; tests pass a fake.
+type devicesSource interface {
+	devicecopy.Inventory
+	Driver(ctx context.Context) (devicecopy.DriverInfo, error)
+}
+
+func newDevicesCmd(s *streams) *cobra.Command {
+	return devicesCommand(s, devicecopy.System{}, os.LookupEnv)
+}
+
+func devicesCommand(s *streams, src devicesSource, lookup func(string) (string, bool)) *cobra.Command {
+	opts := &devicesOptions{}
+	cmd := &cobra.Command{
+		Use:   "devices",
+		Short: "List the NVIDIA GPUs this process can use, and why not if none",
+		Long: `devices reports whether an NVIDIA driver is installed, its release and the
+newest CUDA version it supports, and every GPU visible to this process: ordinal
+(cuda:N), name, compute capability, total and free memory, PCI bus id and UUID.
+It ends with how CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER shape that list.
+
+The driver is loaded at run time (libcuda.so.1); no CUDA toolkit is needed.
+Reading free memory creates each GPU's primary context for a moment.
+
+A machine without a driver or without a visible GPU is a normal answer, not a
+failure: devices prints why and exits 0. It exits 1 only if it cannot write
+its report (or is interrupted), and 2 on usage errors.`,
+		Example: `  # What can ckpt upload to on this machine?
+  ckpt devices
+
+  # The same as one JSON object (see docs/cli-json.md, "devices")
+  ckpt devices --json
+
+  # Check what a job restricted to two GPUs will see
+  CUDA_VISIBLE_DEVICES=2,3 ckpt devices`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDevices(cmd.Context(), s.Out, *opts, src, devicecopy.Environment(lookup))
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object instead of text")
+	return cmd
+}
+
+// devicesReport is the --json output, documented in docs/cli-json.md.
+type devicesReport struct {
+	Driver      devicesDriverJSON `json:"driver"`
+	Devices     []devicesGPUJSON  `json:"devices"`
+	Error       *devicesErrorJSON `json:"error"`
+	Environment devicesEnvJSON    `json:"environment"`
+}
+
+type devicesDriverJSON struct {
+	Found       bool   `json:"found"`
+	Release     string `json:"release"`
+	CUDAVersion string `json:"cuda_version"`
+}
+
+type devicesGPUJSON struct {
+	Ordinal           int    `json:"ordinal"`
+	Name              string `json:"name"`
+	ComputeCapability string `json:"compute_capability"`
+	TotalMemoryBytes  uint64 `json:"total_memory_bytes"`
+	FreeMemoryBytes   uint64 `json:"free_memory_bytes"`
+	PCIBusID          string `json:"pci_bus_id"`
+	UUID              string `json:"uuid"`
+}
+
+type devicesErrorJSON struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+	Op      string `json:"op,omitempty"`
+	Code    int    `json:"code,omitempty"`
+	Name    string `json:"name,omitempty"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+type devicesEnvJSON struct {
+	CUDAVisibleDevices *string            `json:"cuda_visible_devices"`
+	CUDADeviceOrder    *string            `json:"cuda_device_order"`
+	EffectiveOrder     string             `json:"effective_order"`
+	Visible            []devicesEnvJSONID `json:"visible"`
+	InvalidEntry       *string            `json:"invalid_entry"`
+	IgnoredEntries     []string           `json:"ignored_entries"`
+	HidesAll           bool               `json:"hides_all"`
+	Notes              []string           `json:"notes"`
+}
+
+type devicesEnvJSONID struct {
+	Ordinal int    `json:"ordinal"`
+	ID      string `json:"id"`
+	Kind    string `json:"kind"`
+	Index   *int   `json:"index"`
+}
+
+// runDevices gathers the report from src and env and writes it to w.
+func runDevices(ctx context.Context, w io.Writer, opts devicesOptions, src devicesSource, env devicecopy.Env) error {
+	rep := devicesReport{Devices: []devicesGPUJSON{}, Environment: devicesEnvironment(env)}
+	info, err := src.Driver(ctx)
+	rep.Driver.Release = info.Release
+	if info.CUDAVersion > 0 {
+		rep.Driver.CUDAVersion = info.CUDAVersion.String()
+	}
+	rep.Driver.Found = !errors.Is(err, devicecopy.ErrNoDriver) && !errors.Is(err, devicecopy.ErrDriverTooOld)
+	if err == nil {
+		var devs []devicecopy.DeviceInfo
+		devs, err = src.Devices(ctx)
+		for _, d := range devs {
+			rep.Devices = append(rep.Devices, devicesGPUJSON{
+				Ordinal:           d.Ordinal,
+				Name:              d.Name,
+				ComputeCapability: fmt.Sprintf("%d.%d", d.ComputeCapability[0], d.ComputeCapability[1]),
+				TotalMemoryBytes:  d.TotalMemory,
+				FreeMemoryBytes:   d.FreeMemory,
+				PCIBusID:          d.PCIBusID,
+				UUID:              d.UUID,
+			})
+		}
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if err != nil {
+		rep.Error = devicesError(err)
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return writeDevicesText(w, rep, env)
+}
+
+func devicesError(err error) *devicesErrorJSON {
+	e := &devicesErrorJSON{Kind: "other", Message: err.Error()}
+	var ce *devicecopy.CUDAError
+	switch {
+	case errors.Is(err, devicecopy.ErrNoDriver) && !errors.As(err, &ce):
+		e.Kind = "no_driver"
+	case errors.Is(err, devicecopy.ErrDriverTooOld):
+		e.Kind = "driver_too_old"
+	case errors.As(err, &ce):
+		e.Kind = "cuda"
+		if errors.Is(err, devicecopy.ErrNoDevice) {
+			e.Kind = "no_device"
+		}
+		e.Op, e.Code, e.Name, e.Hint = ce.Op, ce.Code, ce.Name, ce.Hint
+	}
+	return e
+}
+
+func devicesEnvironment(env devicecopy.Env) devicesEnvJSON {
+	j := devicesEnvJSON{
+		EffectiveOrder: env.Order,
+		Visible:        []devicesEnvJSONID{},
+		IgnoredEntries: []string{},
+		HidesAll:       env.HidesAll,
+		Notes:          append([]string{}, env.Notes...),
+	}
+	if env.VisibleSet {
+		j.CUDAVisibleDevices = &env.Visible
+	}
+	if env.OrderSet {
+		j.CUDADeviceOrder = &env.OrderRaw
+	}
+	if env.Hidden != nil {
+		j.InvalidEntry = &env.Invalid
+		j.IgnoredEntries = append(j.IgnoredEntries, env.Hidden...)
+	}
+	for _, id := range env.IDs {
+		e := devicesEnvJSONID{Ordinal: id.Ordinal, ID: id.ID, Kind: id.Kind.String()}
+		if id.Kind == devicecopy.IDIndex {
+			e.Index = &id.Index
+		}
+		j.Visible = append(j.Visible, e)
+	}
+	return j
+}
+
+func writeDevicesText(w io.Writer, rep devicesReport, env devicecopy.Env) error {
+	var b strings.Builder
+	switch {
+	case !rep.Driver.Found:
+		b.WriteString("NVIDIA driver: not found\n")
+		fmt.Fprintf(&b, "  %s\n", rep.Error.Message)
+		b.WriteString("  ckpt can still read, inspect, remap and convert checkpoints; only uploads to a GPU need the driver.\n")
+	default:
+		release := rep.Driver.Release
+		if release == "" {
+			release = "release unknown"
+		}
+		cuda := rep.Driver.CUDAVersion
+		if cuda == "" {
+			cuda = "unknown"
+		}
+		fmt.Fprintf(&b, "NVIDIA driver: %s (supports CUDA %s)\n", release, cuda)
+	}
+	if rep.Driver.Found {
+		fmt.Fprintf(&b, "\nDevices: %d visible\n", len(rep.Devices))
+		for _, d := range rep.Devices {
+			fmt.Fprintf(&b, "  cuda:%d  %s\n", d.Ordinal, d.Name)
+			fmt.Fprintf(&b, "          compute capability %s, memory %s total, %s free\n",
+				d.ComputeCapability, humanBytes(int64(d.TotalMemoryBytes)), humanBytes(int64(d.FreeMemoryBytes)))
+			fmt.Fprintf(&b, "          PCI %s  %s\n", d.PCIBusID, d.UUID)
+		}
+		if e := rep.Error; e != nil {
+			fmt.Fprintf(&b, "  %s\n", e.Message)
+		}
+	}
+	b.WriteString("\nEnvironment:\n")
+	for _, line := range env.Explain() {
+		fmt.Fprintf(&b, "  %s\n", line)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/devicecopy"
+)
+
+// devicesFake is a devicesSource with canned answers.
+type devicesFake struct {
+	info   devicecopy.DriverInfo
+	drvErr error
+	devs   []devicecopy.DeviceInfo
+	devErr error
+}
+
+func (f devicesFake) Driver(context.Context) (devicecopy.DriverInfo, error) { return f.info, f.drvErr }
+func (f devicesFake) Devices(context.Context) ([]devicecopy.DeviceInfo, error) {
+	return f.devs, f.devErr
+}
+
+var devicesTwoGPUs = devicesFake{
+	info: devicecopy.DriverInfo{CUDAVersion: 13000, Release: "580.65.06"},
+	devs: []devicecopy.DeviceInfo{
+		{Ordinal: 0, Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", ComputeCapability: [2]int{9, 0},
+			TotalMemory: 85520809984, FreeMemory: 84974239744, PCIBusID: "0000:65:00.0"},
+		{Ordinal: 1, Name: "NVIDIA H200", UUID: "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f", ComputeCapability: [2]int{9, 0},
+			TotalMemory: 150754820096, FreeMemory: 1 << 30, PCIBusID: "0000:b3:00.0"},
+	},
+}
+
+func devicesEnv(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// devicesExec runs `devices args...` against src and returns stdout, the
+// exit code and stderr.
+func devicesExec(t *testing.T, src devicesSource, env map[string]string, args ...string) (string, int, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	s := newStreams(strings.NewReader(""), &out, &errb)
+	cmd := devicesCommand(s, src, devicesEnv(env))
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	code := reportError(&errb, cmd.ExecuteContext(context.Background()))
+	return out.String(), code, errb.String()
+}
+
+func TestDevicesFlags(t *testing.T) {
+	var out bytes.Buffer
+	cmd := devicesCommand(newStreams(nil, &out, io.Discard), devicesTwoGPUs, devicesEnv(nil))
+	if err := cmd.ParseFlags([]string{"--json"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := cmd.Flags().GetBool("json"); !v {
+		t.Error("--json not parsed")
+	}
+	if err := cmd.ParseFlags([]string{"--json=false"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := cmd.Flags().GetBool("json"); v {
+		t.Error("--json=false not parsed")
+	}
+	if o, code, _ := devicesExec(t, devicesTwoGPUs, nil, "--json"); code != exitOK || !strings.HasPrefix(o, "{") {
+		t.Errorf("--json: exit %d, output %q", code, o)
+	}
+	// Usage errors go through the root command, as in production; flags are
+	// rejected before the driver is touched.
+	for _, args := range [][]string{{"--nope"}, {"extra"}, {"--json=maybe"}} {
+		var errb bytes.Buffer
+		code := run(context.Background(), append([]string{"devices"}, args...), newStreams(strings.NewReader(""), io.Discard, &errb))
+		if code != exitUsage || !strings.Contains(errb.String(), "Run 'ckpt --help'") {
+			t.Errorf("%v: exit %d, want %d; stderr %q", args, code, exitUsage, errb.String())
+		}
+	}
+}
+
+func TestDevicesText(t *testing.T) {
+	out, code, errs := devicesExec(t, devicesTwoGPUs, map[string]string{"CUDA_VISIBLE_DEVICES": "3,1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+	if code != exitOK || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	for _, want := range []string{
+		"NVIDIA driver: 580.65.06 (supports CUDA 13.0)",
+		"Devices: 2 visible",
+		"cuda:0  NVIDIA H100 80GB HBM3",
+		"compute capability 9.0, memory 79.6 GiB total, 79.1 GiB free",
+		"PCI 0000:65:00.0  GPU-8932f937-d72c-4106-c12f-20bd9faed9f6",
+		"cuda:1  NVIDIA H200",
+		"140.4 GiB total, 1.00 GiB free",
+		`CUDA_VISIBLE_DEVICES="3,1": only the listed GPUs are visible`,
+		"cuda:0 is GPU index 3 (PCI_BUS_ID order)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDevicesJSON(t *testing.T) {
+	out, code, _ := devicesExec(t, devicesTwoGPUs, map[string]string{"CUDA_VISIBLE_DEVICES": "1,x,0"}, "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	var rep devicesReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !rep.Driver.Found || rep.Driver.Release != "580.65.06" || rep.Driver.CUDAVersion != "13.0" || rep.Error != nil {
+		t.Errorf("driver: %+v error %+v", rep.Driver, rep.Error)
+	}
+	if len(rep.Devices) != 2 || rep.Devices[1] != (devicesGPUJSON{1, "NVIDIA H200", "9.0", 150754820096, 1 << 30, "0000:b3:00.0", "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"}) {
+		t.Errorf("devices: %+v", rep.Devices)
+	}
+	env := rep.Environment
+	if env.CUDAVisibleDevices == nil || *env.CUDAVisibleDevices != "1,x,0" || env.InvalidEntry == nil || *env.InvalidEntry != "x" ||
+		len(env.IgnoredEntries) != 1 || env.IgnoredEntries[0] != "0" || len(env.Visible) != 1 || *env.Visible[0].Index != 1 ||
+		env.CUDADeviceOrder != nil || env.EffectiveOrder != "FASTEST_FIRST" {
+		t.Errorf("environment: %+v", env)
+	}
+	// Every key is present even when empty, so consumers need no defaults.
+	var raw map[string]any
+	json.Unmarshal([]byte(out), &raw)
+	for _, k := range []string{"driver", "devices", "error", "environment"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("key %q missing", k)
+		}
+	}
+}
+
+func TestDevicesDriverWithoutGPU(t *testing.T) {
+	noDev := &devicecopy.CUDAError{Code: 100, Name: "CUDA_ERROR_NO_DEVICE", Op: "cuInit", Meaning: "the driver found no CUDA-capable GPU", Hint: "check CUDA_VISIBLE_DEVICES"}
+	src := devicesFake{info: devicecopy.DriverInfo{CUDAVersion: 12080}, drvErr: noDev}
+	out, code, _ := devicesExec(t, src, map[string]string{"CUDA_VISIBLE_DEVICES": ""})
+	for _, want := range []string{"NVIDIA driver: release unknown (supports CUDA 12.8)", "Devices: 0 visible", "CUDA_ERROR_NO_DEVICE", "hides every GPU"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code != exitOK {
+		t.Errorf("exit %d", code)
+	}
+	out, _, _ = devicesExec(t, src, nil, "--json")
+	var rep devicesReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Driver.Found || rep.Error == nil || rep.Error.Kind != "no_device" || rep.Error.Code != 100 || rep.Error.Op != "cuInit" || rep.Devices == nil {
+		t.Errorf("report: %+v %+v", rep, rep.Error)
+	}
+	// A failure while listing (after a good cuInit) is reported the same way.
+	src = devicesFake{info: devicecopy.DriverInfo{CUDAVersion: 13000}, devErr: errors.New("boom")}
+	if out, code, _ := devicesExec(t, src, nil); code != exitOK || !strings.Contains(out, "boom") {
+		t.Errorf("listing failure: exit %d\n%s", code, out)
+	}
+}
+
+func TestDevicesWriteFailure(t *testing.T) {
+	err := runDevices(context.Background(), devicesFailWriter{}, devicesOptions{}, devicesTwoGPUs, devicecopy.Env{})
+	if err == nil || reportError(io.Discard, err) != exitError {
+		t.Errorf("write failure: %v", err)
+	}
+}
+
+type devicesFailWriter struct{}
+
+func (devicesFailWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// TestDevicesRealBinding runs the real driver binding through the root
+// command. On a machine without a driver (like CI) it must report that
+// cleanly and exit 0; on a GPU machine it must list the driver.
+func TestDevicesRealBinding(t *testing.T) {
+	_, openErr := devicecopy.Open()
+	noDriver := errors.Is(openErr, devicecopy.ErrNoDriver)
+	for _, args := range [][]string{{"devices"}, {"devices", "--json"}} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), args, newStreams(strings.NewReader(""), &out, &errb))
+		if code != exitOK || errb.Len() != 0 {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, errb.String())
+		}
+		if len(args) == 1 {
+			if noDriver && !strings.Contains(out.String(), "NVIDIA driver: not found\n  devicecopy: no NVIDIA driver is installed") {
+				t.Errorf("no-driver text:\n%s", out.String())
+			}
+			if !noDriver && !strings.Contains(out.String(), "NVIDIA driver: ") {
+				t.Errorf("driver text:\n%s", out.String())
+			}
+			continue
+		}
+		var rep devicesReport
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		if noDriver && (rep.Driver.Found || rep.Error == nil || rep.Error.Kind != "no_driver" || len(rep.Devices) != 0) {
+			t.Errorf("no-driver JSON: %s", out.String())
+		}
+		if !noDriver && !rep.Driver.Found {
+			t.Errorf("driver JSON: %s", out.String())
+		}
+	}
+}

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package devicecopy
+
+// loadDriver reports that the CUDA driver binding exists only on Linux.
+func loadDriver() (*api, error) {
+	return nil, &LoadError{Library: driverLibraryName, Reason: "ckpt binds the CUDA driver on Linux only", Err: ErrNoDriver}
+}
