@@ -1,0 +1,37 @@
+// Package pickle reads Python pickles written by torch.save without running
+// any Python and without calling anything the pickle names.
+//
+// It owns the safe unpickling layer of ckpt: it validates the opcode stream,
+// resolves every global against an allowlist (torch rebuild functions,
+// dtypes, layouts, storage classes, a few standard-library containers and
+// benign data classes), refuses dangerous globals (os.system, builtins.eval,
+// subprocess, ...) with an *UnsafeError as soon as they are named, and
+// returns a tree of plain Go values in which every torch tensor is a
+// *Tensor describing dtype, shape, strides, offset and storage. It never
+// reads storage bytes: persistent ids are handed to a caller hook (see
+// WithPersistentLoad and ParseStoragePID).
+//
+// The opcode machine is github.com/nlpodyssey/gopickle's Unpickler. Before it
+// runs, a validating pass walks the whole stream (every length within the
+// input, known opcodes, protocol <= 5, stack and mark discipline, memo
+// indices, Limits) and rewrites it into an equivalent stream that gopickle
+// can execute without panicking: frames are dropped, every global becomes an
+// index into a table resolved by the validating pass (so gopickle's own
+// handling of OrderedDict and copy_reg never runs), and sets, which gopickle
+// keeps in Go maps that panic on unhashable keys, are built by this package.
+//
+// # Values
+//
+// Unpickle returns: nil, bool, int64, *big.Int (integers outside int64),
+// float64, complex128, string, []byte (bytes and bytearray), *Tuple, *List,
+// *Dict (dict, collections.OrderedDict, Counter, defaultdict; insertion
+// order kept), *Set, *Tensor, Global (a harmless global used as a value,
+// such as torch.float32), Device, *Object (known benign classes, never
+// instantiated), *Foreign (anything else, never called) and whatever the
+// persistent-load hook returned (*StorageRef by default).
+//
+// Values may be shared (one *Tensor or *List reachable through several
+// paths) and may be cyclic (a list appended into itself through the memo).
+// Code that walks a result must remember what it has visited. The nesting
+// depth of the result is at most Limits.MaxDepth.
+package pickle

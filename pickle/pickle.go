@@ -1,0 +1,203 @@
+package pickle
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	gopickle "github.com/nlpodyssey/gopickle/pickle"
+)
+
+// Sentinel errors. Every error Unpickle returns matches one of them with
+// errors.Is, except errors returned by a caller's persistent-load hook,
+// which are passed through (wrapped in an *OpError).
+var (
+	// ErrUnsafe reports a global that could run code (os.system,
+	// builtins.eval, subprocess.Popen, ...). The concrete error is *UnsafeError.
+	ErrUnsafe = errors.New("pickle: unsafe global")
+	// ErrMalformed reports a stream that is not a valid pickle, or a torch
+	// rebuild call whose arguments do not have the shape torch writes.
+	ErrMalformed = errors.New("pickle: malformed pickle")
+	// ErrLimit reports that the pickle exceeds one of the Limits.
+	ErrLimit = errors.New("pickle: limit exceeded")
+)
+
+// UnsafeError names a global that ckpt refuses to load because calling it
+// could run code or touch the system.
+type UnsafeError struct {
+	Module, Name string
+}
+
+// Error names the refused global.
+func (e *UnsafeError) Error() string {
+	return fmt.Sprintf("pickle: unsafe global %s.%s refused", e.Module, e.Name)
+}
+
+// Is reports whether target is ErrUnsafe.
+func (e *UnsafeError) Is(target error) bool { return target == ErrUnsafe }
+
+// OpError locates an error in the pickle stream.
+type OpError struct {
+	Offset int64  // byte offset of the opcode in the pickle
+	Op     string // opcode name as pickletools spells it ("REDUCE", "GLOBAL", ...)
+	Err    error
+}
+
+// Error prefixes the underlying error with the opcode and its offset.
+func (e *OpError) Error() string {
+	return fmt.Sprintf("at offset %d (%s): %v", e.Offset, e.Op, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *OpError) Unwrap() error { return e.Err }
+
+// Limits bound the resources a pickle may make Unpickle use. A zero field
+// means the default from DefaultLimits.
+type Limits struct {
+	// MaxDepth bounds the number of open MARKs and the nesting depth of
+	// the returned value tree.
+	MaxDepth int
+	// MaxMemo bounds memo indices (and so the number of memo entries).
+	MaxMemo int
+	// MaxContainerLen bounds the number of items of any tuple, list, dict or set.
+	MaxContainerLen int
+	// MaxOps bounds the number of opcodes executed.
+	MaxOps int
+}
+
+// DefaultLimits returns the limits used for zero fields: generous enough for
+// any pickle torch writes (Python's own pickler cannot nest deeper than its
+// recursion limit of about 1000), small enough to keep hostile input linear.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxDepth:        1000,
+		MaxMemo:         1 << 24,
+		MaxContainerLen: 1 << 26,
+		MaxOps:          1 << 28,
+	}
+}
+
+type config struct {
+	limits         Limits
+	persistentLoad func(pid any) (any, error)
+}
+
+// Option configures Unpickle.
+type Option func(*config)
+
+// WithPersistentLoad sets the hook called for each persistent id (BINPERSID
+// and PERSID opcodes). pid is converted to this package's value types first
+// (torch's storage ids arrive as *Tuple). Tensor rebuild functions expect
+// the hook to return a *StorageRef for storages. Without this option
+// ParseStoragePID is used; a nil fn keeps that default.
+func WithPersistentLoad(fn func(pid any) (any, error)) Option {
+	return func(c *config) {
+		if fn != nil {
+			c.persistentLoad = fn
+		}
+	}
+}
+
+// WithLimits sets resource limits; zero fields keep their defaults.
+func WithLimits(l Limits) Option {
+	return func(c *config) {
+		d := DefaultLimits()
+		if l.MaxDepth <= 0 {
+			l.MaxDepth = d.MaxDepth
+		}
+		if l.MaxMemo <= 0 {
+			l.MaxMemo = d.MaxMemo
+		}
+		if l.MaxContainerLen <= 0 {
+			l.MaxContainerLen = d.MaxContainerLen
+		}
+		if l.MaxOps <= 0 {
+			l.MaxOps = d.MaxOps
+		}
+		c.limits = l
+	}
+}
+
+// Unpickle reads one pickle from data (the whole pickle record, already in
+// memory) and returns its value tree. Bytes after the STOP opcode are
+// ignored; use UnpickleN to learn where the pickle ended.
+func Unpickle(data []byte, opts ...Option) (any, error) {
+	v, _, err := UnpickleN(data, opts...)
+	return v, err
+}
+
+// UnpickleN is Unpickle that also returns the number of bytes of data the
+// pickle occupied (through its STOP opcode), for streams that hold several
+// pickles back to back, like torch's legacy format.
+func UnpickleN(data []byte, opts ...Option) (any, int, error) {
+	cfg := config{limits: DefaultLimits(), persistentLoad: func(pid any) (any, error) { return ParseStoragePID(pid) }}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	prog, err := scan(data, cfg.limits)
+	if err != nil {
+		return nil, 0, err
+	}
+	m := &machine{cfg: &cfg, prog: prog, conv: newConverter(cfg.limits)}
+	r := &countingReader{r: bytes.NewReader(prog.code)}
+	u := gopickle.NewUnpickler(r)
+	u.FindClass = m.findClass
+	u.PersistentLoad = m.persistentLoad
+	raw, err := u.Load()
+	if err != nil {
+		return nil, 0, m.locate(r.n, err)
+	}
+	v, err := m.conv.value(raw, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	return v, prog.end, nil
+}
+
+// countingReader counts the bytes gopickle consumed, to map an error back to
+// the opcode that caused it.
+type countingReader struct {
+	r *bytes.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
+}
+
+// userError marks an error returned by the caller's persistent-load hook, so
+// that it is passed through instead of being classified as ErrMalformed.
+type userError struct{ err error }
+
+func (e *userError) Error() string { return e.err.Error() }
+func (e *userError) Unwrap() error { return e.err }
+
+// locate turns an error from gopickle into an *OpError at the offset of the
+// original opcode that was executing. Errors that are not ours or the
+// caller's are gopickle's own stream errors and become ErrMalformed.
+func (m *machine) locate(consumed int, err error) error {
+	var ue *userError
+	switch {
+	case errors.As(err, &ue):
+		err = ue.err
+	case errors.Is(err, ErrMalformed), errors.Is(err, ErrLimit), errors.Is(err, ErrUnsafe):
+	default:
+		err = fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	off, op := m.prog.origin(consumed)
+	return &OpError{Offset: int64(off), Op: op, Err: err}
+}
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+}
