@@ -1,0 +1,325 @@
+package statedict
+
+import (
+	"fmt"
+	"math/big"
+	"math/bits"
+	"strconv"
+
+	"github.com/ckpt-dev/ckpt/pickle"
+)
+
+// maxTreeNodes bounds the walk over the object tree: a pickle can share
+// subtrees through its memo, so a small file can describe a huge tree.
+const maxTreeNodes = 50_000_000
+
+// builder turns an unpickled tree into the Checkpoint model.
+type builder struct {
+	ck       *Checkpoint
+	record   string // the pickle's record, for messages
+	nodes    int
+	onPath   map[any]bool // containers on the current path (cycle guard)
+	storages map[*Storage]bool
+}
+
+func newBuilder(ck *Checkpoint, record string) *builder {
+	return &builder{ck: ck, record: record, onPath: make(map[any]bool), storages: make(map[*Storage]bool)}
+}
+
+func (b *builder) fail(tensor string, err error) error {
+	return &Error{Record: b.record, Tensor: tensor, Err: err}
+}
+
+func join(prefix, key string) string {
+	if prefix == "" {
+		return key
+	}
+	return prefix + "." + key
+}
+
+// keyString renders a dict key the way the name path shows it: str(key).
+func keyString(k any) string {
+	switch v := k.(type) {
+	case string:
+		return v
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case *big.Int:
+		return v.String()
+	case bool:
+		if v {
+			return "True"
+		}
+		return "False"
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	case nil:
+		return "None"
+	case []byte:
+		return fmt.Sprintf("b%q", v)
+	}
+	return fmt.Sprintf("%v", k)
+}
+
+// walk visits v at the given name. tensorsOnly is set below opaque and
+// foreign objects: tensors there are still real tensors, other leaves are
+// part of the object.
+func (b *builder) walk(v any, name string, tensorsOnly bool) error {
+	b.nodes++
+	if b.nodes > maxTreeNodes {
+		return b.fail(name, fmt.Errorf("%w: object tree has more than %d nodes", ErrMalformed, maxTreeNodes))
+	}
+	switch x := v.(type) {
+	case *pickle.Tensor:
+		return b.addTensor(x, name)
+	case *pickle.Dict:
+		if b.enter(x) {
+			return nil
+		}
+		defer delete(b.onPath, x)
+		for _, e := range x.Entries {
+			if err := b.walk(e.Value, join(name, keyString(e.Key)), tensorsOnly); err != nil {
+				return err
+			}
+		}
+	case *pickle.List:
+		if b.enter(x) {
+			return nil
+		}
+		defer delete(b.onPath, x)
+		for i, e := range *x {
+			if err := b.walk(e, join(name, strconv.Itoa(i)), tensorsOnly); err != nil {
+				return err
+			}
+		}
+	case *pickle.Tuple:
+		if b.enter(x) {
+			return nil
+		}
+		defer delete(b.onPath, x)
+		for i, e := range *x {
+			if err := b.walk(e, join(name, strconv.Itoa(i)), tensorsOnly); err != nil {
+				return err
+			}
+		}
+	case *pickle.Object:
+		if !tensorsOnly {
+			b.ck.Opaque = append(b.ck.Opaque, Object{Name: name, Type: x.Module + "." + x.Name, Value: x})
+		}
+		if b.enter(x) {
+			return nil
+		}
+		defer delete(b.onPath, x)
+		return b.walk(x.State, name, true)
+	case *pickle.Foreign:
+		b.ck.Foreign = append(b.ck.Foreign, Object{Name: name, Type: x.Module + "." + x.Name, Value: x})
+		if b.enter(x) {
+			return nil
+		}
+		defer delete(b.onPath, x)
+		if err := b.walk(x.State, name, true); err != nil {
+			return err
+		}
+		for i, a := range x.Args {
+			if err := b.walk(a, join(name, strconv.Itoa(i)), true); err != nil {
+				return err
+			}
+		}
+	default:
+		if !tensorsOnly {
+			b.ck.Objects = append(b.ck.Objects, Object{Name: name, Type: pyType(v), Value: v})
+		}
+	}
+	return nil
+}
+
+// enter marks a container as on the current path; it reports true when the
+// container is already there (a cycle), which the walk then skips.
+func (b *builder) enter(c any) bool {
+	if b.onPath[c] {
+		return true
+	}
+	b.onPath[c] = true
+	return false
+}
+
+// pyType names the Python type of a plain leaf value.
+func pyType(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NoneType"
+	case bool:
+		return "bool"
+	case int64, *big.Int:
+		return "int"
+	case float64:
+		return "float"
+	case complex128:
+		return "complex"
+	case string:
+		return "str"
+	case []byte:
+		return "bytes"
+	case pickle.Device:
+		return "torch.device"
+	case pickle.Global:
+		return x.Module + "." + x.Name
+	case *pickle.Set:
+		return "set"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func (b *builder) addTensor(pt *pickle.Tensor, name string) error {
+	t, err := b.makeTensor(pt, name)
+	if err != nil {
+		return err
+	}
+	if len(pt.Components) == 0 {
+		b.ck.Tensors = append(b.ck.Tensors, t)
+		b.addStorage(t.Storage)
+		return nil
+	}
+	for _, c := range pt.Components {
+		ct, err := b.makeTensor(c.Tensor, join(name, c.Name))
+		if err != nil {
+			return err
+		}
+		ct.Layout = t.Layout
+		ct.Component = c.Name
+		ct.RequiresGrad = t.RequiresGrad
+		ct.Parameter = t.Parameter
+		b.ck.Tensors = append(b.ck.Tensors, ct)
+		b.addStorage(ct.Storage)
+	}
+	return nil
+}
+
+func (b *builder) addStorage(s *Storage) {
+	if s != nil && !b.storages[s] {
+		b.storages[s] = true
+		b.ck.Storages = append(b.ck.Storages, s)
+	}
+}
+
+// makeTensor validates a rebuilt tensor against its storage.
+func (b *builder) makeTensor(pt *pickle.Tensor, name string) (*Tensor, error) {
+	if pt == nil {
+		return nil, b.fail(name, fmt.Errorf("%w: missing tensor", ErrMalformed))
+	}
+	t := &Tensor{
+		Name:         name,
+		Shape:        pt.Shape,
+		Strides:      pt.Stride,
+		Offset:       pt.Offset,
+		RequiresGrad: pt.RequiresGrad,
+		Parameter:    pt.Parameter,
+		Layout:       Layout(pt.Layout),
+		Subclass:     pt.Subclass,
+		Device:       pt.Device,
+	}
+	if t.Layout == "" {
+		t.Layout = Strided
+	}
+	dt, ok := ParseDType(pt.DType)
+	if !ok {
+		return nil, b.fail(name, fmt.Errorf("%w: unknown dtype %q", ErrMalformed, pt.DType))
+	}
+	t.DType = dt
+	if len(t.Strides) == 0 && len(t.Shape) > 0 && pt.Storage == nil {
+		t.Strides = contiguousStrides(t.Shape)
+	}
+	if len(t.Shape) != len(t.Strides) {
+		return nil, b.fail(name, fmt.Errorf("%w: %d sizes but %d strides", ErrMalformed, len(t.Shape), len(t.Strides)))
+	}
+	if t.Offset < 0 {
+		return nil, b.fail(name, fmt.Errorf("%w: negative storage offset %d", ErrMalformed, t.Offset))
+	}
+	for i, s := range t.Shape {
+		if s < 0 || t.Strides[i] < 0 {
+			return nil, b.fail(name, fmt.Errorf("%w: negative size or stride in dimension %d", ErrMalformed, i))
+		}
+	}
+	if t.NBytes() < 0 {
+		return nil, b.fail(name, fmt.Errorf("%w: shape %v", ErrOverflow, t.Shape))
+	}
+	if q := pt.Quant; q != nil {
+		t.Quant = &Quantization{Scheme: q.Scheme, Scale: q.Scale, ZeroPoint: q.ZeroPoint, Axis: q.Axis}
+		var err error
+		if t.Quant.Scales, err = b.optTensor(q.Scales, join(name, "scales")); err != nil {
+			return nil, err
+		}
+		if t.Quant.Zeros, err = b.optTensor(q.ZeroPoints, join(name, "zero_points")); err != nil {
+			return nil, err
+		}
+	}
+	if pt.Storage == nil {
+		t.Meta = true
+		if t.Device == "" {
+			t.Device = "meta"
+		}
+		return t, nil
+	}
+	s, ok := pt.Storage.Ref.(*Storage)
+	if !ok || s == nil {
+		return nil, b.fail(name, fmt.Errorf("%w: tensor without a resolved storage", ErrMalformed))
+	}
+	t.Storage = s
+	t.Device = s.Location
+	if s.DType == Invalid {
+		s.DType = dt
+	}
+	end, ok := extentBytes(t)
+	if !ok {
+		return nil, b.fail(name, fmt.Errorf("%w: offset %d with shape %v and strides %v", ErrOverflow, t.Offset, t.Shape, t.Strides))
+	}
+	if end > s.NBytes {
+		return nil, &Error{Record: s.Record, Tensor: name, Err: fmt.Errorf("%w: tensor needs bytes up to %d, storage %s has %d",
+			ErrShortStorage, end, s.Key, s.NBytes)}
+	}
+	return t, nil
+}
+
+func (b *builder) optTensor(pt *pickle.Tensor, name string) (*Tensor, error) {
+	if pt == nil {
+		return nil, nil
+	}
+	return b.makeTensor(pt, name)
+}
+
+// extentBytes is the byte just past the last element the tensor reaches in
+// its storage (0 for an empty tensor), with overflow checks.
+func extentBytes(t *Tensor) (int64, bool) {
+	if t.NumEl() == 0 {
+		return 0, true
+	}
+	last := uint64(t.Offset)
+	for i, s := range t.Shape {
+		hi, lo := bits.Mul64(uint64(s-1), uint64(t.Strides[i]))
+		if hi != 0 {
+			return 0, false
+		}
+		var carry uint64
+		last, carry = bits.Add64(last, lo, 0)
+		if carry != 0 || last >= 1<<62 {
+			return 0, false
+		}
+	}
+	hi, lo := bits.Mul64(last+1, uint64(t.DType.Size()))
+	if hi != 0 || lo >= 1<<62 {
+		return 0, false
+	}
+	return int64(lo), true
+}
+
+func contiguousStrides(shape []int64) []int64 {
+	st := make([]int64, len(shape))
+	acc := int64(1)
+	for i := len(shape) - 1; i >= 0; i-- {
+		st[i] = acc
+		if shape[i] > 0 {
+			acc *= shape[i]
+		}
+	}
+	return st
+}

@@ -1,0 +1,212 @@
+package statedict
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ErrNoData is returned when reading the data of a tensor saved without any
+// (device "meta", or a tensor subclass with no storage).
+var ErrNoData = errors.New("statedict: tensor has no data (meta tensor)")
+
+// Open returns the storage's bytes in file order (see BigEndian), streaming:
+// this works for every container without temporary files.
+func (s *Storage) Open() (io.ReadCloser, error) {
+	if s.src == nil {
+		return nil, ErrNoData
+	}
+	return s.src.open(0, s.NBytes)
+}
+
+// ReaderAt gives random access to the storage's bytes in file order.
+// Uncompressed records are read in place; a deflated zip record is first
+// decompressed to an unlinked temporary file.
+func (s *Storage) ReaderAt() (io.ReaderAt, error) {
+	if s.src == nil {
+		return nil, ErrNoData
+	}
+	return s.src.readerAt()
+}
+
+// SwapUnit is the size of the byte groups that a big-endian storage of this
+// dtype swaps: the element size, or half of it for complex types (real and
+// imaginary parts swap separately). 1 means nothing to swap.
+func (d DType) SwapUnit() int {
+	if d.IsComplex() {
+		return d.Size() / 2
+	}
+	return d.Size()
+}
+
+// Span returns the byte range [begin, end) of the storage that the tensor's
+// elements occupy.
+func (t *Tensor) Span() (begin, end int64) {
+	end, _ = extentBytes(t)
+	if end == 0 {
+		return 0, 0
+	}
+	return t.Offset * int64(t.DType.Size()), end
+}
+
+// Raw returns the bytes of the storage that the tensor spans, in file order
+// and file byte order: for a contiguous tensor exactly its elements; for a
+// strided view, everything between its first and last element.
+func (t *Tensor) Raw() (*io.SectionReader, error) {
+	if t.Storage == nil {
+		return nil, &Error{Tensor: t.Name, Err: ErrNoData}
+	}
+	ra, err := t.Storage.ReaderAt()
+	if err != nil {
+		return nil, &Error{File: t.Storage.File, Record: t.Storage.Record, Tensor: t.Name, Err: err}
+	}
+	b, e := t.Span()
+	return io.NewSectionReader(ra, b, e-b), nil
+}
+
+// Open returns the tensor's logical elements in C order, little-endian:
+// exactly NBytes() bytes, whatever the offset, strides and byte order of the
+// storage. This is what torch would hold after tensor.contiguous().
+func (t *Tensor) Open() (io.ReadCloser, error) {
+	if t.Storage == nil {
+		return nil, &Error{Tensor: t.Name, Err: ErrNoData}
+	}
+	swap := 0
+	if t.Storage.BigEndian && t.DType.SwapUnit() > 1 {
+		swap = t.DType.SwapUnit()
+	}
+	if t.IsContiguous() {
+		b, e := t.Span()
+		rc, err := t.Storage.src.open(b, e-b)
+		if err != nil {
+			return nil, &Error{File: t.Storage.File, Record: t.Storage.Record, Tensor: t.Name, Err: err}
+		}
+		if swap == 0 {
+			return rc, nil
+		}
+		return &swapReader{rc: rc, unit: swap}, nil
+	}
+	raw, err := t.Raw()
+	if err != nil {
+		return nil, err
+	}
+	return &stridedReader{t: t, raw: raw, swap: swap, idx: make([]int64, len(t.Shape)), left: t.NumEl()}, nil
+}
+
+// ReadAll reads the tensor's logical elements into memory (see Open).
+func (t *Tensor) ReadAll() ([]byte, error) {
+	rc, err := t.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	buf := make([]byte, t.NBytes())
+	if _, err := io.ReadFull(rc, buf); err != nil {
+		return nil, &Error{Tensor: t.Name, Err: fmt.Errorf("%w: %v", ErrTruncated, err)}
+	}
+	return buf, nil
+}
+
+// swapReader byte-swaps groups of unit bytes as they stream through.
+type swapReader struct {
+	rc   io.ReadCloser
+	unit int
+	part []byte // a group split across reads
+}
+
+func (s *swapReader) Read(p []byte) (int, error) {
+	if len(p) < s.unit {
+		return 0, io.ErrShortBuffer
+	}
+	p = p[:len(p)/s.unit*s.unit]
+	n := copy(p, s.part)
+	s.part = s.part[:0]
+	m, err := io.ReadAtLeast(s.rc, p[n:], 1)
+	n += m
+	whole := n / s.unit * s.unit
+	s.part = append(s.part, p[whole:n]...)
+	swapBytes(p[:whole], s.unit)
+	if err == io.EOF && len(s.part) > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return whole, err
+}
+
+func (s *swapReader) Close() error { return s.rc.Close() }
+
+func swapBytes(b []byte, unit int) {
+	for i := 0; i+unit <= len(b); i += unit {
+		g := b[i : i+unit]
+		for l, r := 0, unit-1; l < r; l, r = l+1, r-1 {
+			g[l], g[r] = g[r], g[l]
+		}
+	}
+}
+
+// stridedReader gathers a non-contiguous tensor's elements in C order,
+// reading the innermost dimension's run at a time from the raw span.
+type stridedReader struct {
+	t    *Tensor
+	raw  *io.SectionReader // starts at the tensor's first element
+	swap int
+	idx  []int64 // index of the next element
+	left int64   // elements still to deliver
+	buf  []byte
+}
+
+func (s *stridedReader) Read(p []byte) (int, error) {
+	es := int64(s.t.DType.Size())
+	if s.left == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) < es {
+		return 0, io.ErrShortBuffer
+	}
+	n := 0
+	nd := len(s.idx)
+	for s.left > 0 && int64(len(p)-n) >= es {
+		// Element offset of idx relative to the tensor's first element.
+		var off int64
+		for d, i := range s.idx {
+			off += i * s.t.Strides[d]
+		}
+		// Read as many elements of the innermost dimension as fit.
+		run := int64(1)
+		inner := int64(1)
+		if nd > 0 {
+			inner = s.t.Strides[nd-1]
+			run = s.t.Shape[nd-1] - s.idx[nd-1]
+		}
+		run = min(run, int64(len(p)-n)/es, s.left)
+		if inner > 1 {
+			// Keep the bytes read per run near the bytes delivered.
+			run = min(run, max(1, (1<<20/es-1)/inner+1))
+		}
+		span := ((run-1)*inner + 1) * es
+		if int64(cap(s.buf)) < span {
+			s.buf = make([]byte, span)
+		}
+		buf := s.buf[:span]
+		if _, err := s.raw.ReadAt(buf, off*es); err != nil {
+			return n, fmt.Errorf("%w: %v", ErrTruncated, err)
+		}
+		for k := int64(0); k < run; k++ {
+			copy(p[n:], buf[k*inner*es:k*inner*es+es])
+			n += int(es)
+		}
+		s.left -= run
+		if nd > 0 {
+			s.idx[nd-1] += run
+			for d := nd - 1; d > 0 && s.idx[d] >= s.t.Shape[d]; d-- {
+				s.idx[d] = 0
+				s.idx[d-1]++
+			}
+		}
+	}
+	if s.swap > 0 {
+		swapBytes(p[:n], s.swap)
+	}
+	return n, nil
+}
+
+func (s *stridedReader) Close() error { return nil }

@@ -1,0 +1,77 @@
+package statedict
+
+import (
+	"errors"
+	"strings"
+)
+
+// Errors returned by the readers. Every error from Open and NewReader wraps
+// one of these (or an error of package pickle or safetensors) in an *Error
+// that names the file, the record and the tensor involved.
+var (
+	// ErrFormat: the content is not a checkpoint format ckpt knows.
+	ErrFormat = errors.New("statedict: unknown checkpoint format")
+	// ErrEmpty: the file is empty.
+	ErrEmpty = errors.New("statedict: empty file")
+	// ErrTruncated: the file ends before its structure says it does.
+	ErrTruncated = errors.New("statedict: truncated file")
+	// ErrMalformed: the structure is inconsistent (bad counts, offsets, types).
+	ErrMalformed = errors.New("statedict: malformed checkpoint")
+	// ErrMissingRecord: the pickle refers to a storage record the container lacks.
+	ErrMissingRecord = errors.New("statedict: missing storage record")
+	// ErrShortStorage: a tensor reaches past the end of its storage.
+	ErrShortStorage = errors.New("statedict: storage shorter than tensor")
+	// ErrOverflow: a shape, stride or offset overflows 64-bit byte arithmetic.
+	ErrOverflow = errors.New("statedict: size overflows int64")
+	// ErrUnsupported: a valid construct ckpt does not read (e.g. TorchScript code).
+	ErrUnsupported = errors.New("statedict: unsupported")
+	// ErrNeedsDirectory: a sharded index was given without the directory that holds its shards.
+	ErrNeedsDirectory = errors.New("statedict: sharded index needs its directory (use Open with a path)")
+)
+
+// Error is the typed error of every failed read: it says where (file,
+// record, tensor) and wraps the cause, so errors.Is(err, ErrShortStorage)
+// and errors.Is(err, pickle.ErrUnsafe) work.
+type Error struct {
+	File   string // path of the file or shard, "" for a bare io.ReaderAt
+	Record string // zip record, tar member or section ("data.pkl", "archive/data/3")
+	Tensor string // tensor name, when one is involved
+	Err    error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	for _, part := range [...][2]string{{"", e.File}, {"record ", e.Record}, {"tensor ", e.Tensor}} {
+		if part[1] == "" {
+			continue
+		}
+		b.WriteString(part[0])
+		if part[0] == "tensor " {
+			b.WriteString("\"" + part[1] + "\"")
+		} else {
+			b.WriteString(part[1])
+		}
+		b.WriteString(": ")
+	}
+	if e.Err != nil {
+		b.WriteString(strings.TrimPrefix(e.Err.Error(), "statedict: "))
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// withFile fills in the file name of err (an *Error or not) when missing.
+func withFile(err error, file string) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		if e.File == "" {
+			e.File = file
+		}
+		return err
+	}
+	return &Error{File: file, Err: err}
+}

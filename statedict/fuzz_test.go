@@ -1,0 +1,38 @@
+package statedict_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// FuzzNewReader feeds every container reader (zip, legacy, tar,
+// safetensors, gzip/zstd) with mutations of the real fixtures: whatever the
+// input, NewReader and reading every tensor must return, not panic or hang.
+func FuzzNewReader(f *testing.F) {
+	for _, pat := range []string{"*.pt", "*.pth", "*.bin", "*.safetensors", "*.gz", "bad/*"} {
+		m, _ := filepath.Glob(filepath.Join(fixtures, pat))
+		for _, p := range m {
+			if b, err := os.ReadFile(p); err == nil && len(b) < 1<<20 {
+				f.Add(b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ck, err := statedict.NewReader(bytes.NewReader(data), int64(len(data)), statedict.WithTempDir(t.TempDir()),
+			statedict.WithMaxDecompressedSize(8<<20))
+		if err != nil {
+			return
+		}
+		defer ck.Close()
+		for _, tt := range ck.Tensors {
+			if tt.NBytes() > 1<<20 {
+				continue
+			}
+			_, _ = tt.ReadAll()
+		}
+	})
+}

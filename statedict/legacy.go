@@ -1,0 +1,142 @@
+package statedict
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/big"
+	"math/bits"
+
+	"github.com/ckpt-dev/ckpt/pickle"
+)
+
+// legacyProtocol is the protocol version torch's legacy writer records.
+const legacyProtocol = 1001
+
+// readLegacy reads the magic-number format (torch < 1.6, or
+// _use_new_zipfile_serialization=False): pickles back to back (magic,
+// protocol, sys_info, the object, the storage keys), then for each key an
+// int64 element count and the raw bytes.
+func readLegacy(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
+	pos := int64(0)
+	next := func(what string, opts ...pickle.Option) (any, error) {
+		v, n, err := pickleAt(r, pos, size, what, cfg, opts...)
+		pos += n
+		return v, err
+	}
+	magic, err := next("magic number")
+	if err != nil {
+		return nil, err
+	}
+	if m, ok := magic.(*big.Int); !ok || m.Text(16) != "1950a86a20f9469cfc6c" {
+		return nil, &Error{Record: "magic number", Err: fmt.Errorf("%w: not torch's legacy magic number", ErrFormat)}
+	}
+	proto, err := next("protocol version")
+	if err != nil {
+		return nil, err
+	}
+	ck := &Checkpoint{Format: FormatTorchLegacy, ByteOrder: "little"}
+	if p, ok := proto.(int64); !ok || p != legacyProtocol {
+		return nil, &Error{Record: "protocol version", Err: fmt.Errorf("%w: legacy protocol %v (want %d)", ErrUnsupported, proto, legacyProtocol)}
+	}
+	ck.Version = fmt.Sprint(legacyProtocol)
+	sysInfo, err := next("sys_info")
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := sysInfo.(*pickle.Dict); ok {
+		if le, ok := d.Get("little_endian"); ok && le == false {
+			ck.ByteOrder = "big"
+		}
+	}
+	storages := make(map[string]*Storage)
+	var order []*Storage
+	load := func(pid any) (any, error) {
+		if cls, ok := modulePID(pid); ok {
+			return cls, nil
+		}
+		ref, err := pickle.ParseStoragePID(pid)
+		if err != nil {
+			return nil, err
+		}
+		if s, ok := storages[ref.Key]; ok {
+			ref.Ref = s
+			return ref, nil
+		}
+		s, err := newStorage(ref, "storage "+ref.Key, 1<<62)
+		if err != nil {
+			return nil, err
+		}
+		s.BigEndian = ck.ByteOrder == "big"
+		storages[ref.Key] = s
+		order = append(order, s)
+		ref.Ref = s
+		return ref, nil
+	}
+	root, err := next("main pickle", pickle.WithPersistentLoad(load))
+	if err != nil {
+		return nil, err
+	}
+	keysV, err := next("storage keys")
+	if err != nil {
+		return nil, err
+	}
+	keys, ok := keysV.(*pickle.List)
+	if !ok {
+		return nil, &Error{Record: "storage keys", Err: fmt.Errorf("%w: storage key list is %T", ErrMalformed, keysV)}
+	}
+	// Lay out the storages in key order, checking each count against the pickle.
+	off := pos
+	for _, kv := range *keys {
+		key := keyString(kv)
+		s, ok := storages[key]
+		if !ok {
+			return nil, &Error{Record: "storage " + key, Err: fmt.Errorf("%w: key list names storage %s that no tensor uses", ErrMalformed, key)}
+		}
+		var cnt [8]byte
+		if off > size-8 {
+			return nil, &Error{Record: "storage " + key, Err: fmt.Errorf("%w: storage %s header at %d past the end of the %d-byte file", ErrTruncated, key, off, size)}
+		}
+		if _, err := r.ReadAt(cnt[:], off); err != nil {
+			return nil, &Error{Record: "storage " + key, Err: fmt.Errorf("%w: %v", ErrTruncated, err)}
+		}
+		numel := binary.LittleEndian.Uint64(cnt[:])
+		hi, lo := bits.Mul64(numel, uint64(max(s.DType.Size(), 1)))
+		if hi != 0 || lo != uint64(s.NBytes) {
+			return nil, &Error{Record: "storage " + key, Err: fmt.Errorf("%w: storage %s holds %d elements, the pickle says %d bytes", ErrMalformed, key, numel, s.NBytes)}
+		}
+		off += 8
+		if s.NBytes > size-off {
+			return nil, &Error{Record: "storage " + key, Err: fmt.Errorf("%w: storage %s needs %d bytes at offset %d, the file has %d", ErrShortStorage, key, s.NBytes, off, size)}
+		}
+		s.src = &sectionSource{r: r, off: off, n: s.NBytes}
+		off += s.NBytes
+		delete(storages, key)
+	}
+	for _, s := range order {
+		if s.src == nil {
+			return nil, &Error{Record: "storage " + s.Key, Err: fmt.Errorf("%w: storage %s is not in the key list", ErrMissingRecord, s.Key)}
+		}
+	}
+	if off != size {
+		ck.Warnings = append(ck.Warnings, fmt.Sprintf("%d trailing bytes after the last storage", size-off))
+	}
+	ck.Root = root
+	if err := newBuilder(ck, "main pickle").walk(root, "", false); err != nil {
+		return nil, err
+	}
+	return ck, nil
+}
+
+// modulePID recognises ('module', class, source_file, source), the id the
+// legacy writer gives the class of a pickled nn.Module; the class comes back.
+func modulePID(pid any) (any, bool) {
+	t, ok := pid.(*pickle.Tuple)
+	if !ok || len(*t) < 2 {
+		return nil, false
+	}
+	if s, ok := (*t)[0].(string); ok && s == "module" {
+		return (*t)[1], true
+	}
+	return nil, false
+}

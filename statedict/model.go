@@ -1,0 +1,148 @@
+package statedict
+
+import (
+	"io"
+	"math/bits"
+)
+
+// Format names a checkpoint container format, spelled as `ckpt inspect --json` reports it.
+type Format string
+
+// The container formats ckpt reads.
+const (
+	FormatTorchZip    Format = "torch-zip"    // torch.save since 1.6
+	FormatTorchLegacy Format = "torch-legacy" // magic-number stream, torch < 1.6
+	FormatTorchTar    Format = "torch-tar"    // tar container, torch < 0.3
+	FormatSafetensors Format = "safetensors"
+	FormatSharded     Format = "sharded" // Hugging Face index.json over several files
+)
+
+// Layout is a tensor's memory layout as torch names it.
+type Layout string
+
+// Layouts ckpt recognises.
+const (
+	Strided   Layout = "strided"
+	SparseCOO Layout = "sparse_coo"
+	SparseCSR Layout = "sparse_csr"
+	SparseCSC Layout = "sparse_csc"
+	SparseBSR Layout = "sparse_bsr"
+	SparseBSC Layout = "sparse_bsc"
+)
+
+// Storage is one contiguous run of bytes in the checkpoint that one or more
+// tensors view. Its bytes are not read until asked for.
+type Storage struct {
+	Key      string // storage key as saved ("0", "1", ... or a pointer in old files)
+	Location string // location tag exactly as saved: "cpu", "cuda:0", "cuda", "mps", ...
+	DType    DType  // element type the storage was saved with
+	NBytes   int64  // size in bytes
+	Record   string // where the bytes live: zip record, tar member or file, for messages
+	File     string // the file (or shard) holding the record, for messages
+
+	// BigEndian is true when the bytes in the file are big-endian. Raw
+	// readers return file order; logical readers swap to little-endian.
+	BigEndian bool
+
+	// CRC32 is the checksum the container recorded for the record, when HasCRC.
+	CRC32  uint32
+	HasCRC bool
+
+	src storageSource
+}
+
+// storageSource gives access to a storage's bytes in file order.
+type storageSource interface {
+	// open returns a reader over the storage bytes starting at byte off.
+	open(off, n int64) (io.ReadCloser, error)
+	// readerAt gives random access to exactly the storage's bytes
+	// (compressed records are decompressed to a temporary file first).
+	readerAt() (io.ReaderAt, error)
+}
+
+// Tensor is one tensor of a checkpoint: metadata plus lazy access to its data.
+type Tensor struct {
+	Name    string  // path in the object tree, nested keys joined with "."
+	DType   DType   // element type
+	Shape   []int64 // sizes in elements
+	Strides []int64 // strides in elements
+	Offset  int64   // storage offset in elements
+	Device  string  // location tag exactly as saved ("cpu", "cuda:1", ...)
+	Storage *Storage
+
+	RequiresGrad bool
+	Parameter    bool   // saved as torch.nn.Parameter
+	Layout       Layout // "strided" for dense tensors
+	// Component is set on the parts of a sparse tensor ("indices", "values",
+	// "crow_indices", ...); Name then ends with ".<component>".
+	Component string
+	// Quant describes a quantized tensor's parameters; nil otherwise.
+	Quant *Quantization
+	// Subclass is the Python class of a tensor subclass, "" for torch.Tensor.
+	Subclass string
+	// Meta is true for tensors saved without data (device "meta").
+	Meta bool
+}
+
+// Quantization holds the quantizer of a quantized tensor.
+type Quantization struct {
+	Scheme    string  // "per_tensor_affine", "per_channel_affine", ...
+	Scale     float64 // per-tensor
+	ZeroPoint int64   // per-tensor
+	Axis      int64   // per-channel
+	Scales    *Tensor // per-channel
+	Zeros     *Tensor // per-channel
+}
+
+// NumEl returns the number of elements, or -1 when the product overflows int64.
+func (t *Tensor) NumEl() int64 {
+	n := int64(1)
+	for _, s := range t.Shape {
+		if s < 0 {
+			return -1
+		}
+		hi, lo := bits.Mul64(uint64(n), uint64(s))
+		if hi != 0 || lo > 1<<62 {
+			return -1
+		}
+		n = int64(lo)
+	}
+	return n
+}
+
+// NBytes is the number of bytes of the tensor's logical elements.
+func (t *Tensor) NBytes() int64 {
+	n := t.NumEl()
+	if n < 0 {
+		return -1
+	}
+	return n * int64(t.DType.Size())
+}
+
+// IsContiguous reports whether the tensor's elements are laid out in C order
+// without gaps (size-1 dimensions may have any stride, as in torch).
+func (t *Tensor) IsContiguous() bool {
+	if t.NumEl() == 0 {
+		return true
+	}
+	want := int64(1)
+	for i := len(t.Shape) - 1; i >= 0; i-- {
+		if t.Shape[i] == 1 {
+			continue
+		}
+		if t.Strides[i] != want {
+			return false
+		}
+		want *= t.Shape[i]
+	}
+	return true
+}
+
+// IsView reports whether the tensor covers less than its whole storage
+// (an offset, a slice, or a non-contiguous layout).
+func (t *Tensor) IsView() bool {
+	if t.Storage == nil || t.NumEl() == 0 && t.Storage.NBytes == 0 {
+		return false
+	}
+	return t.Offset != 0 || !t.IsContiguous() || t.NBytes() != t.Storage.NBytes
+}

@@ -1,0 +1,236 @@
+package statedict
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/ckpt-dev/ckpt/pickle"
+)
+
+// Option configures Open and NewReader.
+type Option func(*config)
+
+type config struct {
+	name          string // file name used in error messages
+	limits        pickle.Limits
+	maxPickle     int64  // largest pickle read into memory
+	maxIndex      int64  // largest index.json read
+	maxHeader     int64  // largest safetensors header
+	tempDir       string // where compressed inputs are spooled
+	maxDecompress int64  // largest decompressed size of a gzip/zstd-wrapped file
+}
+
+func defaultConfig() config {
+	return config{
+		limits:        pickle.DefaultLimits(),
+		maxPickle:     1 << 30,
+		maxIndex:      64 << 20,
+		maxHeader:     100_000_000,
+		maxDecompress: 1 << 40,
+	}
+}
+
+// WithName sets the file name that errors report for a bare io.ReaderAt.
+func WithName(name string) Option { return func(c *config) { c.name = name } }
+
+// WithPickleLimits bounds the unpickler (nesting depth, memo, container
+// sizes, operation count) beyond the defaults of pickle.DefaultLimits.
+func WithPickleLimits(l pickle.Limits) Option { return func(c *config) { c.limits = l } }
+
+// WithMaxPickleSize bounds the size of a pickle record read into memory
+// (default 1 GiB). The pickle is the only part of a checkpoint read eagerly.
+func WithMaxPickleSize(n int64) Option { return func(c *config) { c.maxPickle = n } }
+
+// WithTempDir sets where gzip/zstd-wrapped and deflated inputs are
+// decompressed to for random access (default os.TempDir()).
+func WithTempDir(dir string) Option { return func(c *config) { c.tempDir = dir } }
+
+// WithMaxDecompressedSize bounds how many bytes a gzip/zstd-wrapped file may
+// expand to (default 1 TiB), a guard against decompression bombs.
+func WithMaxDecompressedSize(n int64) Option { return func(c *config) { c.maxDecompress = n } }
+
+// Open opens a checkpoint file or directory: a torch zip, legacy or tar file,
+// a safetensors file, a Hugging Face index.json with its shards, a directory
+// holding one of those, or a gzip/zstd-wrapped file. The format is sniffed
+// from the content, not the extension. Only metadata is read.
+func Open(path string, opts ...Option) (*Checkpoint, error) {
+	cfg := defaultConfig()
+	cfg.name = path
+	for _, o := range opts {
+		o(&cfg)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return openDir(path, &cfg)
+	}
+	return openFile(path, &cfg)
+}
+
+func openFile(path string, cfg *config) (*Checkpoint, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	c := *cfg
+	c.name = path
+	var ck *Checkpoint
+	if isIndexJSON(f, fi.Size()) {
+		ck, err = openSharded(path, f, fi.Size(), &c)
+		f.Close()
+	} else {
+		ck, err = newReader(f, fi.Size(), &c)
+		if err != nil {
+			f.Close()
+		} else {
+			ck.closers = append([]io.Closer{f}, ck.closers...)
+			for _, s := range ck.Storages {
+				s.File = path
+			}
+		}
+	}
+	if err != nil {
+		return nil, withFile(err, path)
+	}
+	return ck, nil
+}
+
+// NewReader reads a checkpoint's metadata from r, which holds size bytes.
+// Tensor data is read from r later, on demand: r must stay usable until the
+// Checkpoint is closed (closing the Checkpoint does not close r). A sharded
+// index.json cannot be read this way (ErrNeedsDirectory); use Open.
+func NewReader(r io.ReaderAt, size int64, opts ...Option) (*Checkpoint, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if isIndexJSON(r, size) {
+		return nil, withFile(ErrNeedsDirectory, cfg.name)
+	}
+	ck, err := newReader(r, size, &cfg)
+	if err != nil {
+		return nil, withFile(err, cfg.name)
+	}
+	return ck, nil
+}
+
+// Magic numbers used for sniffing.
+var (
+	zipMagic  = []byte("PK\x03\x04")
+	zipEmpty  = []byte("PK\x05\x06")
+	gzipMagic = []byte{0x1f, 0x8b}
+	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+	// PROTO 2, LONG1 of 10 bytes: the legacy magic number 0x1950a86a20f9469cfc6c.
+	legacyMagic = []byte{0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19}
+)
+
+func newReader(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
+	if size == 0 {
+		return nil, ErrEmpty
+	}
+	head := make([]byte, 512)
+	n, err := r.ReadAt(head, 0)
+	if n < len(head) && err != nil && err != io.EOF {
+		return nil, err
+	}
+	head = head[:n]
+	switch {
+	case bytes.HasPrefix(head, zipMagic), bytes.HasPrefix(head, zipEmpty):
+		return readZip(r, size, cfg)
+	case bytes.HasPrefix(head, legacyMagic):
+		return readLegacy(r, size, cfg)
+	case len(head) >= 262 && bytes.Equal(head[257:262], []byte("ustar")):
+		return readTar(r, size, cfg)
+	case bytes.HasPrefix(head, gzipMagic), bytes.HasPrefix(head, zstdMagic):
+		return readCompressed(r, size, head, cfg)
+	case looksLikeSafetensors(head, size):
+		return readSafetensors(r, size, cfg)
+	}
+	if len(head) >= 2 && head[0] == 0x80 && head[1] <= 5 {
+		return nil, fmt.Errorf("%w: a bare pickle without a torch container (not a torch.save file)", ErrFormat)
+	}
+	return nil, fmt.Errorf("%w: first bytes % x", ErrFormat, head[:min(len(head), 8)])
+}
+
+// looksLikeSafetensors: u64 header length that fits the file, then JSON.
+func looksLikeSafetensors(head []byte, size int64) bool {
+	if len(head) < 9 {
+		return false
+	}
+	n := binary.LittleEndian.Uint64(head)
+	if n == 0 || n > uint64(size-8) {
+		return false
+	}
+	for _, b := range head[8:] {
+		switch b {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// isIndexJSON reports whether the content is a JSON object (a sharded index).
+func isIndexJSON(r io.ReaderAt, size int64) bool {
+	head := make([]byte, min(size, 64))
+	n, _ := r.ReadAt(head, 0)
+	for _, b := range head[:n] {
+		switch b {
+		case ' ', '\t', '\n', '\r', 0xef, 0xbb, 0xbf:
+			continue
+		}
+		return b == '{'
+	}
+	return false
+}
+
+// openDir opens the checkpoint a directory holds: an index.json if there is
+// one, else its single checkpoint file.
+func openDir(dir string, cfg *config) (*Checkpoint, error) {
+	for _, pat := range []string{"*.safetensors.index.json", "*.bin.index.json", "*.index.json"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		if len(m) == 1 {
+			return openFile(m[0], cfg)
+		}
+		if len(m) > 1 {
+			return nil, &Error{File: dir, Err: fmt.Errorf("%w: several indexes (%s); name one", ErrFormat, baseNames(m))}
+		}
+	}
+	var found []string
+	for _, pat := range []string{"*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt", "*.pt.gz", "*.pth.gz", "*.zst"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		found = append(found, m...)
+	}
+	switch len(found) {
+	case 0:
+		return nil, &Error{File: dir, Err: fmt.Errorf("%w: the directory holds no checkpoint (*.safetensors, *.bin, *.pt, *.pth, *.ckpt, *.index.json)", ErrFormat)}
+	case 1:
+		return openFile(found[0], cfg)
+	}
+	return nil, &Error{File: dir, Err: fmt.Errorf("%w: several checkpoints and no index.json (%s); name one", ErrFormat, baseNames(found))}
+}
+
+func baseNames(paths []string) string {
+	var b bytes.Buffer
+	for i, p := range paths {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(filepath.Base(p))
+	}
+	return b.String()
+}

@@ -1,0 +1,89 @@
+package statedict
+
+import (
+	"archive/zip"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+// sectionSource serves a storage stored uncompressed at [off, off+n) of r.
+type sectionSource struct {
+	r      io.ReaderAt
+	off, n int64
+}
+
+func (s *sectionSource) open(off, n int64) (io.ReadCloser, error) {
+	return io.NopCloser(io.NewSectionReader(s.r, s.off+off, n)), nil
+}
+
+func (s *sectionSource) readerAt() (io.ReaderAt, error) {
+	return io.NewSectionReader(s.r, s.off, s.n), nil
+}
+
+// zipDeflateSource serves a deflated zip record: sequential reads stream
+// through the decompressor; random access spools the record to an unlinked
+// temporary file once.
+type zipDeflateSource struct {
+	f       *zip.File
+	tempDir string
+	ck      *Checkpoint // owns the spool file
+
+	once  sync.Once
+	spool *os.File
+	err   error
+}
+
+func (s *zipDeflateSource) open(off, n int64) (io.ReadCloser, error) {
+	if s.spool != nil {
+		return io.NopCloser(io.NewSectionReader(s.spool, off, n)), nil
+	}
+	rc, err := s.f.Open()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.CopyN(io.Discard, rc, off); err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("%w: %v", ErrTruncated, err)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(rc, n), rc}, nil
+}
+
+func (s *zipDeflateSource) readerAt() (io.ReaderAt, error) {
+	s.once.Do(func() {
+		rc, err := s.f.Open()
+		if err != nil {
+			s.err = err
+			return
+		}
+		defer rc.Close()
+		s.spool, s.err = spoolToTemp(rc, s.tempDir, int64(s.f.UncompressedSize64))
+		if s.err == nil {
+			s.ck.closers = append(s.ck.closers, s.spool)
+		}
+	})
+	return s.spool, s.err
+}
+
+// spoolToTemp copies at most max bytes of r into an unlinked temporary
+// file, so that nothing is left behind however the process ends.
+func spoolToTemp(r io.Reader, dir string, max int64) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "ckpt-spool-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	n, err := io.Copy(f, io.LimitReader(r, max+1))
+	if err == nil && n > max {
+		err = fmt.Errorf("%w: decompresses to more than %d bytes", ErrMalformed, max)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
