@@ -1,0 +1,441 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"path"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/ckpt-dev/ckpt/pickle"
+	"github.com/ckpt-dev/ckpt/remap"
+	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newInspectCmd) }
+
+type inspectOptions struct {
+	Path   string
+	JSON   bool
+	Stats  bool
+	Filter string
+}
+
+func newInspectCmd(s *streams) *cobra.Command {
+	opts := &inspectOptions{}
+	cmd := &cobra.Command{
+		Use:   "inspect PATH",
+		Short: "Show what a checkpoint holds: tensors, dtypes, shapes, devices, values",
+		Long: `Inspect reads a checkpoint's metadata (never its tensor data, unless --stats)
+and shows a summary, one row per tensor, the non-tensor values, and any
+foreign objects. Nothing in the file is executed.
+
+PATH may be a torch zip (.pt/.pth/.bin), a legacy or tar torch file, a
+safetensors file, a Hugging Face index.json, a directory holding one of
+those, or a gzip/zstd-compressed file. The format is found from the content.`,
+		Example: `  ckpt inspect model.pt
+  ckpt inspect --json checkpoints/last.ckpt | jq '.summary'
+  ckpt inspect --filter 'optimizer.*' --stats run/epoch7.pth
+  ckpt inspect ./llama-7b/   # a directory with model.safetensors.index.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Path = args[0]
+			if opts.Filter != "" {
+				if _, err := path.Match(opts.Filter, ""); err != nil {
+					return usagef("--filter %q: %v", opts.Filter, err)
+				}
+			}
+			return runInspect(cmd.Context(), s, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&opts.JSON, "json", false, "print one JSON object (schema in docs/cli-json.md)")
+	f.BoolVar(&opts.Stats, "stats", false, "read the data and add min, max, mean and NaN/Inf counts per tensor")
+	f.StringVar(&opts.Filter, "filter", "", "only tensors whose name matches this glob (* matches dots too)")
+	return cmd
+}
+
+// inspectTensor is one tensor in `inspect --json`.
+type inspectTensor struct {
+	Name          string         `json:"name"`
+	DType         string         `json:"dtype"`
+	Shape         []int64        `json:"shape"`
+	Strides       []int64        `json:"strides"`
+	StorageOffset int64          `json:"storage_offset"`
+	Device        string         `json:"device"`
+	NBytes        int64          `json:"nbytes"`
+	Storage       *inspectStore  `json:"storage"`
+	Layout        string         `json:"layout"`
+	RequiresGrad  bool           `json:"requires_grad"`
+	Parameter     bool           `json:"parameter"`
+	Shared        bool           `json:"shared"`
+	View          bool           `json:"view"`
+	Contiguous    bool           `json:"contiguous"`
+	Stray         bool           `json:"stray"`
+	Quantized     bool           `json:"quantized"`
+	Meta          bool           `json:"meta,omitempty"`
+	Subclass      string         `json:"subclass,omitempty"`
+	Stats         *inspectStats  `json:"stats,omitempty"`
+	Quant         map[string]any `json:"quantization,omitempty"`
+}
+
+type inspectStore struct {
+	Key      string `json:"key"`
+	NBytes   int64  `json:"nbytes"`
+	Location string `json:"location"`
+	Record   string `json:"record"`
+}
+
+type inspectStats struct {
+	Min  *float64 `json:"min"`
+	Max  *float64 `json:"max"`
+	Mean *float64 `json:"mean"`
+	NaN  int64    `json:"nan"`
+	Inf  int64    `json:"inf"`
+}
+
+type inspectObject struct {
+	Name  string `json:"name"`
+	Type  string `json:"type"`
+	Value any    `json:"value,omitempty"`
+}
+
+type inspectReport struct {
+	File        string            `json:"file"`
+	Format      string            `json:"format"`
+	Version     string            `json:"version,omitempty"`
+	ByteOrder   string            `json:"byteorder"`
+	Compression string            `json:"compression,omitempty"`
+	Shards      []string          `json:"shards,omitempty"`
+	Summary     inspectSummary    `json:"summary"`
+	Tensors     []inspectTensor   `json:"tensors"`
+	Objects     []inspectObject   `json:"objects"`
+	Opaque      []inspectObject   `json:"opaque"`
+	Foreign     []inspectObject   `json:"foreign"`
+	Strays      []remap.Stray     `json:"strays"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	Warnings    []string          `json:"warnings"`
+}
+
+type inspectSummary struct {
+	Tensors      int              `json:"tensors"`
+	Storages     int              `json:"storages"`
+	Shared       int              `json:"shared_storages"`
+	Elements     int64            `json:"elements"`
+	Bytes        int64            `json:"bytes"`
+	StorageBytes int64            `json:"storage_bytes"`
+	ByDType      map[string]int64 `json:"bytes_by_dtype"`
+	ByDevice     map[string]int64 `json:"bytes_by_device"`
+}
+
+func runInspect(ctx context.Context, s *streams, opts *inspectOptions) error {
+	ck, err := statedict.Open(opts.Path)
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	rep := buildInspectReport(ck, opts)
+	if opts.Stats {
+		if err := addStats(ctx, s, ck, rep); err != nil {
+			return err
+		}
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(s.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printInspect(s.Out, rep)
+	return nil
+}
+
+func buildInspectReport(ck *statedict.Checkpoint, opts *inspectOptions) *inspectReport {
+	sum := ck.Summary()
+	rep := &inspectReport{
+		File: opts.Path, Format: string(ck.Format), Version: ck.Version, ByteOrder: ck.ByteOrder,
+		Compression: ck.Compression, Shards: ck.Shards, Metadata: ck.Metadata,
+		Summary: inspectSummary{Tensors: sum.Tensors, Storages: sum.Storages, Shared: sum.Shared, Elements: sum.Elements,
+			Bytes: sum.Bytes, StorageBytes: sum.StorageBytes, ByDType: map[string]int64{}, ByDevice: map[string]int64{}},
+		Tensors: []inspectTensor{}, Objects: []inspectObject{}, Opaque: []inspectObject{}, Foreign: []inspectObject{},
+		Strays: remap.DetectStrays(ck.Tensors), Warnings: ck.Warnings,
+	}
+	if rep.Strays == nil {
+		rep.Strays = []remap.Stray{}
+	}
+	if rep.Warnings == nil {
+		rep.Warnings = []string{}
+	}
+	for _, g := range sum.ByDType {
+		rep.Summary.ByDType[g.Key] = g.Bytes
+	}
+	for _, g := range sum.ByDevice {
+		rep.Summary.ByDevice[g.Key] = g.Bytes
+	}
+	shared := map[*statedict.Storage]bool{}
+	for st := range ck.SharedStorages() {
+		shared[st] = true
+	}
+	stray := map[string]bool{}
+	for _, st := range rep.Strays {
+		stray[st.Name] = true
+	}
+	for _, t := range ck.Tensors {
+		if !matchName(opts.Filter, t.Name) {
+			continue
+		}
+		it := inspectTensor{
+			Name: t.Name, DType: t.DType.String(), Shape: nonNil(t.Shape), Strides: nonNil(t.Strides), StorageOffset: t.Offset,
+			Device: t.Device, NBytes: t.NBytes(), Layout: string(t.Layout), RequiresGrad: t.RequiresGrad, Parameter: t.Parameter,
+			View: t.IsView(), Contiguous: t.IsContiguous(), Stray: stray[t.Name], Quantized: t.Quant != nil, Meta: t.Meta,
+			Subclass: t.Subclass,
+		}
+		if t.Storage != nil {
+			it.Shared = shared[t.Storage]
+			it.Storage = &inspectStore{Key: t.Storage.Key, NBytes: t.Storage.NBytes, Location: t.Storage.Location, Record: t.Storage.Record}
+		}
+		if q := t.Quant; q != nil {
+			it.Quant = map[string]any{"scheme": q.Scheme}
+			if q.Scales == nil {
+				it.Quant["scale"], it.Quant["zero_point"] = q.Scale, q.ZeroPoint
+			} else {
+				it.Quant["axis"] = q.Axis
+			}
+		}
+		rep.Tensors = append(rep.Tensors, it)
+	}
+	for _, o := range ck.Objects {
+		if matchName(opts.Filter, o.Name) {
+			rep.Objects = append(rep.Objects, inspectObject{Name: o.Name, Type: o.Type, Value: jsonValue(o.Value)})
+		}
+	}
+	for _, o := range ck.Opaque {
+		rep.Opaque = append(rep.Opaque, inspectObject{Name: o.Name, Type: o.Type})
+	}
+	for _, o := range ck.Foreign {
+		rep.Foreign = append(rep.Foreign, inspectObject{Name: o.Name, Type: o.Type})
+	}
+	return rep
+}
+
+func matchName(glob, name string) bool {
+	if glob == "" {
+		return true
+	}
+	ok, _ := path.Match(glob, name)
+	return ok
+}
+
+func nonNil(s []int64) []int64 {
+	if s == nil {
+		return []int64{}
+	}
+	return s
+}
+
+// jsonValue turns a plain pickle leaf into something encoding/json writes
+// faithfully (big ints as strings, NaN/Inf and bytes as their Python repr).
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case nil, bool, int64, string:
+		return x
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Sprint(x)
+		}
+		return x
+	case *big.Int:
+		return x.String()
+	case []byte:
+		return fmt.Sprintf("b%q", x)
+	case complex128:
+		return fmt.Sprint(x)
+	case pickle.Device:
+		return string(x)
+	case pickle.Global:
+		return x.Module + "." + x.Name
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+func addStats(ctx context.Context, s *streams, ck *statedict.Checkpoint, rep *inspectReport) error {
+	var total int64
+	byName := map[string]*statedict.Tensor{}
+	for _, t := range ck.Tensors {
+		byName[t.Name] = t
+	}
+	for _, it := range rep.Tensors {
+		total += max(it.NBytes, 0)
+	}
+	bar := newProgress(s, "stats", total)
+	defer bar.Done()
+	for i := range rep.Tensors {
+		it := &rep.Tensors[i]
+		t := byName[it.Name]
+		st, err := statedict.ComputeStats(ctx, t, bar.Add)
+		if err != nil {
+			if errorsIsNoStats(err) {
+				continue
+			}
+			return err
+		}
+		it.Stats = &inspectStats{Min: finite(st.Min), Max: finite(st.Max), Mean: finite(st.Mean), NaN: st.NaN, Inf: st.Inf}
+	}
+	return nil
+}
+
+func finite(f float64) *float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil
+	}
+	return &f
+}
+
+func printInspect(w io.Writer, rep *inspectReport) {
+	sum := rep.Summary
+	format := rep.Format
+	if rep.Version != "" {
+		format += " (version " + rep.Version + ")"
+	}
+	if rep.Compression != "" {
+		format += ", " + rep.Compression + "-compressed"
+	}
+	fmt.Fprintf(w, "File:      %s\n", rep.File)
+	fmt.Fprintf(w, "Format:    %s, %s-endian\n", format, rep.ByteOrder)
+	if len(rep.Shards) > 0 {
+		fmt.Fprintf(w, "Shards:    %d (%s)\n", len(rep.Shards), strings.Join(rep.Shards, ", "))
+	}
+	fmt.Fprintf(w, "Tensors:   %s (%s elements, %s) in %s storages (%d shared, %s stored)\n", humanCount(int64(sum.Tensors)),
+		humanCount(sum.Elements), humanBytes(sum.Bytes), humanCount(int64(sum.Storages)), sum.Shared, humanBytes(sum.StorageBytes))
+	fmt.Fprintf(w, "By dtype:  %s\n", groupLine(sum.ByDType))
+	fmt.Fprintf(w, "By device: %s\n", groupLine(sum.ByDevice))
+	if len(rep.Tensors) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		header := "NAME\tDTYPE\tSHAPE\tDEVICE\tSIZE\tFLAGS"
+		if rep.Tensors[0].Stats != nil || anyStats(rep.Tensors) {
+			header += "\tMIN\tMAX\tMEAN\tNAN\tINF"
+		}
+		fmt.Fprintln(tw, header)
+		for _, t := range rep.Tensors {
+			name := t.Name
+			if name == "" {
+				name = "(root)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", name, t.DType, shapeString(t.Shape), t.Device, humanBytes(t.NBytes), tensorFlags(t))
+			if st := t.Stats; st != nil {
+				fmt.Fprintf(tw, "\t%s\t%s\t%s\t%d\t%d", fnum(st.Min), fnum(st.Max), fnum(st.Mean), st.NaN, st.Inf)
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+	}
+	if len(rep.Strays) > 0 {
+		fmt.Fprintf(w, "\nStray tensors (saved on another device than the rest, which is %s):\n", rep.Strays[0].Dominant)
+		for _, st := range rep.Strays {
+			fmt.Fprintf(w, "  %s on %s (%s)\n", st.Name, st.Tag, humanBytes(st.NBytes))
+		}
+	}
+	printObjects(w, "Values", rep.Objects, true)
+	printObjects(w, "Opaque objects (kept, not executed)", rep.Opaque, false)
+	printObjects(w, "Foreign objects (unknown classes, never executed)", rep.Foreign, false)
+	if len(rep.Metadata) > 0 {
+		fmt.Fprintln(w, "\nMetadata:")
+		for _, k := range sortedKeys(rep.Metadata) {
+			fmt.Fprintf(w, "  %s = %s\n", k, rep.Metadata[k])
+		}
+	}
+	if len(rep.Warnings) > 0 {
+		fmt.Fprintln(w, "\nWarnings:")
+		for _, m := range rep.Warnings {
+			fmt.Fprintf(w, "  %s\n", m)
+		}
+	}
+}
+
+func anyStats(ts []inspectTensor) bool {
+	for _, t := range ts {
+		if t.Stats != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func printObjects(w io.Writer, title string, objs []inspectObject, values bool) {
+	if len(objs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s:\n", title)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, o := range objs {
+		name := o.Name
+		if name == "" {
+			name = "(root)"
+		}
+		if values {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, o.Type, pyRepr(o.Value))
+		} else {
+			fmt.Fprintf(tw, "  %s\t%s\n", name, o.Type)
+		}
+	}
+	tw.Flush()
+}
+
+func pyRepr(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case string:
+		return fmt.Sprintf("%q", x)
+	}
+	return fmt.Sprint(v)
+}
+
+func fnum(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.6g", *f)
+}
+
+func tensorFlags(t inspectTensor) string {
+	var f []string
+	add := func(ok bool, s string) {
+		if ok {
+			f = append(f, s)
+		}
+	}
+	add(t.Parameter, "param")
+	add(t.RequiresGrad, "grad")
+	add(t.Shared, "shared")
+	add(t.View, "view")
+	add(!t.Contiguous, "non-contiguous")
+	add(t.Stray, "STRAY")
+	add(t.Layout != "strided", t.Layout)
+	add(t.Quantized, "quantized")
+	add(t.Meta, "meta")
+	add(t.Subclass != "", t.Subclass)
+	return strings.Join(f, ",")
+}
+
+func groupLine(m map[string]int64) string {
+	keys := sortedKeys(m)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %s", k, humanBytes(m[k])))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
