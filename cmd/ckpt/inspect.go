@@ -317,7 +317,8 @@ func printInspect(w io.Writer, rep *inspectReport) {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		header := "NAME\tDTYPE\tSHAPE\tDEVICE\tSIZE\tFLAGS"
-		if rep.Tensors[0].Stats != nil || anyStats(rep.Tensors) {
+		withStats := anyStats(rep.Tensors)
+		if withStats {
 			header += "\tMIN\tMAX\tMEAN\tNAN\tINF"
 		}
 		fmt.Fprintln(tw, header)
@@ -329,6 +330,8 @@ func printInspect(w io.Writer, rep *inspectReport) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", name, t.DType, shapeString(t.Shape), t.Device, humanBytes(t.NBytes), tensorFlags(t))
 			if st := t.Stats; st != nil {
 				fmt.Fprintf(tw, "\t%s\t%s\t%s\t%d\t%d", fnum(st.Min), fnum(st.Max), fnum(st.Mean), st.NaN, st.Inf)
+			} else if withStats {
+				fmt.Fprint(tw, "\t-\t-\t-\t-\t-")
 			}
 			fmt.Fprintln(tw)
 		}
