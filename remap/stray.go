@@ -9,10 +9,10 @@ import (
 
 // Stray is a tensor saved on another device than the rest of its checkpoint.
 type Stray struct {
-	Name     string // the tensor's name
-	Tag      string // its location tag as saved
-	Dominant string // the tag the checkpoint is dominated by
-	NBytes   int64  // bytes of the tensor's own elements (-1 when they overflow)
+	Name     string `json:"name"`     // the tensor's name
+	Tag      string `json:"tag"`      // its location tag as saved
+	Dominant string `json:"dominant"` // the tag the checkpoint is dominated by
+	NBytes   int64  `json:"nbytes"`   // bytes of the tensor's own elements (-1 when they overflow)
 }
 
 // DetectStrays reports the tensors whose saved location tag differs from

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/remap"
+	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newLoadCmd) }
+
+// loadOptions holds the parsed flags of `ckpt load`.
+type loadOptions struct {
+	MapLocation string
+	Strict      bool
+	DryRun      bool
+	JSON        bool
+}
+
+// errCUDAUploadNotImplemented is the end of a load whose plan puts tensors
+// on a GPU: the pre-flight passed, the upload itself is not written yet.
+var errCUDAUploadNotImplemented = errors.New("upload to CUDA is not implemented yet in this version of ckpt; " +
+	"the pre-flight passed, nothing was copied; use --map-location cpu to load on the CPU, or --dry-run to see the plan")
+
+func newLoadCmd(s *streams) *cobra.Command {
+	return loadCommand(s, devicecopy.System{}, os.LookupEnv)
+}
+
+func loadCommand(s *streams, inv devicecopy.Inventory, lookup func(string) (string, bool)) *cobra.Command {
+	opts := &loadOptions{}
+	cmd := &cobra.Command{
+		Use:   "load PATH",
+		Short: "Load a checkpoint where --map-location says, after a pre-flight check",
+		Long: `load plans where every tensor goes (like torch.load's map_location), checks
+before reading a byte that every target device exists and has the free memory
+it must receive, then loads.
+
+With the CPU as the target it reads every storage once into host memory,
+checks each zip record's CRC32 where the file has one, computes the xxh64c
+digest of every storage (docs/checksum.md) and reports bytes, time and GB/s.
+Upload to a GPU is not implemented yet: a plan with CUDA targets stops after
+a successful pre-flight, says so, and exits 1.
+
+--map-location takes torch's forms: a device (cpu, cuda, cuda:1) sending
+everything there, or SRC=DST pairs per saved tag (cuda:1=cuda:0). A bare type
+as SRC (cuda=cpu) matches every index, which torch's dict does not. Without
+it, tensors go where they were saved (map_location=None).
+
+Exit codes: 0 loaded (or planned, with --dry-run); 1 unreadable file, failed
+pre-flight, CRC32 mismatch, strays under --strict, or a CUDA target; 2 usage.`,
+		Example: `  # Load a GPU checkpoint on a machine without a GPU
+  ckpt load model.pt --map-location cpu
+
+  # See where every tensor would go, and the bytes per device, without reading data
+  ckpt load model.pt --map-location cuda:1=cuda:0 --dry-run
+
+  # Refuse a checkpoint with tensors saved on an unexpected device
+  ckpt load model.pt --map-location cpu --strict
+
+  # One JSON object (see docs/cli-json.md, "load")
+  ckpt load model.pt --map-location cpu --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLoad(cmd.Context(), s, args[0], *opts, inv, devicecopy.Environment(lookup))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.MapLocation, "map-location", "", "where tensors go: a device (cpu, cuda:1) or SRC=DST pairs (cuda:1=cuda:0); default: where they were saved")
+	f.BoolVar(&opts.Strict, "strict", false, "fail if any tensor was saved on another device than the rest (a stray)")
+	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and stop before the pre-flight and before reading any data")
+	f.BoolVar(&opts.JSON, "json", false, "print one JSON object instead of text")
+	return cmd
+}
+
+// loadReport is the --json output, documented in docs/cli-json.md.
+type loadReport struct {
+	File        string        `json:"file"`
+	MapLocation string        `json:"map_location"`
+	DryRun      bool          `json:"dry_run"`
+	Plan        loadPlanJSON  `json:"plan"`
+	Preflight   *loadPreJSON  `json:"preflight"`
+	Loaded      *loadHostJSON `json:"loaded"`
+	Warnings    []string      `json:"warnings"`
+}
+
+type loadPlanJSON struct {
+	Tensors []loadEntryJSON  `json:"tensors"`
+	Devices []loadDeviceJSON `json:"devices"`
+	Strays  []loadStrayJSON  `json:"strays"`
+}
+
+type loadEntryJSON struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	Target string `json:"target"`
+	NBytes int64  `json:"nbytes"`
+}
+
+type loadDeviceJSON struct {
+	Device   string `json:"device"`
+	Bytes    int64  `json:"bytes"`
+	Tensors  int    `json:"tensors"`
+	Storages int    `json:"storages"`
+}
+
+type loadStrayJSON struct {
+	Name     string `json:"name"`
+	Tag      string `json:"tag"`
+	Dominant string `json:"dominant"`
+	NBytes   int64  `json:"nbytes"`
+}
+
+type loadPreJSON struct {
+	Targets []loadTargetJSON `json:"targets"`
+}
+
+type loadTargetJSON struct {
+	Device      string  `json:"device"`
+	Name        string  `json:"name,omitempty"`
+	NeededBytes int64   `json:"needed_bytes"`
+	FreeBytes   *uint64 `json:"free_bytes"`
+}
+
+type loadHostJSON struct {
+	Bytes      int64             `json:"bytes"`
+	Seconds    float64           `json:"seconds"`
+	GBPerS     float64           `json:"gb_per_s"`
+	Tensors    int               `json:"tensors"`
+	CRCChecked int               `json:"crc_checked"`
+	Storages   []loadStorageJSON `json:"storages"`
+}
+
+type loadStorageJSON struct {
+	Key        string   `json:"key"`
+	Record     string   `json:"record"`
+	File       string   `json:"file"`
+	NBytes     int64    `json:"nbytes"`
+	BigEndian  bool     `json:"big_endian"`
+	CRCChecked bool     `json:"crc32_checked"`
+	Digest     string   `json:"digest"`
+	Tensors    []string `json:"tensors"`
+}
+
+// runLoad plans, checks and loads path, then writes the report.
+func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv devicecopy.Inventory, env devicecopy.Env) error {
+	var rules remap.Rules
+	if opts.MapLocation != "" {
+		var err error
+		if rules, err = remap.Parse(opts.MapLocation); err != nil {
+			return usageError{fmt.Errorf("--map-location: %w", err)}
+		}
+	}
+	ck, err := statedict.Open(path)
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	plan, err := remap.NewPlan(ck.Tensors, rules)
+	if err != nil {
+		return err
+	}
+	if opts.Strict && len(plan.Strays) > 0 {
+		return strayError(plan.Strays)
+	}
+	rep := &loadReport{File: path, MapLocation: rules.String(), DryRun: opts.DryRun, Plan: planJSON(plan),
+		Warnings: append([]string{}, ck.Warnings...)}
+	if !opts.DryRun {
+		if err := preflightAndLoad(ctx, s, ck, plan, inv, env, rep); err != nil {
+			return err
+		}
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(s.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return writeLoadText(s.Out, rep)
+}
+
+// preflightAndLoad runs the pre-flight and, for a cpu-only plan, the load.
+func preflightAndLoad(ctx context.Context, s *streams, ck *statedict.Checkpoint, plan *remap.Plan,
+	inv devicecopy.Inventory, env devicecopy.Env, rep *loadReport) error {
+	pre, err := devicecopy.Preflight(ctx, plan, inv, env)
+	if err != nil {
+		return err
+	}
+	rep.Preflight = &loadPreJSON{Targets: []loadTargetJSON{}}
+	var cpuBytes int64
+	for _, t := range pre.Targets {
+		j := loadTargetJSON{Device: t.Device.String(), Name: t.Name, NeededBytes: t.Needed}
+		if t.Known {
+			j.FreeBytes = &t.Free
+		}
+		rep.Preflight.Targets = append(rep.Preflight.Targets, j)
+		if t.Device.Type != "cpu" {
+			return fmt.Errorf("%s: %w", deviceNames(pre.Targets), errCUDAUploadNotImplemented)
+		}
+		cpuBytes += t.Needed
+	}
+	bar := newProgress(s, "loading", cpuBytes)
+	var last int64
+	host, err := devicecopy.LoadHost(ctx, ck, plan, devicecopy.WithProgress(func(done, _ int64) {
+		bar.Add(done - last)
+		last = done
+	}))
+	bar.Done()
+	if err != nil {
+		return err
+	}
+	j := &loadHostJSON{Bytes: host.Bytes, Seconds: host.Elapsed.Seconds(), GBPerS: host.GBPerSecond(),
+		Tensors: len(host.Tensors), Storages: []loadStorageJSON{}}
+	for _, hs := range host.Storages {
+		st := hs.Storage
+		tensors := append([]string{}, hs.Tensors...)
+		j.Storages = append(j.Storages, loadStorageJSON{Key: st.Key, Record: st.Record, File: st.File, NBytes: st.NBytes,
+			BigEndian: st.BigEndian, CRCChecked: hs.CRCChecked, Digest: hs.Digest.String(), Tensors: tensors})
+		if hs.CRCChecked {
+			j.CRCChecked++
+		}
+	}
+	rep.Loaded = j
+	return nil
+}
+
+// deviceNames lists the GPU targets for the not-implemented message.
+func deviceNames(targets []devicecopy.TargetCheck) string {
+	var gpus []string
+	for _, t := range targets {
+		if t.Device.Type != "cpu" {
+			gpus = append(gpus, t.Device.String())
+		}
+	}
+	return "the plan puts tensors on " + strings.Join(gpus, ", ")
+}
+
+func planJSON(p *remap.Plan) loadPlanJSON {
+	j := loadPlanJSON{Tensors: []loadEntryJSON{}, Devices: []loadDeviceJSON{}, Strays: []loadStrayJSON{}}
+	for _, e := range p.Entries {
+		j.Tensors = append(j.Tensors, loadEntryJSON{Name: e.Name, Source: e.Source, Target: e.Target.String(), NBytes: e.NBytes})
+	}
+	for _, u := range p.Devices() {
+		j.Devices = append(j.Devices, loadDeviceJSON{Device: u.Device.String(), Bytes: u.Bytes, Tensors: u.Tensors, Storages: u.Storages})
+	}
+	for _, st := range p.Strays {
+		j.Strays = append(j.Strays, loadStrayJSON{Name: st.Name, Tag: st.Tag, Dominant: st.Dominant, NBytes: st.NBytes})
+	}
+	return j
+}
+
+// strayError is the --strict refusal, naming every stray.
+func strayError(strays []remap.Stray) error {
+	parts := make([]string, len(strays))
+	for i, st := range strays {
+		parts[i] = fmt.Sprintf("%q (%s, %s)", st.Name, st.Tag, humanBytes(st.NBytes))
+	}
+	noun := "tensors were"
+	if len(strays) == 1 {
+		noun = "tensor was"
+	}
+	return fmt.Errorf("--strict: %d %s saved on another device than the rest of the checkpoint (%s): %s",
+		len(strays), noun, strays[0].Dominant, strings.Join(parts, ", "))
+}
+
+func writeLoadText(w io.Writer, rep *loadReport) error {
+	var b strings.Builder
+	ml := rep.MapLocation
+	if ml == "" {
+		ml = "none (tensors go where they were saved)"
+	}
+	fmt.Fprintf(&b, "%s\nMap location: %s\n\n", rep.File, ml)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENSOR\tSAVED\tTARGET\tBYTES")
+	for _, e := range rep.Plan.Tensors {
+		name := e.Name
+		if name == "" {
+			name = `""`
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, e.Source, e.Target, humanBytes(e.NBytes))
+	}
+	tw.Flush()
+	b.WriteString("\nPer target device (each storage counted once):\n")
+	for _, d := range rep.Plan.Devices {
+		fmt.Fprintf(&b, "  %-8s %s in %d storage(s), %d tensor(s)\n", d.Device, humanBytes(d.Bytes), d.Storages, d.Tensors)
+	}
+	if len(rep.Plan.Strays) > 0 {
+		fmt.Fprintf(&b, "\nStray tensors (saved on another device than the rest, which is %s):\n", rep.Plan.Strays[0].Dominant)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		for _, st := range rep.Plan.Strays {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", st.Name, st.Tag, humanBytes(st.NBytes))
+		}
+		tw.Flush()
+	}
+	for _, wn := range rep.Warnings {
+		fmt.Fprintf(&b, "\nWarning: %s\n", wn)
+	}
+	if rep.DryRun {
+		b.WriteString("\nDry run: no pre-flight, nothing read.\n")
+	}
+	if rep.Preflight != nil {
+		b.WriteString("\nPre-flight: passed\n")
+		for _, t := range rep.Preflight.Targets {
+			free := "free memory unknown"
+			if t.FreeBytes != nil {
+				free = humanBytes(int64(min(*t.FreeBytes, 1<<62))) + " free"
+			}
+			fmt.Fprintf(&b, "  %-8s needs %s, %s\n", t.Device, humanBytes(t.NeededBytes), free)
+		}
+	}
+	if h := rep.Loaded; h != nil {
+		fmt.Fprintf(&b, "\nLoaded %s (%d storages, %d tensors) into host memory in %s: %.2f GB/s\n",
+			humanBytes(h.Bytes), len(h.Storages), h.Tensors, time.Duration(h.Seconds*float64(time.Second)).Round(time.Microsecond), h.GBPerS)
+		fmt.Fprintf(&b, "CRC32 checked: %d of %d storages (the others have no CRC32 in the file); xxh64c digests computed for all\n",
+			h.CRCChecked, len(h.Storages))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
