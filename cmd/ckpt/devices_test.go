@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/spf13/cobra"
 )
 
 // devicesFake is a devicesSource with canned answers.
@@ -43,9 +44,14 @@ func devicesEnv(m map[string]string) func(string) (string, bool) {
 // exit code and stderr.
 func devicesExec(t *testing.T, src devicesSource, env map[string]string, args ...string) (string, int, string) {
 	t.Helper()
+	return execCommand(func(s *streams) *cobra.Command { return devicesCommand(s, src, devicesEnv(env)) }, args...)
+}
+
+// execCommand runs the command mk builds with args, in-process, and returns
+// stdout, the exit code and stderr as the real binary would produce them.
+func execCommand(mk func(*streams) *cobra.Command, args ...string) (string, int, string) {
 	var out, errb bytes.Buffer
-	s := newStreams(strings.NewReader(""), &out, &errb)
-	cmd := devicesCommand(s, src, devicesEnv(env))
+	cmd := mk(newStreams(strings.NewReader(""), &out, &errb))
 	cmd.SetArgs(args)
 	cmd.SetOut(&out)
 	cmd.SetErr(&errb)

@@ -96,7 +96,7 @@ type loadReport struct {
 type loadPlanJSON struct {
 	Tensors []loadEntryJSON  `json:"tensors"`
 	Devices []loadDeviceJSON `json:"devices"`
-	Strays  []loadStrayJSON  `json:"strays"`
+	Strays  []remap.Stray    `json:"strays"`
 }
 
 type loadEntryJSON struct {
@@ -111,13 +111,6 @@ type loadDeviceJSON struct {
 	Bytes    int64  `json:"bytes"`
 	Tensors  int    `json:"tensors"`
 	Storages int    `json:"storages"`
-}
-
-type loadStrayJSON struct {
-	Name     string `json:"name"`
-	Tag      string `json:"tag"`
-	Dominant string `json:"dominant"`
-	NBytes   int64  `json:"nbytes"`
 }
 
 type loadPreJSON struct {
@@ -244,7 +237,7 @@ func deviceNames(targets []devicecopy.TargetCheck) string {
 }
 
 func planJSON(p *remap.Plan) loadPlanJSON {
-	j := loadPlanJSON{Tensors: []loadEntryJSON{}, Devices: []loadDeviceJSON{}, Strays: []loadStrayJSON{}}
+	j := loadPlanJSON{Tensors: []loadEntryJSON{}, Devices: []loadDeviceJSON{}, Strays: []remap.Stray{}}
 	for _, e := range p.Entries {
 		j.Tensors = append(j.Tensors, loadEntryJSON{Name: e.Name, Source: e.Source, Target: e.Target.String(), NBytes: e.NBytes})
 	}
@@ -252,7 +245,7 @@ func planJSON(p *remap.Plan) loadPlanJSON {
 		j.Devices = append(j.Devices, loadDeviceJSON{Device: u.Device.String(), Bytes: u.Bytes, Tensors: u.Tensors, Storages: u.Storages})
 	}
 	for _, st := range p.Strays {
-		j.Strays = append(j.Strays, loadStrayJSON{Name: st.Name, Tag: st.Tag, Dominant: st.Dominant, NBytes: st.NBytes})
+		j.Strays = append(j.Strays, st)
 	}
 	return j
 }

@@ -12,7 +12,9 @@ import (
 
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/spf13/cobra"
 )
 
 const cudaTagged = "../../testdata/fixtures/cuda_tagged.pt"
@@ -36,15 +38,7 @@ var twoBigGPUs = loadFakeInventory{devs: []devicecopy.DeviceInfo{
 // code and stderr.
 func loadExec(t *testing.T, inv devicecopy.Inventory, env map[string]string, args ...string) (string, int, string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	s := newStreams(strings.NewReader(""), &out, &errb)
-	cmd := loadCommand(s, inv, devicesEnv(env))
-	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	code := reportError(&errb, cmd.ExecuteContext(context.Background()))
-	return out.String(), code, errb.String()
+	return execCommand(func(s *streams) *cobra.Command { return loadCommand(s, inv, devicesEnv(env)) }, args...)
 }
 
 func TestLoadDryRunText(t *testing.T) {
@@ -136,7 +130,7 @@ func TestLoadDryRunJSON(t *testing.T) {
 		if !reflect.DeepEqual(got, c.targets) || !reflect.DeepEqual(rep.Plan.Devices, c.devices) {
 			t.Errorf("%s: targets %v devices %+v", c.rules, got, rep.Plan.Devices)
 		}
-		wantStrays := []loadStrayJSON{
+		wantStrays := []remap.Stray{
 			{Name: "gpu0.weight", Tag: "cuda:0", Dominant: "cuda:1", NBytes: 16},
 			{Name: "gpu0.view", Tag: "cuda:0", Dominant: "cuda:1", NBytes: 8},
 			{Name: "stray", Tag: "cpu", Dominant: "cuda:1", NBytes: 4},
