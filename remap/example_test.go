@@ -62,7 +62,6 @@ func Example() {
 	// optimizer.state.0.step   cpu     -> cpu
 	// cpu: 68 bytes, 2 tensors, 2 storages
 	// cuda:0: 5120 bytes, 3 tensors, 2 storages
-	// stray: layer.weight on cuda:1 in a cuda:0 checkpoint (1024 bytes)
 	// stray: mask on cpu in a cuda:0 checkpoint (64 bytes)
 	// cuda:0 -> cpu
 	// cuda:1 -> cuda:0

@@ -11,20 +11,30 @@ import (
 type Stray struct {
 	Name     string `json:"name"`     // the tensor's name
 	Tag      string `json:"tag"`      // its location tag as saved
-	Dominant string `json:"dominant"` // the tag the checkpoint is dominated by
+	Dominant string `json:"dominant"` // the checkpoint's home tag, holding the most bytes
 	NBytes   int64  `json:"nbytes"`   // bytes of the tensor's own elements (-1 when they overflow)
 }
 
-// DetectStrays reports the tensors whose saved location tag differs from
-// the checkpoint's dominant tag, in the order given.
+// Thresholds of DetectStrays: a device tag other than the checkpoint's home
+// is a stray when it holds less than minorShare of the bytes, or a single
+// tensor while the home holds at least loneAmong.
+const (
+	minorShare = 0.10
+	loneAmong  = 4
+)
+
+// DetectStrays reports the tensors saved on another device than the rest of
+// their checkpoint, in the order given.
 //
-// The dominant tag is the one holding more than half of the bytes (each
-// distinct storage counted once); when no tensor has bytes, the one holding
-// more than half of the tensors. A checkpoint with no such tag (evenly
-// spread over several devices on purpose) has no strays, nor does one saved
-// on a single device. The dominant tag may be "cpu": a cuda tensor in a
-// CPU checkpoint is reported too, since it alone makes torch.load fail on a
-// machine without a GPU.
+// The home tag is the one holding the most bytes (each distinct storage
+// counted once; by tensor count when no tensor has bytes). Then:
+//   - in a checkpoint at home on the CPU, every tensor saved elsewhere is a
+//     stray: it alone makes torch.load fail on a machine without that device;
+//   - in a checkpoint at home on an accelerator, every CPU tensor is a stray,
+//     and so is every tensor of another accelerator tag that is a small
+//     minority (under 10% of the bytes, or a lone tensor among many): a stray
+//     cuda:1 tensor in a cuda:0 checkpoint. Substantial shares on several
+//     devices (model-parallel checkpoints) are deliberate and not reported.
 //
 // Optimizer step counters are expected on the CPU in a GPU checkpoint
 // (torch keeps state[k]['step'] there unless capturable or fused) and are
@@ -60,23 +70,35 @@ func DetectStrays(tensors []*statedict.Tensor) []Stray {
 	if len(byTag) < 2 {
 		return nil
 	}
-	dominant := ""
+	weight := func(c *census) float64 {
+		if totalBytes > 0 {
+			return float64(c.bytes) / float64(totalBytes)
+		}
+		return float64(c.count) / float64(totalCount)
+	}
+	home := ""
 	for tag, c := range byTag {
-		if totalBytes > 0 && c.bytes > totalBytes-c.bytes ||
-			totalBytes == 0 && c.count > totalCount-c.count {
-			dominant = tag
+		if h := byTag[home]; h == nil || weight(c) > weight(h) || weight(c) == weight(h) && tag < home {
+			home = tag
 		}
 	}
-	if dominant == "" {
-		return nil
+	stray := map[string]bool{}
+	for tag, c := range byTag {
+		switch {
+		case tag == home:
+		case home == "cpu" || tag == "cpu":
+			stray[tag] = true
+		default:
+			stray[tag] = weight(c) < minorShare || c.count == 1 && byTag[home].count >= loneAmong
+		}
 	}
 	var strays []Stray
 	for _, t := range tensors {
 		if t == nil || isStepCounter(t) {
 			continue
 		}
-		if tag := sourceTag(t); tag != dominant {
-			strays = append(strays, Stray{Name: t.Name, Tag: tag, Dominant: dominant, NBytes: t.NBytes()})
+		if tag := sourceTag(t); stray[tag] {
+			strays = append(strays, Stray{Name: t.Name, Tag: tag, Dominant: home, NBytes: t.NBytes()})
 		}
 	}
 	return strays

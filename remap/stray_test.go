@@ -82,7 +82,7 @@ func TestDetectStrays(t *testing.T) {
 			want: nil,
 		},
 		{
-			name: "evenly split model-parallel checkpoint has no dominant tag",
+			name: "evenly split model-parallel checkpoint has no strays",
 			tensors: []*statedict.Tensor{
 				tensor("a", st("a", "cuda:0", 400), 100),
 				tensor("b", st("b", "cuda:1", 400), 100),
@@ -90,19 +90,40 @@ func TestDetectStrays(t *testing.T) {
 			want: nil,
 		},
 		{
-			name: "shared storage counted once when finding the dominant tag",
+			name: "model-parallel 60/40 split: only the cpu tensor is a stray",
 			tensors: []*statedict.Tensor{
-				// 3 views of one 400-byte cuda:0 storage against 600 bytes on cuda:1.
+				tensor("a", st("a", "cuda:0", 600), 150),
+				tensor("b", st("b", "cuda:1", 400), 100),
+				tensor("c", st("c", "cpu", 4), 1),
+			},
+			want: []Stray{{"c", "cpu", "cuda:0", 4}},
+		},
+		{
+			name: "shared storage counted once when finding the shares",
+			tensors: []*statedict.Tensor{
+				// 3 views of one 400-byte cuda:0 storage against 6000 bytes on
+				// cuda:1: 6% of the bytes (counted three times it would be 17%).
 				tensor("a", small, 100), tensor("a2", small, 100), tensor("a3", small, 100),
-				tensor("b", st("b", "cuda:1", 600), 150),
+				tensor("b", st("b", "cuda:1", 6000), 1500),
 			},
 			want: []Stray{{"a", "cuda:0", "cuda:1", 400}, {"a2", "cuda:0", "cuda:1", 400}, {"a3", "cuda:0", "cuda:1", 400}},
 		},
 		{
-			name: "no bytes at all: dominant by count",
+			name: "a lone large tensor among many on another device is a stray",
+			tensors: []*statedict.Tensor{
+				tensor("a", st("a", "cuda:0", 400), 100), tensor("b", st("b", "cuda:0", 400), 100),
+				tensor("c", st("c", "cuda:0", 400), 100), tensor("d", st("d", "cuda:0", 400), 100),
+				tensor("e", st("e", "cuda:1", 400), 100),
+			},
+			want: []Stray{{"e", "cuda:1", "cuda:0", 400}},
+		},
+		{
+			name: "no bytes at all: shares by count",
 			tensors: []*statedict.Tensor{
 				{Name: "m1", Device: "meta", Shape: []int64{0}},
 				{Name: "m2", Device: "meta", Shape: []int64{0}},
+				{Name: "m3", Device: "meta", Shape: []int64{0}},
+				{Name: "m4", Device: "meta", Shape: []int64{0}},
 				{Name: "c", Device: "cuda:0", Shape: []int64{0}, DType: statedict.Float32},
 			},
 			want: []Stray{{"c", "cuda:0", "meta", 0}},

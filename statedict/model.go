@@ -28,6 +28,7 @@ const (
 	SparseCSC Layout = "sparse_csc"
 	SparseBSR Layout = "sparse_bsr"
 	SparseBSC Layout = "sparse_bsc"
+	Nested    Layout = "nested" // nested (jagged) tensors: metadata only
 )
 
 // Storage is one contiguous run of bytes in the checkpoint that one or more
