@@ -2,8 +2,9 @@
 GO       ?= go
 FUZZTIME ?= 5s
 PYTHON   ?= /usr/bin/python3
+CLANGXX  ?= clang++
 
-.PHONY: all build demo test unit fuzz vet interop fixtures bench clean
+.PHONY: all build demo test unit fuzz vet interop fixtures bench clean kernels
 
 all: build
 
@@ -26,13 +27,15 @@ unit:
 	$(GO) test -count=1 ./...
 
 # Each fuzz target runs briefly from its seed corpus (testdata); longer runs:
-#   go test -fuzz FuzzUnpickle -fuzztime 10m ./pickle
+#   go test -fuzz FuzzUnpickle -fuzztime 10m -fuzzminimizetime 50x ./pickle
+# Minimizing is capped: by default each new interesting input is minimized
+# for up to a minute, which starves the fuzzer on parsers with rich coverage.
 fuzz:
 	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
 	  dir=$$(dirname $$f); \
 	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$f | sed 's/func //'); do \
 	    echo "fuzz $$dir $$t ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$dir >/dev/null || { $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$dir; exit 1; }; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 50x $$dir >/dev/null || { $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 50x $$dir; exit 1; }; \
 	  done; \
 	done
 
@@ -43,6 +46,11 @@ interop:
 ## fixtures: regenerate testdata/fixtures with real torch.save
 fixtures:
 	$(PYTHON) scripts/gen_fixtures.py
+
+## kernels: rebuild kernels/xxh64c.ptx from kernels/xxh64c.cu with clang (no CUDA toolkit needed); commit the result
+kernels:
+	$(CLANGXX) -x cuda --cuda-device-only --cuda-gpu-arch=sm_70 -nocudainc -nocudalib -O3 -S \
+	  -o kernels/xxh64c.ptx kernels/xxh64c.cu
 
 clean:
 	rm -rf bin

@@ -13,5 +13,10 @@
 // method of Context pins its goroutine to its OS thread, makes the device's
 // primary context current, makes the call and restores the thread's
 // previous context, so callers never manage threads or contexts themselves.
-// Uploads built on these thin wrappers come later.
+//
+// On top of the binding: Preflight checks a remap.Plan against the devices
+// before anything is copied; LoadHost reads cpu-bound storages into host
+// memory with CRC32 and xxh64c checks; Upload copies GPU-bound storages
+// through page-locked staging buffers into one arena per device and
+// verifies them on the device with the kernel of package kernels.
 package devicecopy

@@ -27,6 +27,15 @@ var (
 		configure func(devices, initResult int32)
 		refs      func(dev int32) int32
 		current   func() uintptr
+		// Leak counters and fault injection (see testdata/fakecuda.c).
+		deviceAllocs func(dev int32) int32
+		deviceUsed   func(dev int32) uint64
+		hostAllocs   func() int32
+		streams      func() int32
+		events       func() int32
+		modules      func() int32
+		launches     func() int32
+		failAlloc    func(dev int32)
 	}
 )
 
@@ -54,6 +63,14 @@ func fakeDriver(t *testing.T, devices, initResult int32) (*Driver, error) {
 		purego.RegisterLibFunc(&fakeHook.configure, h, "fake_configure")
 		purego.RegisterLibFunc(&fakeHook.refs, h, "fake_ctx_refs")
 		purego.RegisterLibFunc(&fakeHook.current, h, "fake_current")
+		purego.RegisterLibFunc(&fakeHook.deviceAllocs, h, "fake_device_allocs")
+		purego.RegisterLibFunc(&fakeHook.deviceUsed, h, "fake_device_used")
+		purego.RegisterLibFunc(&fakeHook.hostAllocs, h, "fake_host_allocs")
+		purego.RegisterLibFunc(&fakeHook.streams, h, "fake_streams")
+		purego.RegisterLibFunc(&fakeHook.events, h, "fake_events")
+		purego.RegisterLibFunc(&fakeHook.modules, h, "fake_modules")
+		purego.RegisterLibFunc(&fakeHook.launches, h, "fake_launches")
+		purego.RegisterLibFunc(&fakeHook.failAlloc, h, "fake_fail_alloc")
 	})
 	if fakeErr != nil {
 		t.Skipf("fake driver unavailable (needs a C compiler): %v", fakeErr)

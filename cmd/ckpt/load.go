@@ -25,12 +25,12 @@ type loadOptions struct {
 	Strict      bool
 	DryRun      bool
 	JSON        bool
+	NoVerify    bool
 }
 
-// errCUDAUploadNotImplemented is the end of a load whose plan puts tensors
-// on a GPU: the pre-flight passed, the upload itself is not written yet.
-var errCUDAUploadNotImplemented = errors.New("upload to CUDA is not implemented yet in this version of ckpt; " +
-	"the pre-flight passed, nothing was copied; use --map-location cpu to load on the CPU, or --dry-run to see the plan")
+// envLibCUDA names a CUDA driver library to use instead of libcuda.so.1,
+// for tests (the fake driver of devicecopy/testdata) and diagnostics.
+const envLibCUDA = "CKPT_LIBCUDA"
 
 func newLoadCmd(s *streams) *cobra.Command {
 	return loadCommand(s, devicecopy.System{}, os.LookupEnv)
@@ -48,8 +48,18 @@ it must receive, then loads.
 With the CPU as the target it reads every storage once into host memory,
 checks each zip record's CRC32 where the file has one, computes the xxh64c
 digest of every storage (docs/checksum.md) and reports bytes, time and GB/s.
-Upload to a GPU is not implemented yet: a plan with CUDA targets stops after
-a successful pre-flight, says so, and exits 1.
+
+With GPU targets (cuda:N) it uploads every storage once per device into one
+allocation per GPU, through page-locked staging buffers, checking CRC32s and
+computing digests on the host as it reads; then a checksum kernel hashes the
+bytes in device memory and the digests are compared with the host's, chunk
+by chunk (--no-verify skips the kernel). It reports bytes per device and
+GB/s for reading, uploading and verifying, and "verified" or every mismatch
+(tensor, device, 64 KiB chunk). The GPU memory is freed when ckpt exits: the
+command proves a checkpoint loads and measures how fast.
+
+CKPT_LIBCUDA=PATH makes ckpt use that CUDA driver library instead of
+libcuda.so.1 (for tests with a fake driver, and diagnostics).
 
 --map-location takes torch's forms: a device (cpu, cuda, cuda:1) sending
 everything there, or SRC=DST pairs per saved tag (cuda:1=cuda:0). A bare type
@@ -57,12 +67,16 @@ as SRC (cuda=cpu) matches every index, which torch's dict does not. Without
 it, tensors go where they were saved (map_location=None).
 
 Exit codes: 0 loaded (or planned, with --dry-run); 1 unreadable file, failed
-pre-flight, CRC32 mismatch, strays under --strict, or a CUDA target; 2 usage.`,
+pre-flight, CRC32 mismatch, strays under --strict, failed upload or
+verification mismatch; 2 usage.`,
 		Example: `  # Load a GPU checkpoint on a machine without a GPU
   ckpt load model.pt --map-location cpu
 
   # See where every tensor would go, and the bytes per device, without reading data
   ckpt load model.pt --map-location cuda:1=cuda:0 --dry-run
+
+  # Upload to the second GPU and verify the bytes there
+  ckpt load model.pt --map-location cuda:1
 
   # Refuse a checkpoint with tensors saved on an unexpected device
   ckpt load model.pt --map-location cpu --strict
@@ -71,7 +85,15 @@ pre-flight, CRC32 mismatch, strays under --strict, or a CUDA target; 2 usage.`,
   ckpt load model.pt --map-location cpu --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runLoad(cmd.Context(), s, args[0], *opts, inv, devicecopy.Environment(lookup))
+			var drv *devicecopy.Driver
+			if lib, ok := lookup(envLibCUDA); ok && lib != "" {
+				d, err := devicecopy.OpenLibrary(lib)
+				if err != nil {
+					return fmt.Errorf("%s=%s: %w", envLibCUDA, lib, err)
+				}
+				drv, inv = d, d
+			}
+			return runLoad(cmd.Context(), s, args[0], *opts, inv, drv, devicecopy.Environment(lookup))
 		},
 	}
 	f := cmd.Flags()
@@ -79,6 +101,7 @@ pre-flight, CRC32 mismatch, strays under --strict, or a CUDA target; 2 usage.`,
 	f.BoolVar(&opts.Strict, "strict", false, "fail if any tensor was saved on another device than the rest (a stray)")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and stop before the pre-flight and before reading any data")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object instead of text")
+	f.BoolVar(&opts.NoVerify, "no-verify", false, "skip the on-device checksum of what was uploaded to GPUs")
 	return cmd
 }
 
@@ -90,6 +113,7 @@ type loadReport struct {
 	Plan        loadPlanJSON  `json:"plan"`
 	Preflight   *loadPreJSON  `json:"preflight"`
 	Loaded      *loadHostJSON `json:"loaded"`
+	Uploaded    *loadGPUJSON  `json:"uploaded"`
 	Warnings    []string      `json:"warnings"`
 }
 
@@ -144,8 +168,55 @@ type loadStorageJSON struct {
 	Tensors    []string `json:"tensors"`
 }
 
+// loadGPUJSON is the result of the upload to GPUs.
+type loadGPUJSON struct {
+	Bytes         int64             `json:"bytes"`
+	Tensors       int               `json:"tensors"`
+	Devices       []loadArenaJSON   `json:"devices"`
+	ReadSeconds   float64           `json:"read_seconds"`
+	UploadSeconds float64           `json:"upload_seconds"`
+	VerifySeconds float64           `json:"verify_seconds"`
+	ReadGBPerS    float64           `json:"read_gb_per_s"`
+	UploadGBPerS  float64           `json:"upload_gb_per_s"`
+	VerifyGBPerS  float64           `json:"verify_gb_per_s"`
+	Verify        bool              `json:"verify"`
+	Verified      bool              `json:"verified"`
+	Mismatches    []loadMismatch    `json:"mismatches"`
+	Storages      []loadGPUStorJSON `json:"storages"`
+}
+
+type loadArenaJSON struct {
+	Device   string `json:"device"`
+	Bytes    int64  `json:"bytes"`
+	Storages int    `json:"storages"`
+}
+
+type loadMismatch struct {
+	Kind    string   `json:"kind"`
+	Storage string   `json:"storage"`
+	Tensors []string `json:"tensors"`
+	Device  string   `json:"device"`
+	Chunks  []int64  `json:"chunks"`
+	Bad     int64    `json:"bad_chunks"`
+	Want    string   `json:"want"`
+	Got     string   `json:"got"`
+	Message string   `json:"message"`
+}
+
+type loadGPUStorJSON struct {
+	Key          string   `json:"key"`
+	Device       string   `json:"device"`
+	NBytes       int64    `json:"nbytes"`
+	Swapped      bool     `json:"swapped"`
+	CRCChecked   bool     `json:"crc32_checked"`
+	FileDigest   string   `json:"file_digest"`
+	UploadDigest string   `json:"upload_digest"`
+	DeviceDigest string   `json:"device_digest,omitempty"`
+	Tensors      []string `json:"tensors"`
+}
+
 // runLoad plans, checks and loads path, then writes the report.
-func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv devicecopy.Inventory, env devicecopy.Env) error {
+func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv devicecopy.Inventory, drv *devicecopy.Driver, env devicecopy.Env) error {
 	var rules remap.Rules
 	if opts.MapLocation != "" {
 		var err error
@@ -167,20 +238,112 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 	}
 	rep := &loadReport{File: path, MapLocation: rules.String(), DryRun: opts.DryRun, Plan: planJSON(plan),
 		Warnings: append([]string{}, ck.Warnings...)}
+	var failed error
 	if !opts.DryRun {
 		if err := preflightAndLoad(ctx, s, ck, plan, inv, env, rep); err != nil {
 			return err
 		}
+		// A verification failure still prints the report, then exits 1.
+		if failed = upload(ctx, s, ck, plan, drv, opts, rep); failed != nil && !errors.Is(failed, devicecopy.ErrVerify) {
+			return failed
+		}
 	}
+	var werr error
 	if opts.JSON {
 		enc := json.NewEncoder(s.Out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		werr = enc.Encode(rep)
+	} else {
+		werr = writeLoadText(s.Out, rep)
 	}
-	return writeLoadText(s.Out, rep)
+	if failed != nil {
+		return failed
+	}
+	return werr
 }
 
-// preflightAndLoad runs the pre-flight and, for a cpu-only plan, the load.
+// upload sends the plan's GPU tensors to their devices (nothing when the
+// plan has none), verifies them unless --no-verify, fills rep.Uploaded and
+// frees the GPU memory again.
+func upload(ctx context.Context, s *streams, ck *statedict.Checkpoint, plan *remap.Plan, drv *devicecopy.Driver,
+	opts loadOptions, rep *loadReport) error {
+	var total int64
+	for _, u := range plan.Devices() {
+		if u.Device.Type == "cuda" {
+			total += u.Bytes
+		}
+	}
+	if !hasGPUTarget(plan) {
+		return nil
+	}
+	bar := newProgress(s, "uploading", total)
+	var last int64
+	uopts := []devicecopy.UploadOption{devicecopy.WithUploadProgress(func(done, _ int64) {
+		bar.Add(done - last)
+		last = done
+	})}
+	if drv != nil {
+		uopts = append(uopts, devicecopy.WithDriver(drv))
+	}
+	if opts.NoVerify {
+		uopts = append(uopts, devicecopy.WithoutVerify())
+	}
+	st, err := devicecopy.Upload(ctx, ck, plan, uopts...)
+	bar.Done()
+	var ve *devicecopy.VerifyError
+	if errors.As(err, &ve) {
+		j := &loadGPUJSON{Bytes: total, Verify: !opts.NoVerify, Devices: []loadArenaJSON{}, Storages: []loadGPUStorJSON{}}
+		for _, m := range ve.Mismatches {
+			j.Mismatches = append(j.Mismatches, loadMismatch{Kind: m.Kind, Storage: m.Storage, Tensors: m.Tensors,
+				Device: m.Device.String(), Chunks: append([]int64{}, m.Chunks...), Bad: m.BadChunks,
+				Want: m.Want.String(), Got: m.Got.String(), Message: m.String()})
+		}
+		rep.Uploaded = j
+		return fmt.Errorf("%d storage(s) failed verification: the bytes on the GPU are not the bytes of the file", len(ve.Mismatches))
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	j := &loadGPUJSON{Bytes: st.Bytes, Tensors: len(st.Tensors), Verify: !opts.NoVerify, Verified: st.Verified,
+		ReadSeconds: st.ReadTime.Seconds(), UploadSeconds: st.UploadTime.Seconds(), VerifySeconds: st.VerifyTime.Seconds(),
+		ReadGBPerS: gbps(st.Bytes, st.ReadTime), UploadGBPerS: gbps(st.Bytes, st.UploadTime), VerifyGBPerS: gbps(st.Bytes, st.VerifyTime),
+		Devices: []loadArenaJSON{}, Mismatches: []loadMismatch{}, Storages: []loadGPUStorJSON{}}
+	for _, a := range st.Arenas {
+		j.Devices = append(j.Devices, loadArenaJSON{Device: a.Device.String(), Bytes: a.Bytes, Storages: a.Storages})
+	}
+	for _, ds := range st.Storages {
+		sj := loadGPUStorJSON{Key: ds.Storage.Key, Device: ds.Device.String(), NBytes: ds.Storage.NBytes, Swapped: ds.Swapped,
+			CRCChecked: ds.CRCChecked, FileDigest: ds.FileDigest.String(), UploadDigest: ds.UploadDigest.String(),
+			Tensors: append([]string{}, ds.Tensors...)}
+		if st.Verified {
+			sj.DeviceDigest = ds.DeviceDigest.String()
+		}
+		j.Storages = append(j.Storages, sj)
+	}
+	rep.Uploaded = j
+	return nil
+}
+
+func hasGPUTarget(plan *remap.Plan) bool {
+	for _, u := range plan.Devices() {
+		if u.Device.Type == "cuda" {
+			return true
+		}
+	}
+	return false
+}
+
+// gbps is n bytes per d in 10^9 bytes per second; 0 for no time.
+func gbps(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds() / 1e9
+}
+
+// preflightAndLoad runs the pre-flight and loads the plan's cpu tensors
+// into host memory, if it has any.
 func preflightAndLoad(ctx context.Context, s *streams, ck *statedict.Checkpoint, plan *remap.Plan,
 	inv devicecopy.Inventory, env devicecopy.Env, rep *loadReport) error {
 	pre, err := devicecopy.Preflight(ctx, plan, inv, env)
@@ -189,16 +352,20 @@ func preflightAndLoad(ctx context.Context, s *streams, ck *statedict.Checkpoint,
 	}
 	rep.Preflight = &loadPreJSON{Targets: []loadTargetJSON{}}
 	var cpuBytes int64
+	hasCPU := false
 	for _, t := range pre.Targets {
 		j := loadTargetJSON{Device: t.Device.String(), Name: t.Name, NeededBytes: t.Needed}
 		if t.Known {
 			j.FreeBytes = &t.Free
 		}
 		rep.Preflight.Targets = append(rep.Preflight.Targets, j)
-		if t.Device.Type != "cpu" {
-			return fmt.Errorf("%s: %w", deviceNames(pre.Targets), errCUDAUploadNotImplemented)
+		if t.Device.Type == "cpu" {
+			cpuBytes += t.Needed
+			hasCPU = true
 		}
-		cpuBytes += t.Needed
+	}
+	if !hasCPU {
+		return nil
 	}
 	bar := newProgress(s, "loading", cpuBytes)
 	var last int64
@@ -223,17 +390,6 @@ func preflightAndLoad(ctx context.Context, s *streams, ck *statedict.Checkpoint,
 	}
 	rep.Loaded = j
 	return nil
-}
-
-// deviceNames lists the GPU targets for the not-implemented message.
-func deviceNames(targets []devicecopy.TargetCheck) string {
-	var gpus []string
-	for _, t := range targets {
-		if t.Device.Type != "cpu" {
-			gpus = append(gpus, t.Device.String())
-		}
-	}
-	return "the plan puts tensors on " + strings.Join(gpus, ", ")
 }
 
 func planJSON(p *remap.Plan) loadPlanJSON {
@@ -315,6 +471,41 @@ func writeLoadText(w io.Writer, rep *loadReport) error {
 		fmt.Fprintf(&b, "CRC32 checked: %d of %d storages (the others have no CRC32 in the file); xxh64c digests computed for all\n",
 			h.CRCChecked, len(h.Storages))
 	}
+	if g := rep.Uploaded; g != nil {
+		writeUploadText(&b, g)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func writeUploadText(b *strings.Builder, g *loadGPUJSON) {
+	if len(g.Mismatches) > 0 {
+		fmt.Fprintf(b, "\nVerification FAILED: %d mismatch(es)\n", len(g.Mismatches))
+		for _, m := range g.Mismatches {
+			fmt.Fprintf(b, "  %s\n", m.Message)
+		}
+		return
+	}
+	fmt.Fprintf(b, "\nUploaded %s (%d storages, %d tensors) to the GPU:\n", humanBytes(g.Bytes), len(g.Storages), g.Tensors)
+	for _, d := range g.Devices {
+		fmt.Fprintf(b, "  %-8s %s in %d storage(s)\n", d.Device, humanBytes(d.Bytes), d.Storages)
+	}
+	crc := 0
+	for _, s := range g.Storages {
+		if s.CRCChecked {
+			crc++
+		}
+	}
+	fmt.Fprintf(b, "Read:   %8.3fs  %7.2f GB/s (time spent reading the file)\n", g.ReadSeconds, g.ReadGBPerS)
+	fmt.Fprintf(b, "Upload: %8.3fs  %7.2f GB/s (read, hash and copy, overlapped, until the last copy finished)\n", g.UploadSeconds, g.UploadGBPerS)
+	switch {
+	case !g.Verify:
+		b.WriteString("Verify: skipped (--no-verify)\n")
+	default:
+		fmt.Fprintf(b, "Verify: %8.3fs  %7.2f GB/s (time added after the last copy)\n", g.VerifySeconds, g.VerifyGBPerS)
+	}
+	fmt.Fprintf(b, "CRC32 checked: %d of %d storages; xxh64c digests computed for all on the host\n", crc, len(g.Storages))
+	if g.Verified {
+		b.WriteString("verified: every byte on the GPU matches the file (xxh64c, computed on the device)\n")
+	}
 }

@@ -1,0 +1,147 @@
+//go:build gpu && linux
+
+package devicecopy
+
+// Tests on a real NVIDIA GPU: go test -tags gpu -run GPU -v ./devicecopy
+// They use the installed libcuda.so.1 and device 0 (and 1 when present).
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/remap"
+)
+
+func gpuDriver(t *testing.T) *Driver {
+	t.Helper()
+	d, err := Open()
+	if err != nil {
+		t.Fatalf("the gpu tag needs a working CUDA driver: %v", err)
+	}
+	return d
+}
+
+// holdContext keeps device 0's primary context alive for the test, so that
+// cuMemGetInfo before and after an upload compare like with like (the
+// context itself takes device memory).
+func holdContext(t *testing.T, d *Driver) *Context {
+	t.Helper()
+	c, err := d.PrimaryContext(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Release() })
+	return c
+}
+
+func freeMem(t *testing.T, c *Context) uint64 {
+	t.Helper()
+	if err := c.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	free, _, err := c.MemGetInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return free
+}
+
+func TestGPUUploadFixtures(t *testing.T) {
+	d := gpuDriver(t)
+	c := holdContext(t, d)
+	for _, name := range []string{"zip_basic.pt", "tied.pt", "zip_bigendian.pt", "zip_deflated.pt", "legacy.pt",
+		"training.pt", "quantized.pt", "model.safetensors", "sharded_st", "big"} {
+		t.Run(name, func(t *testing.T) {
+			path := fixtureDir + name
+			if name == "big" {
+				path = bigModel(t)
+			}
+			ck := openCk(t, path)
+			before := freeMem(t, c)
+			st, err := Upload(context.Background(), ck, planFor(t, ck, remap.To(cuda0)), WithDriver(d), WithStaging(3, 64<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.Verified {
+				t.Error("not verified")
+			}
+			checkState(t, d, ck, st)
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if after := freeMem(t, c); after != before {
+				t.Errorf("free memory %d before, %d after Close", before, after)
+			}
+		})
+	}
+}
+
+// TestGPUCorruption plants damage with cuMemsetD8 after an upload and
+// checks that the kernel finds it in the right tensor and chunk.
+func TestGPUCorruption(t *testing.T) {
+	d := gpuDriver(t)
+	c := holdContext(t, d)
+	ck := openCk(t, bigModel(t))
+	st, err := Upload(context.Background(), ck, planFor(t, ck, remap.To(cuda0)), WithDriver(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	dt, _ := st.Tensor("d.big")
+	off := int64(5*digest.ChunkSize + 77)
+	b := deviceBytes(t, d, 0, dt.Ptr+DevicePtr(off), 1)
+	if err := c.MemsetD8(dt.Ptr+DevicePtr(off), b[0]^1, 1); err != nil {
+		t.Fatal(err)
+	}
+	err = st.Verify(context.Background())
+	var ve *VerifyError
+	if !errors.As(err, &ve) || len(ve.Mismatches) != 1 || !slices.Equal(ve.Mismatches[0].Chunks, []int64{5}) ||
+		!slices.Equal(ve.Mismatches[0].Tensors, []string{"d.big"}) || ve.Mismatches[0].Device != cuda0 {
+		t.Fatalf("Verify after corruption: %v", err)
+	}
+	t.Log(err)
+	if err := c.MemsetD8(dt.Ptr+DevicePtr(off), b[0], 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Verify(context.Background()); err != nil {
+		t.Errorf("after repair: %v", err)
+	}
+}
+
+// TestGPUFailureReleases fails uploads after the device allocation and
+// compares cuMemGetInfo before and after. (An OOM on a second device is
+// tested with the fake driver, TestUploadFailureReleases.)
+func TestGPUFailureReleases(t *testing.T) {
+	d := gpuDriver(t)
+	c := holdContext(t, d)
+	rng := rand.New(rand.NewPCG(7, 8))
+	big := writeSafetensors(t, map[string][]float32{"w": randomFloats(rng, 64<<20)}) // 256 MiB
+	ck := openCk(t, big)
+	before := freeMem(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := Upload(ctx, ck, planFor(t, ck, remap.To(cuda0)), WithDriver(d), WithUploadProgress(func(done, total int64) {
+		if done > total/2 {
+			cancel()
+		}
+	}))
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled upload: %v", err)
+	}
+	if after := freeMem(t, c); after != before {
+		t.Errorf("cancelled: free memory %d before, %d after", before, after)
+	}
+
+	ck = openCk(t, corruptRecord(t, filepath.Join(fixtureDir, "zip_basic.pt")))
+	if _, err := Upload(context.Background(), ck, planFor(t, ck, remap.To(cuda0)), WithDriver(d)); !errors.Is(err, ErrCRC) {
+		t.Errorf("damaged file: %v", err)
+	}
+	if after := freeMem(t, c); after != before {
+		t.Errorf("CRC failure: free memory %d before, %d after", before, after)
+	}
+
+}
