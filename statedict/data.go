@@ -1,6 +1,7 @@
 package statedict
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -84,13 +85,22 @@ func (t *Tensor) Open() (io.ReadCloser, error) {
 		if swap == 0 {
 			return rc, nil
 		}
-		return &swapReader{rc: rc, unit: swap}, nil
+		return buffered(&swapReader{rc: rc, unit: swap}), nil
 	}
 	raw, err := t.Raw()
 	if err != nil {
 		return nil, err
 	}
-	return &stridedReader{t: t, raw: raw, swap: swap, idx: make([]int64, len(t.Shape)), left: t.NumEl()}, nil
+	return buffered(&stridedReader{t: t, raw: raw, swap: swap, idx: make([]int64, len(t.Shape)), left: t.NumEl()}), nil
+}
+
+// buffered lets callers read any number of bytes at a time from readers
+// that work in whole elements (they refuse buffers smaller than one).
+func buffered(rc io.ReadCloser) io.ReadCloser {
+	return struct {
+		io.Reader
+		io.Closer
+	}{bufio.NewReaderSize(rc, 64<<10), rc}
 }
 
 // ReadAll reads the tensor's logical elements into memory (see Open).

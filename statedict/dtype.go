@@ -58,7 +58,7 @@ var dtypes = [numDTypes]dtypeInfo{
 	Float32:        {"float32", 4, "FloatStorage", "F32", true, false, true},
 	Float16:        {"float16", 2, "HalfStorage", "F16", true, false, true},
 	BFloat16:       {"bfloat16", 2, "BFloat16Storage", "BF16", true, false, true},
-	Complex128:     {"complex128", 16, "ComplexDoubleStorage", "C128", false, true, true},
+	Complex128:     {"complex128", 16, "ComplexDoubleStorage", "", false, true, true}, // safetensors has C64 only
 	Complex64:      {"complex64", 8, "ComplexFloatStorage", "C64", false, true, true},
 	Complex32:      {"complex32", 4, "", "", false, true, true},
 	Int64:          {"int64", 8, "LongStorage", "I64", false, false, true},

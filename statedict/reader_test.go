@@ -144,6 +144,26 @@ func TestBigEndianSwap(t *testing.T) {
 	if b, _ := tt.ReadAll(); !bytes.Equal(b, []byte{0, 0, 0, 0x40}) {
 		t.Errorf("offset view % x", b)
 	}
+	// Readers in whole elements still serve one byte at a time.
+	rc, err := tt.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := make([]byte, 1)
+	var got []byte
+	for {
+		n, err := rc.Read(one)
+		got = append(got, one[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, []byte{0, 0, 0, 0x40}) {
+		t.Errorf("byte-at-a-time % x", got)
+	}
 	if Complex64.SwapUnit() != 4 || Float16.SwapUnit() != 2 || Bool.SwapUnit() != 1 {
 		t.Error("swap units")
 	}
