@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/ckpt-dev/ckpt/convert"
+	"github.com/ckpt-dev/ckpt/remap"
+	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newConvertCmd) }
+
+type convertOptions struct {
+	In, Out     string
+	To          string
+	MapLocation string
+	DType       string
+	Strip       []string
+	Rename      []string
+	Only        []string
+	MaxShard    string
+	Compress    string
+	Force       bool
+	JSON        bool
+}
+
+func newConvertCmd(s *streams) *cobra.Command {
+	opts := &convertOptions{}
+	cmd := &cobra.Command{
+		Use:   "convert IN OUT",
+		Short: "Convert between PyTorch and safetensors, streaming, with casts, renames, retagging and sharding",
+		Long: `Convert writes IN (anything inspect reads) to OUT as safetensors or a PyTorch zip,
+tensor by tensor, in memory bounded by one buffer plus IN's pickle.
+
+OUT's format comes from --to or its extension (.safetensors; .pt .pth .bin .ckpt).
+OUT may be a directory or a *.index.json path; with --max-shard-size the output
+is split into model-0000i-of-0000n.safetensors (or pytorch_model-...bin) shards
+plus an index.json in the Hugging Face layout.
+
+To safetensors, tied weights are stored once (dropped aliases are recorded in
+__metadata__), views are copied out contiguous, non-tensor values go to
+__metadata__ ("ckpt.objects") and each tensor's xxh64c digest to "ckpt.digests"
+for 'ckpt verify'. To .pth, tied weights stay tied and location tags follow
+--map-location (default: as saved; "cpu" fixes "Attempting to deserialize
+object on a CUDA device"). Anything the output cannot carry is listed.
+
+OUT is written to a temporary file beside it and renamed into place when
+complete: an interrupted convert never leaves a partial OUT. An existing OUT
+is replaced only with --force.`,
+		Example: `  ckpt convert model.pt model.safetensors
+  ckpt convert --map-location cpu gpu_run.pt cpu_run.pt
+  ckpt convert --dtype bf16 --strip-prefix module. ddp.pt model.safetensors
+  ckpt convert --max-shard-size 5GB big.pt out/model.safetensors.index.json
+  ckpt convert --compress zstd model.safetensors model.safetensors.zst`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.In, opts.Out = args[0], args[1]
+			copts, err := opts.options()
+			if err != nil {
+				return err
+			}
+			return runConvert(cmd.Context(), s, opts, copts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.To, "to", "", "output format: safetensors or pth (default: from OUT's extension)")
+	f.StringVar(&opts.MapLocation, "map-location", "", "retag storages for .pth output (cpu, cuda:1, cuda:0=cuda:1,...)")
+	f.StringVar(&opts.DType, "dtype", "", "cast floating tensors: bf16, f16, f32, f64 (integer, bool and step tensors stay)")
+	f.StringArrayVar(&opts.Strip, "strip-prefix", nil, "remove this prefix from names (repeatable: module., _orig_mod.)")
+	f.StringArrayVar(&opts.Rename, "rename", nil, "REGEX=REPLACEMENT applied to names (repeatable, in order)")
+	f.StringArrayVar(&opts.Only, "only", nil, "keep only tensors and values whose source name matches this glob (repeatable)")
+	f.StringVar(&opts.MaxShard, "max-shard-size", "", "split into shards of at most this size (5GB, 500MB; decimal units)")
+	f.StringVar(&opts.Compress, "compress", "", "compress the output: zstd")
+	f.BoolVar(&opts.Force, "force", false, "replace an existing OUT")
+	f.BoolVar(&opts.JSON, "json", false, "print the summary as one JSON object (schema in docs/cli-json.md)")
+	return cmd
+}
+
+// options turns the flags into convert options, reporting bad values as
+// usage errors.
+func (o *convertOptions) options() ([]convert.Option, error) {
+	var out []convert.Option
+	switch o.To {
+	case "":
+	case "safetensors":
+		out = append(out, convert.WithFormat(convert.Safetensors))
+	case "pth", "pt", "torch":
+		out = append(out, convert.WithFormat(convert.PyTorch))
+	default:
+		return nil, usagef("--to %q: want safetensors or pth", o.To)
+	}
+	if o.MapLocation != "" {
+		r, err := remap.Parse(o.MapLocation)
+		if err != nil {
+			return nil, usagef("--map-location: %v", err)
+		}
+		out = append(out, convert.WithRules(r))
+	}
+	if o.DType != "" {
+		d, ok := statedict.ParseDType(o.DType)
+		if !ok || (d != statedict.Float64 && d != statedict.Float32 && d != statedict.Float16 && d != statedict.BFloat16) {
+			return nil, usagef("--dtype %q: want bf16, f16, f32 or f64", o.DType)
+		}
+		out = append(out, convert.WithDType(d))
+	}
+	out = append(out, convert.WithStripPrefix(o.Strip...), convert.WithOnly(o.Only...), convert.WithForce(o.Force))
+	for _, r := range o.Rename {
+		rn, err := convert.ParseRename(r)
+		if err != nil {
+			return nil, usagef("--rename: %v", err)
+		}
+		out = append(out, convert.WithRename(rn))
+	}
+	if o.MaxShard != "" {
+		n, err := convert.ParseSize(o.MaxShard)
+		if err != nil {
+			return nil, usagef("--max-shard-size: %v", err)
+		}
+		out = append(out, convert.WithMaxShardSize(n))
+	}
+	if o.Compress != "" {
+		if o.Compress != "zstd" {
+			return nil, usagef("--compress %q: only zstd", o.Compress)
+		}
+		out = append(out, convert.WithCompress(o.Compress))
+	}
+	return out, nil
+}
+
+type convertReport struct {
+	In   string  `json:"in"`
+	Out  string  `json:"out"`
+	GBps float64 `json:"gb_per_s"`
+	*convert.Summary
+}
+
+func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []convert.Option) error {
+	ck, err := statedict.Open(o.In)
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	var total int64
+	for _, st := range ck.Storages {
+		total += st.NBytes
+	}
+	bar := newProgress(s, "convert", total)
+	sum, err := convert.Convert(ctx, ck, o.Out, append(copts, convert.WithProgress(bar.Add))...)
+	bar.Done()
+	if err != nil {
+		return err
+	}
+	rep := convertReport{In: o.In, Out: o.Out, Summary: sum}
+	if sum.Seconds > 0 {
+		rep.GBps = float64(sum.Bytes) / sum.Seconds / 1e9
+	}
+	if o.JSON {
+		enc := json.NewEncoder(s.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printConvert(s.Out, &rep)
+	return nil
+}
+
+func printConvert(w io.Writer, r *convertReport) {
+	fmt.Fprintf(w, "%s -> %s (%s)\n", r.In, r.Out, r.Format)
+	fmt.Fprintf(w, "tensors: %d, data: %s, casts: %d, renamed: %d, aliases: %d, values kept: %d\n",
+		r.Tensors, humanBytes(r.Bytes), r.Casts, r.Renamed, len(r.Aliases), len(r.Values))
+	fmt.Fprintf(w, "time: %.2f s, %.2f GB/s\n", r.Seconds, r.GBps)
+	for _, f := range r.Files {
+		fmt.Fprintf(w, "wrote %s\n", f)
+	}
+	if r.Index != "" {
+		fmt.Fprintf(w, "wrote %s\n", r.Index)
+	}
+	if len(r.Aliases) > 0 {
+		fmt.Fprintln(w, "tied weights stored once:")
+		tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+		for _, a := range sortedKeys(r.Aliases) {
+			fmt.Fprintf(tw, "  %s\t-> %s\n", a, r.Aliases[a])
+		}
+		tw.Flush()
+	}
+	if len(r.Dropped) > 0 {
+		fmt.Fprintf(w, "dropped %d (not in the output):\n", len(r.Dropped))
+		tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+		for _, d := range r.Dropped {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.Name, d.Type, d.Reason)
+		}
+		tw.Flush()
+	}
+}

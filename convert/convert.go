@@ -1,0 +1,307 @@
+package convert
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// Summary reports what Convert wrote.
+type Summary struct {
+	Format  Format            `json:"format"`
+	Files   []string          `json:"files"`           // output files, shards in order
+	Index   string            `json:"index,omitempty"` // index.json of sharded output
+	Tensors int               `json:"tensors"`         // tensors written
+	Bytes   int64             `json:"bytes"`           // tensor data bytes written
+	Aliases map[string]string `json:"aliases"`         // safetensors: dropped alias -> kept name
+	Casts   int               `json:"casts"`           // tensors written in another dtype
+	Renamed int               `json:"renamed"`         // tensors whose name changed
+	Values  []string          `json:"values"`          // non-tensor values kept
+	Dropped []Dropped         `json:"dropped"`         // what the output does not carry
+	Seconds float64           `json:"seconds"`
+}
+
+// layout is where the output goes.
+type layout struct {
+	format  Format
+	dir     string
+	single  string // path of a single output file ("" when sharded)
+	stem    string // shard name stem: "model", "pytorch_model"
+	ext     string // shard extension: ".safetensors", ".bin"
+	index   string // index path ("" when single)
+	indexed bool   // an index was asked for explicitly
+}
+
+// resolveLayout works out the format and the output paths.
+func resolveLayout(out string, c *config) (*layout, error) {
+	l := &layout{format: c.format}
+	fi, err := os.Stat(out)
+	isDir := err == nil && fi.IsDir() || strings.HasSuffix(out, string(os.PathSeparator))
+	if l.format == "" {
+		f, ok := formatFor(out)
+		if !ok && !isDir {
+			return nil, fmt.Errorf("%w: cannot tell the format of %q from its name (use --to)", ErrFormat, out)
+		}
+		l.format = f
+		if !ok {
+			l.format = Safetensors
+		}
+	}
+	if l.format != Safetensors && l.format != PyTorch {
+		return nil, fmt.Errorf("%w: %q", ErrFormat, l.format)
+	}
+	l.stem, l.ext = "model", ".safetensors"
+	if l.format == PyTorch {
+		l.stem, l.ext = "pytorch_model", ".bin"
+	}
+	switch {
+	case isDir:
+		if c.compress != "" {
+			return nil, fmt.Errorf("%w: --compress needs a file name, not a directory", ErrOption)
+		}
+		l.dir = out
+		l.single = filepath.Join(out, l.stem+l.ext)
+	case strings.HasSuffix(out, ".index.json"):
+		if c.compress != "" {
+			return nil, fmt.Errorf("%w: --compress cannot write sharded output", ErrOption)
+		}
+		l.dir, l.indexed = filepath.Dir(out), true
+		base := strings.TrimSuffix(filepath.Base(out), ".index.json")
+		l.stem, l.ext = strings.TrimSuffix(base, filepath.Ext(base)), filepath.Ext(base)
+		l.index = out
+	default:
+		l.dir, l.single = filepath.Dir(out), out
+		if c.shard > 0 {
+			base := strings.TrimSuffix(filepath.Base(out), ".zst")
+			l.stem, l.ext = strings.TrimSuffix(base, filepath.Ext(base)), filepath.Ext(base)
+		}
+	}
+	return l, nil
+}
+
+// shards splits the items into groups of at most max bytes, keeping
+// tensors of one storage together for .pth output.
+func shards(items []*item, max int64, f Format) [][]*item {
+	if max <= 0 {
+		return [][]*item{items}
+	}
+	type unit struct {
+		items []*item
+		size  int64
+	}
+	var units []*unit
+	byStorage := map[*statedict.Storage]*unit{}
+	for _, it := range items {
+		if f == PyTorch {
+			if u, ok := byStorage[it.src.Storage]; ok {
+				u.items = append(u.items, it)
+				continue
+			}
+			u := &unit{items: []*item{it}, size: it.src.Storage.NBytes / int64(it.src.Storage.DType.Size()) * int64(it.dtype.Size())}
+			byStorage[it.src.Storage] = u
+			units = append(units, u)
+			continue
+		}
+		units = append(units, &unit{items: []*item{it}, size: it.nbytes()})
+	}
+	var out [][]*item
+	var cur []*item
+	var size int64
+	for _, u := range units {
+		if len(cur) > 0 && size+u.size > max {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, u.items...)
+		size += u.size
+	}
+	return append(out, cur)
+}
+
+// Convert writes the checkpoint ck to out, streaming tensor by tensor,
+// and reports what it wrote. out is a file (format from WithFormat or its
+// extension), a directory (model.safetensors or pytorch_model.bin in it,
+// or shards), or a "*.index.json" path for sharded output. Everything is
+// decided and checked (names, collisions, existing files) before the
+// first byte is written, and nothing appears at an output path unless it
+// is complete.
+func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...Option) (*Summary, error) {
+	start := time.Now()
+	c := &config{bufSize: DefaultBufferSize}
+	for _, o := range opts {
+		o(c)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	l, err := resolveLayout(out, c)
+	if err != nil {
+		return nil, err
+	}
+	p, err := makePlan(ck, c, l.format)
+	if err != nil {
+		return nil, err
+	}
+	groups := shards(p.items, c.shard, l.format)
+	var finals []string
+	if len(groups) == 1 && !l.indexed {
+		finals = []string{l.single}
+		l.index = ""
+	} else {
+		for i := range groups {
+			finals = append(finals, filepath.Join(l.dir, fmt.Sprintf("%s-%05d-of-%05d%s", l.stem, i+1, len(groups), l.ext)))
+		}
+		if l.index == "" {
+			l.index = filepath.Join(l.dir, l.stem+l.ext+".index.json")
+		}
+	}
+	if !c.force {
+		for _, f := range append(append([]string{}, finals...), l.index) {
+			if _, err := os.Lstat(f); f != "" && err == nil {
+				return nil, fmt.Errorf("%w: %s", ErrExists, f)
+			}
+		}
+	}
+	sum := &Summary{Format: l.format, Aliases: p.aliases, Dropped: p.dropped, Index: l.index, Values: []string{}}
+	if sum.Dropped == nil {
+		sum.Dropped = []Dropped{}
+	}
+	for _, v := range p.values {
+		sum.Values = append(sum.Values, v.name)
+	}
+	var temps []*tempFile
+	defer func() {
+		for _, t := range temps {
+			t.discard()
+		}
+	}()
+	md, err := p.metadata()
+	if err != nil {
+		return nil, err
+	}
+	weightMap := map[string]string{}
+	var total int64
+	for i, g := range groups {
+		values := p.values
+		if i > 0 {
+			values = nil
+		}
+		t, n, err := c.writeFile(ctx, finals[i], l.format, g, values, md)
+		if t != nil {
+			temps = append(temps, t)
+		}
+		if err != nil {
+			return nil, err
+		}
+		total += n
+		for _, it := range g {
+			weightMap[it.name] = filepath.Base(finals[i])
+		}
+	}
+	if l.index != "" {
+		b, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		t, err := createTemp(l.index)
+		if err != nil {
+			return nil, err
+		}
+		temps = append(temps, t)
+		bw := c.output(t)
+		if _, err := bw.Write(append(b, '\n')); err != nil {
+			return nil, writeErr(l.index, err)
+		}
+		if err := bw.Flush(); err != nil {
+			return nil, writeErr(l.index, err)
+		}
+		if err := t.finish(); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range temps { // shards first, the index last
+		if err := t.commit(); err != nil {
+			return nil, err
+		}
+	}
+	for _, it := range p.items {
+		sum.Tensors++
+		if it.dtype != it.src.DType {
+			sum.Casts++
+		}
+		if it.name != it.src.Name {
+			sum.Renamed++
+		}
+	}
+	sum.Files, sum.Bytes = finals, total
+	sum.Seconds = time.Since(start).Seconds()
+	return sum, nil
+}
+
+// writeFile writes one output file to a finished (synced, closed)
+// temporary file, which the caller commits or discards.
+func (c *config) writeFile(ctx context.Context, final string, f Format, items []*item, values []value, md map[string]string) (*tempFile, int64, error) {
+	t, err := createTemp(final)
+	if err != nil {
+		return nil, 0, err
+	}
+	var n int64
+	switch {
+	case f == PyTorch:
+		bw := c.output(t)
+		var w io.Writer = bw
+		var enc io.WriteCloser
+		if c.compress == "zstd" {
+			enc, err = newZstd(bw)
+			if err != nil {
+				return t, 0, err
+			}
+			w = enc
+		}
+		n, err = c.writePth(ctx, w, items, values)
+		if err == nil && enc != nil {
+			err = enc.Close()
+		}
+		if err == nil {
+			err = bw.Flush()
+		}
+	case c.compress == "zstd":
+		// The digests are patched into the header after the data, so the
+		// plain file is written first, then compressed.
+		var plain *tempFile
+		plain, err = createTemp(final)
+		if err != nil {
+			return t, 0, err
+		}
+		defer plain.discard()
+		n, err = c.writeSafetensors(ctx, plain, items, md)
+		if err == nil {
+			bw := c.output(t)
+			err = compressFile(ctx, bw, plain.f)
+			if err == nil {
+				err = bw.Flush()
+			}
+		}
+	default:
+		n, err = c.writeSafetensors(ctx, t, items, md)
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return t, 0, fmt.Errorf("convert: interrupted; %s not written: %w", final, err)
+		}
+		var te *TensorError
+		if errors.As(err, &te) || strings.HasPrefix(err.Error(), "convert:") {
+			return t, 0, err
+		}
+		return t, 0, writeErr(final, err)
+	}
+	return t, n, t.finish()
+}

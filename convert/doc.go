@@ -1,0 +1,45 @@
+// Package convert owns checkpoint conversion and verification: the
+// pipeline behind `ckpt convert` (select, strip prefixes, rename, cast,
+// retag devices, deduplicate tied weights, shard, compress, and write the
+// output atomically) and the checks behind `ckpt verify` (a file against
+// the checksums it carries, or two checkpoints against each other).
+//
+// Conversion streams: each tensor's bytes flow from the input through one
+// buffer (and a cast, when asked) to the output, so memory is bounded by
+// the buffer plus the input's pickle, whatever the checkpoint's size.
+//
+// # Safetensors output
+//
+// The header follows the format's rules (package safetensors). Tensors
+// that view the same bytes of one storage with the same dtype, offset,
+// shape and strides (tied weights) are stored once under the first name
+// in sorted order, and every dropped alias is recorded in __metadata__ as
+// {"alias": "kept"}, as the reference converter does; other views are
+// copied out contiguous under their own names. __metadata__ also holds
+// {"format": "pt"}, the non-tensor values that JSON can carry under
+// ObjectsKey (a JSON object of name to value), and each stored tensor's
+// xxh64c digest (package digest) under DigestsKey (a JSON object of name
+// to "xxh64c:..."), computed over the bytes as written.
+//
+// # PyTorch output
+//
+// The zip is written by package torchzip: storages keep their sharing
+// (tied weights stay tied, views keep offsets and strides), their location
+// tags follow the remap rules (default: as saved), and big-endian inputs
+// are written little-endian. Plain values torch 1.13's weights_only loader
+// reads (None, bool, int, str) are kept; others are reported as dropped.
+//
+// # Casts
+//
+// WithDType casts floating storages to float64, float32, float16 or
+// bfloat16 the way torch's Tensor.to does on the CPU: through float32,
+// rounding to nearest even, NaN and Inf preserved. Integer, bool and
+// complex tensors, and optimizer step counters, are left as they are.
+//
+// # Atomic output
+//
+// Every output file is written to a temporary file in its destination
+// directory and renamed into place only when complete, so an interrupted
+// conversion never leaves a partial output; an existing output is replaced
+// only with WithForce. For sharded output the index is renamed last.
+package convert

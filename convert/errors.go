@@ -1,0 +1,34 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of this package. Errors about one tensor are a
+// *TensorError wrapping one of them.
+var (
+	// ErrCollision: two names are equal after stripping and renaming.
+	ErrCollision = errors.New("convert: names collide after renaming")
+	// ErrExists: the output exists and WithForce was not given.
+	ErrExists = errors.New("convert: output exists (use --force to replace it)")
+	// ErrFormat: the output format is unknown or cannot be inferred.
+	ErrFormat = errors.New("convert: unknown output format")
+	// ErrOption: an option value is invalid (size, rename rule, glob, dtype).
+	ErrOption = errors.New("convert: invalid option")
+	// ErrNothing: no tensor is left to write.
+	ErrNothing = errors.New("convert: no tensor to write")
+	// ErrMetadata: a file's recorded checksums cannot be read.
+	ErrMetadata = errors.New("convert: malformed checksum metadata")
+)
+
+// TensorError names the tensor an error is about.
+type TensorError struct {
+	Name string
+	Err  error
+}
+
+func (e *TensorError) Error() string { return fmt.Sprintf("tensor %q: %v", e.Name, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *TensorError) Unwrap() error { return e.Err }

@@ -1,0 +1,75 @@
+package convert
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/remap"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+const python = "/usr/bin/python3"
+
+// needTorch skips without torch, or fails when CKPT_REQUIRE_INTEROP=1.
+func needTorch(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command(python, "-c", "import torch, numpy").CombinedOutput(); err != nil {
+		msg := "no torch: " + err.Error() + " " + string(out)
+		if os.Getenv("CKPT_REQUIRE_INTEROP") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+}
+
+func py(t *testing.T, args ...string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(python, append([]string{"testdata/interop.py"}, args...)...)
+	cmd.Stderr = &stderr
+	if out, err := cmd.Output(); err != nil {
+		t.Fatalf("interop.py %v: %v\n%s%s", args, err, out, stderr.String())
+	}
+}
+
+// TestInteropRoundTrip: pth -> safetensors -> pth equals the original in
+// torch (names, dtypes, shapes, values, parameters, tied storages); the
+// safetensors file passes an independent json + numpy reader; a direct
+// pth -> pth keeps views on their storages.
+func TestInteropRoundTrip(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	py(t, "make", dir)
+	convert(t, filepath.Join(dir, "orig.pt"), filepath.Join(dir, "out.safetensors"))
+	convert(t, filepath.Join(dir, "out.safetensors"), filepath.Join(dir, "back.pt"))
+	convert(t, filepath.Join(dir, "orig.pt"), filepath.Join(dir, "direct.pt"))
+	py(t, "check", dir)
+}
+
+// TestInteropCast: --dtype bf16 and f16 give the bits torch's .to() gives,
+// NaN and Inf included; integer and step tensors stay.
+func TestInteropCast(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	py(t, "make", dir)
+	convert(t, filepath.Join(dir, "cast.pt"), filepath.Join(dir, "cast_bf16.pt"), WithDType(statedict.BFloat16))
+	convert(t, filepath.Join(dir, "cast.pt"), filepath.Join(dir, "cast_f16.pt"), WithDType(statedict.Float16))
+	py(t, "cast", dir)
+}
+
+// TestInteropCPURetag: torch.load(weights_only=True) with no map_location
+// loads the cpu-retagged conversion of a cuda-tagged checkpoint on this
+// machine, with the same values.
+func TestInteropCPURetag(t *testing.T) {
+	needTorch(t)
+	out := filepath.Join(t.TempDir(), "cpu.pt")
+	rules, err := remap.Parse("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	convert(t, fixtures+"cuda_tagged.pt", out, WithRules(rules))
+	py(t, "cpuload", out, fixtures+"cuda_tagged.pt")
+}

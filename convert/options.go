@@ -1,0 +1,190 @@
+package convert
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/ckpt-dev/ckpt/remap"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// Format is an output format.
+type Format string
+
+// The output formats.
+const (
+	Safetensors Format = "safetensors"
+	PyTorch     Format = "pth"
+)
+
+// DefaultBufferSize is the size of the copy buffers (two read-ahead
+// buffers and the output buffer). Larger buffers were
+// slower in measurements here: big write calls stall longer on the
+// kernel's dirty-page throttling (see bench/convert.sh).
+const DefaultBufferSize = 64 << 10
+
+// Rename is one --rename rule: every match of Pattern in a name is
+// replaced by Replacement (regexp.ReplaceAllString syntax, $1 for groups).
+type Rename struct {
+	Pattern     *regexp.Regexp
+	Replacement string
+}
+
+// ParseRename parses "REGEX=REPL", splitting at the last "=" (so REGEX may
+// contain "=" and REPL may not); REPL may be empty.
+func ParseRename(s string) (Rename, error) {
+	i := strings.LastIndex(s, "=")
+	if i <= 0 {
+		return Rename{}, fmt.Errorf("%w: rename %q: want REGEX=REPLACEMENT", ErrOption, s)
+	}
+	re, err := regexp.Compile(s[:i])
+	if err != nil {
+		return Rename{}, fmt.Errorf("%w: rename %q: %v", ErrOption, s, err)
+	}
+	return Rename{Pattern: re, Replacement: s[i+1:]}, nil
+}
+
+// ParseSize parses a size with an optional decimal unit as Hugging Face
+// writes them: "5GB" is 5,000,000,000 bytes; KB, MB, GB, TB and the binary
+// KiB, MiB, GiB, TiB are accepted, case-insensitively, and a plain number
+// is bytes. Fractions are allowed ("1.5GB"); the result must be positive.
+func ParseSize(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	mult := 1.0
+	for _, u := range []struct {
+		suffix string
+		mult   float64
+	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"TIB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || math.IsNaN(v) || v*mult < 1 || v*mult >= 1<<62 {
+		return 0, fmt.Errorf("%w: size %q: want a positive number of bytes like 5GB or 500MB", ErrOption, s)
+	}
+	return int64(v * mult), nil
+}
+
+type config struct {
+	format   Format
+	rules    remap.Rules
+	hasRules bool
+	dtype    statedict.DType
+	strip    []string
+	renames  []Rename
+	only     []string
+	shard    int64
+	compress string
+	force    bool
+	progress func(int64)
+	bufSize  int
+	wrap     func(io.Writer) io.Writer
+}
+
+// Option configures Convert.
+type Option func(*config)
+
+// WithFormat sets the output format; without it the format follows the
+// output's extension (.safetensors; .pt, .pth, .bin, .ckpt; a trailing
+// .zst and .index.json are looked through).
+func WithFormat(f Format) Option { return func(c *config) { c.format = f } }
+
+// WithRules retags storages for .pth output: each storage's location tag
+// becomes rules.Target(tag). Without it tags are kept as saved.
+func WithRules(r remap.Rules) Option {
+	return func(c *config) { c.rules, c.hasRules = r, true }
+}
+
+// WithDType casts floating tensors to d (Float64, Float32, Float16 or
+// BFloat16).
+func WithDType(d statedict.DType) Option { return func(c *config) { c.dtype = d } }
+
+// WithStripPrefix removes prefix from the start of every name that has
+// it; several prefixes are tried in order, each once ("module.",
+// "_orig_mod.").
+func WithStripPrefix(prefix ...string) Option {
+	return func(c *config) { c.strip = append(c.strip, prefix...) }
+}
+
+// WithRename applies rename rules, in order, after prefix stripping.
+func WithRename(r ...Rename) Option { return func(c *config) { c.renames = append(c.renames, r...) } }
+
+// WithOnly keeps only the tensors and values whose source name matches
+// one of the globs (path.Match syntax; "*" also matches dots).
+func WithOnly(glob ...string) Option { return func(c *config) { c.only = append(c.only, glob...) } }
+
+// WithMaxShardSize splits the output into shards of at most n bytes of
+// tensor data (a single larger tensor gets a shard of its own), in the
+// Hugging Face layout with an index.json.
+func WithMaxShardSize(n int64) Option { return func(c *config) { c.shard = n } }
+
+// WithCompress compresses the output; "zstd" is the only codec.
+func WithCompress(codec string) Option { return func(c *config) { c.compress = codec } }
+
+// WithForce allows replacing existing output files.
+func WithForce(force bool) Option { return func(c *config) { c.force = force } }
+
+// WithProgress calls fn with the number of source bytes read, as the
+// conversion goes (for a callback like a progress bar).
+func WithProgress(fn func(n int64)) Option { return func(c *config) { c.progress = fn } }
+
+// WithBufferSize sets the copy buffer size (default DefaultBufferSize).
+func WithBufferSize(n int) Option {
+	return func(c *config) {
+		if n >= 4096 {
+			c.bufSize = n
+		}
+	}
+}
+
+// WithOutputWrapper wraps every output file's writer, for quotas,
+// metering or fault injection. Errors of the wrapped writer abort the
+// conversion and leave no output.
+func WithOutputWrapper(wrap func(io.Writer) io.Writer) Option {
+	return func(c *config) { c.wrap = wrap }
+}
+
+func (c *config) validate() error {
+	switch c.dtype {
+	case statedict.Invalid, statedict.Float64, statedict.Float32, statedict.Float16, statedict.BFloat16:
+	default:
+		return fmt.Errorf("%w: cast to %s is not supported (float64, float32, float16, bfloat16)", ErrOption, c.dtype)
+	}
+	for _, g := range c.only {
+		if _, err := path.Match(g, ""); err != nil {
+			return fmt.Errorf("%w: glob %q: %v", ErrOption, g, err)
+		}
+	}
+	if c.compress != "" && c.compress != "zstd" {
+		return fmt.Errorf("%w: compression %q (only zstd)", ErrOption, c.compress)
+	}
+	if c.compress != "" && c.shard > 0 {
+		return fmt.Errorf("%w: --compress and --max-shard-size cannot be combined", ErrOption)
+	}
+	if c.shard < 0 {
+		return fmt.Errorf("%w: negative shard size", ErrOption)
+	}
+	return nil
+}
+
+// formatFor infers the output format from a file name.
+func formatFor(name string) (Format, bool) {
+	n := strings.ToLower(name)
+	n = strings.TrimSuffix(n, ".zst")
+	n = strings.TrimSuffix(n, ".index.json")
+	switch path.Ext(n) {
+	case ".safetensors":
+		return Safetensors, true
+	case ".pt", ".pth", ".bin", ".ckpt":
+		return PyTorch, true
+	}
+	return "", false
+}

@@ -1,0 +1,326 @@
+package convert
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"math/big"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/ckpt-dev/ckpt/safetensors"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// Dropped is something of the input the output does not carry.
+type Dropped struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Reason string `json:"reason"`
+}
+
+// item is one tensor to write.
+type item struct {
+	name  string            // output name
+	src   *statedict.Tensor // source tensor
+	dtype statedict.DType   // output dtype (src.DType or the cast target)
+}
+
+// nbytes is the item's size in the output, contiguous.
+func (it *item) nbytes() int64 { return it.src.NumEl() * int64(it.dtype.Size()) }
+
+// value is a kept non-tensor value.
+type value struct {
+	name string
+	v    any
+}
+
+// plan is everything decided before a byte is written.
+type plan struct {
+	items   []*item           // tensors to write, in source order
+	aliases map[string]string // safetensors: dropped alias -> kept name
+	values  []value           // non-tensor values kept
+	dropped []Dropped
+	cast    map[*statedict.Storage]bool // storages cast to cfg.dtype
+}
+
+// newName applies prefix stripping and renames.
+func (c *config) newName(name string) string {
+	for _, p := range c.strip {
+		name = strings.TrimPrefix(name, p)
+	}
+	for _, r := range c.renames {
+		name = r.Pattern.ReplaceAllString(name, r.Replacement)
+	}
+	return name
+}
+
+func (c *config) selected(name string) bool {
+	if len(c.only) == 0 {
+		return true
+	}
+	for _, g := range c.only {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// isStepCounter reports whether t is an optimizer step counter: one
+// element named "....state.<k>.step".
+func isStepCounter(t *statedict.Tensor) bool {
+	parts := strings.Split(t.Name, ".")
+	n := len(parts)
+	return t.NumEl() == 1 && n >= 3 && parts[n-1] == "step" && parts[n-3] == "state"
+}
+
+// castStorages decides which storages are cast: floating ones of another
+// dtype than the target that no step counter views.
+func castStorages(ck *statedict.Checkpoint, to statedict.DType) map[*statedict.Storage]bool {
+	cast := map[*statedict.Storage]bool{}
+	if to == statedict.Invalid {
+		return cast
+	}
+	keep := map[*statedict.Storage]bool{}
+	for _, t := range ck.Tensors {
+		s := t.Storage
+		if s == nil {
+			continue
+		}
+		if isStepCounter(t) || t.DType != s.DType {
+			keep[s] = true
+		}
+		if s.DType.IsFloat() && s.DType != to && s.DType != statedict.Float8E8M0FNU {
+			cast[s] = true
+		}
+	}
+	for s := range keep {
+		delete(cast, s)
+	}
+	return cast
+}
+
+// maxExpansion bounds what an overlapping view (stride 0, as left by
+// expand) may grow to when safetensors output copies it out contiguous, so
+// that a small hostile file cannot make Convert write terabytes.
+const maxExpansion = 64 << 20
+
+// unsupported says why a tensor cannot be written to the format, or "".
+func unsupported(t *statedict.Tensor, f Format) string {
+	switch {
+	case t.Storage == nil || t.Meta:
+		return "tensor without data (meta)"
+	case t.Quant != nil || t.DType.IsQuantized():
+		return "quantized tensor"
+	case t.Layout != "" && t.Layout != statedict.Strided:
+		return "sparse tensor part (" + string(t.Layout) + ")"
+	case t.Subclass != "":
+		return "tensor subclass " + t.Subclass
+	case t.NumEl() < 0:
+		return "size overflows"
+	}
+	if f == Safetensors {
+		if n := t.NBytes(); n > t.Storage.NBytes && n > maxExpansion {
+			return fmt.Sprintf("overlapping view (stride 0) would expand %d storage bytes to %d", t.Storage.NBytes, n)
+		}
+		if code, ok := t.DType.Safetensors(); !ok || !knownSafetensors(code) {
+			return "safetensors has no dtype for " + t.DType.String()
+		}
+	} else if t.Storage.DType.StorageClass() == "" {
+		return "torch 1.13 has no storage class for " + t.Storage.DType.String()
+	}
+	return ""
+}
+
+// knownSafetensors reports whether package safetensors can write code.
+func knownSafetensors(code string) bool {
+	_, err := safetensors.ByteSize(code, nil)
+	return err == nil
+}
+
+// makePlan selects, renames and classifies everything; it fails on name
+// collisions before anything is written.
+func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
+	p := &plan{aliases: map[string]string{}, cast: castStorages(ck, c.dtype)}
+	sources := map[string]string{} // output name -> source name
+	claim := func(out, src string) error {
+		if prev, ok := sources[out]; ok {
+			return &TensorError{Name: out, Err: fmt.Errorf("%w: %q and %q both become %q", ErrCollision, prev, src, out)}
+		}
+		sources[out] = src
+		return nil
+	}
+	for _, t := range ck.Tensors {
+		if !c.selected(t.Name) {
+			continue
+		}
+		if why := unsupported(t, f); why != "" {
+			p.dropped = append(p.dropped, Dropped{Name: t.Name, Type: "tensor", Reason: why})
+			continue
+		}
+		it := &item{name: c.newName(t.Name), src: t, dtype: t.DType}
+		if p.cast[t.Storage] {
+			it.dtype = c.dtype
+		}
+		if err := claim(it.name, t.Name); err != nil {
+			return nil, err
+		}
+		p.items = append(p.items, it)
+	}
+	if f == PyTorch {
+		if err := p.restoreAliases(ck, c, claim); err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range slices.Concat(ck.Objects, storedObjects(ck)) {
+		if !c.selected(o.Name) {
+			continue
+		}
+		v, why := plainValue(o.Value, f)
+		if why != "" {
+			p.dropped = append(p.dropped, Dropped{Name: o.Name, Type: o.Type, Reason: why})
+			continue
+		}
+		name := c.newName(o.Name)
+		if err := claim(name, o.Name); err != nil {
+			return nil, err
+		}
+		p.values = append(p.values, value{name, v})
+	}
+	for _, group := range [][]statedict.Object{ck.Opaque, ck.Foreign} {
+		for _, o := range group {
+			if c.selected(o.Name) {
+				p.dropped = append(p.dropped, Dropped{Name: o.Name, Type: o.Type, Reason: "not a plain value; never executed"})
+			}
+		}
+	}
+	if len(p.items) == 0 {
+		if len(p.dropped) > 0 {
+			d := p.dropped[0]
+			return nil, fmt.Errorf("%w: %d tensors and values dropped, e.g. %q: %s", ErrNothing, len(p.dropped), d.Name, d.Reason)
+		}
+		return nil, ErrNothing
+	}
+	if f == Safetensors {
+		p.dedupe()
+	}
+	return p, nil
+}
+
+// plainValue returns the value to write for a non-tensor leaf, or why it
+// cannot be written.
+func plainValue(v any, f Format) (any, string) {
+	switch x := v.(type) {
+	case nil, bool, int64, string:
+		return x, ""
+	case *big.Int:
+		if f == Safetensors {
+			return x.String(), "" // JSON numbers this large lose precision in most readers
+		}
+		return x, ""
+	case float64:
+		if f == PyTorch {
+			return nil, "float: torch 1.13's weights_only loader cannot read floats"
+		}
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Sprint(x), ""
+		}
+		return x, ""
+	}
+	return nil, fmt.Sprintf("%T values are not kept", v)
+}
+
+// dedupe drops tensors identical to another (same storage, dtype, offset,
+// shape, strides): the first name in sorted order is kept and the others
+// are recorded as aliases.
+func (p *plan) dedupe() {
+	type key struct {
+		s      *statedict.Storage
+		dtype  statedict.DType
+		offset int64
+		shape  string
+	}
+	groups := map[key][]*item{}
+	for _, it := range p.items {
+		t := it.src
+		k := key{t.Storage, t.DType, t.Offset, fmt.Sprint(t.Shape, t.Strides)}
+		groups[k] = append(groups[k], it)
+	}
+	drop := map[*item]bool{}
+	for _, g := range groups {
+		if len(g) < 2 {
+			continue
+		}
+		sort.Slice(g, func(i, j int) bool { return g[i].name < g[j].name })
+		for _, it := range g[1:] {
+			p.aliases[it.name] = g[0].name
+			drop[it] = true
+		}
+	}
+	p.items = slices.DeleteFunc(p.items, func(it *item) bool { return drop[it] })
+}
+
+// restoreAliases re-creates, for .pth output, the tied tensors a
+// safetensors conversion dropped and recorded in __metadata__: each alias
+// becomes a tensor over the kept tensor's storage again.
+func (p *plan) restoreAliases(ck *statedict.Checkpoint, c *config, claim func(out, src string) error) error {
+	byName := map[string]*item{}
+	for _, it := range p.items {
+		byName[it.src.Name] = it
+	}
+	aliases := aliasesOf(ck)
+	for _, alias := range sortedNames(aliases) {
+		kept, ok := byName[aliases[alias]]
+		if !ok || !c.selected(alias) {
+			continue
+		}
+		it := &item{name: c.newName(alias), src: kept.src, dtype: kept.dtype}
+		if err := claim(it.name, alias); err != nil {
+			return err
+		}
+		p.items = append(p.items, it)
+	}
+	return nil
+}
+
+// storedObjects returns the non-tensor values a conversion to safetensors
+// recorded under ObjectsKey; unreadable entries are ignored (they are
+// metadata, not data).
+func storedObjects(ck *statedict.Checkpoint) []statedict.Object {
+	s, ok := ck.Metadata[ObjectsKey]
+	if !ok {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var m map[string]any
+	if dec.Decode(&m) != nil {
+		return nil
+	}
+	var out []statedict.Object
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		v := m[name]
+		typ := "str"
+		switch x := v.(type) {
+		case nil:
+			typ = "NoneType"
+		case bool:
+			typ = "bool"
+		case json.Number:
+			if i, err := x.Int64(); err == nil {
+				v, typ = i, "int"
+			} else if f, err := x.Float64(); err == nil {
+				v, typ = f, "float"
+			}
+		case string:
+		default:
+			typ = fmt.Sprintf("%T", v)
+		}
+		out = append(out, statedict.Object{Name: name, Type: typ, Value: v})
+	}
+	return out
+}

@@ -1,0 +1,374 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+
+	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/safetensors"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// Mismatch is one failed check or one difference, about Name.
+type Mismatch struct {
+	Name   string `json:"name"`
+	Kind   string `json:"kind"` // crc32, digest, missing_in_a, missing_in_b, dtype, shape, value
+	Detail string `json:"detail"`
+}
+
+// CheckReport is the result of Check.
+type CheckReport struct {
+	CRC32s     int        `json:"crc32s"`     // records whose CRC32 was recomputed
+	Digests    int        `json:"digests"`    // tensors whose recorded digest was recomputed
+	Unverified []string   `json:"unverified"` // tensors no checksum covers
+	Mismatches []Mismatch `json:"mismatches"`
+}
+
+// ParseDigests reads the DigestsKey entry of safetensors metadata: a JSON
+// object of tensor name to printed digest. Missing metadata is an empty
+// map; anything else malformed is ErrMetadata.
+func ParseDigests(md map[string]string) (map[string]digest.Value, error) {
+	out := map[string]digest.Value{}
+	s, ok := md[DigestsKey]
+	if !ok {
+		return out, nil
+	}
+	var raw map[string]string
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrMetadata, DigestsKey, err)
+	}
+	for name, d := range raw {
+		v, err := digest.Parse(d)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: tensor %q: %v", ErrMetadata, DigestsKey, name, err)
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+// fileDigests returns the digests recorded in the safetensors file that
+// holds s, caching per file.
+func fileDigests(ck *statedict.Checkpoint, s *statedict.Storage, cache map[string]map[string]digest.Value) (map[string]digest.Value, error) {
+	if ck.Format == statedict.FormatSafetensors && ck.Metadata != nil {
+		if d, ok := cache[""]; ok {
+			return d, nil
+		}
+		d, err := ParseDigests(ck.Metadata)
+		cache[""] = d
+		return d, err
+	}
+	if s.File == "" || ck.Format != statedict.FormatSharded || ck.ShardFormat != statedict.FormatSafetensors {
+		return nil, nil
+	}
+	if d, ok := cache[s.File]; ok {
+		return d, nil
+	}
+	f, err := os.Open(s.File)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	h, err := safetensors.Parse(f, fi.Size())
+	if err != nil {
+		return nil, err
+	}
+	d, err := ParseDigests(h.Metadata)
+	cache[s.File] = d
+	return d, err
+}
+
+// Check recomputes every checksum the checkpoint carries: the CRC32 of
+// each zip record holding a storage (when the zip recorded one), and the
+// xxh64c digest ckpt records for each tensor of a safetensors file. A
+// mismatch is reported by tensor name; tensors no checksum covers are
+// listed as unverified. The error is for failures to read, not for
+// mismatches.
+func Check(ctx context.Context, ck *statedict.Checkpoint) (*CheckReport, error) {
+	rep := &CheckReport{Unverified: []string{}, Mismatches: []Mismatch{}}
+	users := map[*statedict.Storage][]string{}
+	for _, t := range ck.Tensors {
+		if t.Storage != nil {
+			users[t.Storage] = append(users[t.Storage], t.Name)
+		}
+	}
+	covered := map[string]bool{}
+	cache := map[string]map[string]digest.Value{}
+	for _, s := range ck.Storages {
+		if !s.HasCRC {
+			continue
+		}
+		got, err := storageCRC(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		rep.CRC32s++
+		for _, n := range users[s] {
+			covered[n] = true
+		}
+		if got != s.CRC32 {
+			for _, n := range users[s] {
+				rep.Mismatches = append(rep.Mismatches, Mismatch{Name: n, Kind: "crc32",
+					Detail: fmt.Sprintf("record %s: stored %08x, computed %08x", s.Record, s.CRC32, got)})
+			}
+		}
+	}
+	for _, t := range ck.Tensors {
+		if t.Storage == nil {
+			continue
+		}
+		ds, err := fileDigests(ck, t.Storage, cache)
+		if err != nil {
+			return nil, err
+		}
+		want, ok := ds[t.Name]
+		if !ok {
+			continue
+		}
+		raw, err := t.Raw()
+		if err != nil {
+			return nil, err
+		}
+		got, err := digest.Sum(ctx, raw, raw.Size())
+		if err != nil {
+			return nil, &TensorError{Name: t.Name, Err: err}
+		}
+		rep.Digests++
+		covered[t.Name] = true
+		if got != want {
+			rep.Mismatches = append(rep.Mismatches, Mismatch{Name: t.Name, Kind: "digest",
+				Detail: fmt.Sprintf("recorded %s, computed %s", want, got)})
+		}
+	}
+	for _, t := range ck.Tensors {
+		if !covered[t.Name] {
+			rep.Unverified = append(rep.Unverified, t.Name)
+		}
+	}
+	return rep, nil
+}
+
+func storageCRC(ctx context.Context, s *statedict.Storage) (uint32, error) {
+	rc, err := s.Open()
+	if err != nil {
+		return 0, &TensorError{Name: s.Record, Err: err}
+	}
+	defer rc.Close()
+	h := crc32.NewIEEE()
+	n, err := io.Copy(h, ctxReader{ctx, rc})
+	if err != nil {
+		return 0, &TensorError{Name: s.Record, Err: err}
+	}
+	if n != s.NBytes {
+		return 0, &TensorError{Name: s.Record, Err: fmt.Errorf("%w: record holds %d of %d bytes", statedict.ErrTruncated, n, s.NBytes)}
+	}
+	return h.Sum32(), nil
+}
+
+// CompareOptions sets how Compare compares values.
+type CompareOptions struct {
+	// Tolerance compares values as float64 with |a-b| <= Atol + Rtol*|b|
+	// (NaN equal to NaN, infinities equal when of the same sign), and
+	// allows different dtypes; without it values must be bitwise equal
+	// and dtypes the same.
+	Tolerance  bool
+	Atol, Rtol float64
+}
+
+// CompareReport is the result of Compare.
+type CompareReport struct {
+	Compared    int        `json:"compared"` // tensors present on both sides
+	Differences []Mismatch `json:"differences"`
+}
+
+// aliasesOf returns the alias -> kept entries of safetensors metadata
+// whose kept name is a tensor of ck and whose alias is not.
+func aliasesOf(ck *statedict.Checkpoint) map[string]string {
+	out := map[string]string{}
+	if len(ck.Metadata) == 0 {
+		return out
+	}
+	names := make(map[string]bool, len(ck.Tensors))
+	for _, t := range ck.Tensors {
+		names[t.Name] = true
+	}
+	for k, v := range ck.Metadata {
+		if !names[k] && names[v] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Compare compares every tensor of a and b by name, dtype, shape and
+// value. Names dropped as aliases by a safetensors conversion (recorded
+// in __metadata__) are resolved to the tensor kept in their place. The
+// error is for failures to read, not for differences.
+func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOptions) (*CompareReport, error) {
+	rep := &CompareReport{Differences: []Mismatch{}}
+	index := func(ck *statedict.Checkpoint) func(string) *statedict.Tensor {
+		byName := make(map[string]*statedict.Tensor, len(ck.Tensors))
+		for _, t := range ck.Tensors {
+			byName[t.Name] = t
+		}
+		aliases := aliasesOf(ck)
+		return func(name string) *statedict.Tensor {
+			if t, ok := byName[name]; ok {
+				return t
+			}
+			return byName[aliases[name]]
+		}
+	}
+	inA, inB := index(a), index(b)
+	seen := map[string]bool{}
+	for _, ta := range a.Tensors {
+		seen[ta.Name] = true
+		tb := inB(ta.Name)
+		if tb == nil {
+			rep.Differences = append(rep.Differences, Mismatch{Name: ta.Name, Kind: "missing_in_b", Detail: "only in A"})
+			continue
+		}
+		rep.Compared++
+		d, err := compareTensor(ctx, ta, tb, opts)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil {
+			rep.Differences = append(rep.Differences, *d)
+		}
+	}
+	for _, tb := range b.Tensors {
+		if !seen[tb.Name] && inA(tb.Name) == nil {
+			rep.Differences = append(rep.Differences, Mismatch{Name: tb.Name, Kind: "missing_in_a", Detail: "only in B"})
+		}
+	}
+	return rep, nil
+}
+
+func compareTensor(ctx context.Context, a, b *statedict.Tensor, opts CompareOptions) (*Mismatch, error) {
+	if fmt.Sprint(a.Shape) != fmt.Sprint(b.Shape) {
+		return &Mismatch{Name: a.Name, Kind: "shape", Detail: fmt.Sprintf("A %v, B %v", a.Shape, b.Shape)}, nil
+	}
+	if a.DType != b.DType && !opts.Tolerance {
+		return &Mismatch{Name: a.Name, Kind: "dtype", Detail: fmt.Sprintf("A %s, B %s", a.DType, b.DType)}, nil
+	}
+	decA, okA := decoder(a.DType)
+	decB, okB := decoder(b.DType)
+	if opts.Tolerance && (!okA || !okB) && a.DType != b.DType {
+		return &Mismatch{Name: a.Name, Kind: "dtype", Detail: fmt.Sprintf("A %s, B %s: no numeric comparison between them", a.DType, b.DType)}, nil
+	}
+	ra, err := a.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer ra.Close()
+	rb, err := b.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rb.Close()
+	const chunk = 1 << 16
+	sa, sb := a.DType.Size(), b.DType.Size()
+	bufA, bufB := make([]byte, chunk*sa), make([]byte, chunk*sb)
+	n := a.NumEl()
+	var diff, first int64 = 0, -1
+	var maxAbs float64
+	numeric := opts.Tolerance && okA && okB
+	for done := int64(0); done < n; {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		k := min(n-done, chunk)
+		if _, err := io.ReadFull(ra, bufA[:k*int64(sa)]); err != nil {
+			return nil, &TensorError{Name: a.Name, Err: err}
+		}
+		if _, err := io.ReadFull(rb, bufB[:k*int64(sb)]); err != nil {
+			return nil, &TensorError{Name: b.Name, Err: err}
+		}
+		for i := range k {
+			ea, eb := bufA[i*int64(sa):(i+1)*int64(sa)], bufB[i*int64(sb):(i+1)*int64(sb)]
+			var same bool
+			if numeric {
+				x, y := decA(ea), decB(eb)
+				same = closeEnough(x, y, opts.Atol, opts.Rtol)
+				if !same && !math.IsNaN(x-y) {
+					maxAbs = max(maxAbs, math.Abs(x-y))
+				}
+			} else {
+				same = bytes.Equal(ea, eb)
+				if !same && okA {
+					if d := math.Abs(decA(ea) - decA(eb)); !math.IsNaN(d) {
+						maxAbs = max(maxAbs, d)
+					}
+				}
+			}
+			if !same {
+				diff++
+				if first < 0 {
+					first = done + i
+				}
+			}
+		}
+		done += k
+	}
+	if diff == 0 {
+		return nil, nil
+	}
+	detail := fmt.Sprintf("%d of %d elements differ, first at flat index %d", diff, n, first)
+	if okA {
+		detail += fmt.Sprintf(", max |A-B| %g", maxAbs)
+	}
+	return &Mismatch{Name: a.Name, Kind: "value", Detail: detail}, nil
+}
+
+func closeEnough(x, y, atol, rtol float64) bool {
+	switch {
+	case math.IsNaN(x) || math.IsNaN(y):
+		return math.IsNaN(x) && math.IsNaN(y)
+	case math.IsInf(x, 0) || math.IsInf(y, 0):
+		return x == y
+	}
+	return math.Abs(x-y) <= atol+rtol*math.Abs(y)
+}
+
+// decoder returns a function decoding one little-endian element of d as
+// float64, for real numeric dtypes.
+func decoder(d statedict.DType) (func([]byte) float64, bool) {
+	le := binary.LittleEndian
+	switch d {
+	case statedict.Float64:
+		return func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) }, true
+	case statedict.Float32, statedict.Float16, statedict.BFloat16,
+		statedict.Float8E5M2, statedict.Float8E4M3FN, statedict.Float8E5M2FNUZ, statedict.Float8E4M3FNUZ, statedict.Float8E8M0FNU:
+		return func(b []byte) float64 { return float64(toFloat32(d, b)) }, true
+	case statedict.Int64:
+		return func(b []byte) float64 { return float64(int64(le.Uint64(b))) }, true
+	case statedict.Int32:
+		return func(b []byte) float64 { return float64(int32(le.Uint32(b))) }, true
+	case statedict.Int16:
+		return func(b []byte) float64 { return float64(int16(le.Uint16(b))) }, true
+	case statedict.Int8:
+		return func(b []byte) float64 { return float64(int8(b[0])) }, true
+	case statedict.Uint8, statedict.Bool:
+		return func(b []byte) float64 { return float64(b[0]) }, true
+	case statedict.Uint16:
+		return func(b []byte) float64 { return float64(le.Uint16(b)) }, true
+	case statedict.Uint32:
+		return func(b []byte) float64 { return float64(le.Uint32(b)) }, true
+	case statedict.Uint64:
+		return func(b []byte) float64 { return float64(le.Uint64(b)) }, true
+	}
+	return nil, false
+}

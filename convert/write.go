@@ -1,0 +1,361 @@
+package convert
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/safetensors"
+	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/torchzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Keys ckpt writes in safetensors __metadata__ besides "format" and the
+// alias entries.
+const (
+	// DigestsKey holds a JSON object mapping each stored tensor's name to
+	// its xxh64c digest over the bytes in the file.
+	DigestsKey = "ckpt.digests"
+	// ObjectsKey holds a JSON object mapping each kept non-tensor value's
+	// name to its value.
+	ObjectsKey = "ckpt.objects"
+)
+
+// ctxReader fails reads once ctx is done, so a long copy stops promptly.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// progressWriter reports the bytes that pass through it.
+type progressWriter struct {
+	w  io.Writer
+	fn func(int64)
+}
+
+func (p progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if p.fn != nil {
+		p.fn(int64(n))
+	}
+	return n, err
+}
+
+// tempFile is an output being written: a temporary file beside its final
+// path, removed unless committed.
+type tempFile struct {
+	f     *os.File
+	final string
+}
+
+func createTemp(final string) (*tempFile, error) {
+	f, err := os.CreateTemp(filepath.Dir(final), "."+filepath.Base(final)+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("convert: create temporary output: %w", err)
+	}
+	if err := f.Chmod(0o644); err != nil { // CreateTemp makes 0600
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("convert: create temporary output: %w", err)
+	}
+	return &tempFile{f: f, final: final}, nil
+}
+
+// discard closes and removes the temporary file.
+func (t *tempFile) discard() {
+	if t.f != nil {
+		t.f.Close()
+		os.Remove(t.f.Name())
+		t.f = nil
+	}
+}
+
+// finish syncs and closes the file; commit renames it into place.
+func (t *tempFile) finish() error {
+	if err := t.f.Sync(); err != nil {
+		return fmt.Errorf("convert: write %s: %w", t.final, err)
+	}
+	if err := t.f.Close(); err != nil {
+		return fmt.Errorf("convert: write %s: %w", t.final, err)
+	}
+	return nil
+}
+
+func (t *tempFile) commit() error {
+	if err := os.Rename(t.f.Name(), t.final); err != nil {
+		return fmt.Errorf("convert: rename into place: %w", err)
+	}
+	t.f = nil
+	return nil
+}
+
+// output returns the writer for a temporary file: the caller's wrapper,
+// then a buffer.
+func (c *config) output(t *tempFile) *bufio.Writer {
+	var w io.Writer = t.f
+	if c.wrap != nil {
+		w = c.wrap(w)
+	}
+	return bufio.NewWriterSize(w, c.bufSize)
+}
+
+func writeErr(final string, err error) error {
+	return fmt.Errorf("convert: write %s: %w", final, err)
+}
+
+// itemReader returns the item's bytes as they go to a safetensors file:
+// logical elements, little-endian, cast when asked.
+func (c *config) itemReader(ctx context.Context, it *item) (io.ReadCloser, error) {
+	rc, err := it.src.Open()
+	if err != nil {
+		return nil, err
+	}
+	var r io.Reader = ctxReader{ctx, rc}
+	r = io.TeeReader(r, progressWriter{io.Discard, c.progress})
+	if it.dtype != it.src.DType {
+		r = newCastReader(r, it.src.DType, it.dtype, c.bufSize)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{r, rc}, nil
+}
+
+// writeSafetensors writes one safetensors file holding items to tmp,
+// then patches the recorded digests into the header.
+func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*item, meta map[string]string) (int64, error) {
+	byName := make(map[string]*item, len(items))
+	decl := make([]safetensors.WriterTensor, len(items))
+	digests := make(map[string]string, len(items))
+	for i, it := range items {
+		code, _ := it.dtype.Safetensors()
+		decl[i] = safetensors.WriterTensor{Name: it.name, DType: code, Shape: it.src.Shape}
+		byName[it.name] = it
+		digests[it.name] = digest.Value(0).String() // same length as the real one
+	}
+	md := make(map[string]string, len(meta)+1)
+	for k, v := range meta {
+		md[k] = v
+	}
+	setDigests := func() error {
+		b, err := json.Marshal(digests)
+		md[DigestsKey] = string(b)
+		return err
+	}
+	if err := setDigests(); err != nil {
+		return 0, err
+	}
+	bw := c.output(tmp)
+	sw, err := safetensors.NewWriter(bw, decl, md)
+	if err != nil {
+		return 0, writeErr(tmp.final, err)
+	}
+	var total int64
+	for _, wt := range sw.Order() {
+		it := byName[wt.Name]
+		rc, err := c.itemReader(ctx, it)
+		if err != nil {
+			return 0, err
+		}
+		dg, err := digest.New(it.nbytes())
+		if err != nil {
+			rc.Close()
+			return 0, err
+		}
+		ahead := newAheadReader(io.TeeReader(rc, dg), c.bufSize)
+		n, err := sw.WriteTensor(wt.Name, ahead)
+		ahead.Close()
+		rc.Close()
+		total += n
+		if err != nil {
+			return 0, writeErr(tmp.final, err)
+		}
+		v, err := dg.Sum()
+		if err != nil {
+			return 0, &TensorError{Name: wt.Name, Err: err}
+		}
+		digests[wt.Name] = v.String()
+	}
+	if err := sw.Close(); err != nil {
+		return 0, writeErr(tmp.final, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, writeErr(tmp.final, err)
+	}
+	if err := setDigests(); err != nil {
+		return 0, err
+	}
+	hdr, _, err := safetensors.HeaderBytes(decl, md)
+	if err != nil {
+		return 0, writeErr(tmp.final, err)
+	}
+	if _, err := tmp.f.WriteAt(hdr, 0); err != nil {
+		return 0, writeErr(tmp.final, err)
+	}
+	return total, nil
+}
+
+// pthStorage is one storage of a .pth output.
+type pthStorage struct {
+	key   string
+	src   *statedict.Storage
+	dtype statedict.DType
+}
+
+func (s *pthStorage) nbytes() int64 {
+	return s.src.NBytes / int64(s.src.DType.Size()) * int64(s.dtype.Size())
+}
+
+// storageReader returns a storage's bytes as they go to a .pth file:
+// little-endian, cast when asked.
+func (c *config) storageReader(ctx context.Context, s *pthStorage) (io.ReadCloser, error) {
+	rc, err := s.src.Open()
+	if err != nil {
+		return nil, &TensorError{Name: s.src.Record, Err: err}
+	}
+	var r io.Reader = io.TeeReader(ctxReader{ctx, rc}, progressWriter{io.Discard, c.progress})
+	if s.src.BigEndian && s.src.DType.SwapUnit() > 1 {
+		u := s.src.DType.SwapUnit()
+		r = &swapReader{r: r, unit: u, buf: make([]byte, c.bufSize/u*u)}
+	}
+	if s.dtype != s.src.DType {
+		r = newCastReader(r, s.src.DType, s.dtype, c.bufSize)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{r, rc}, nil
+}
+
+// location returns the tag written for a storage.
+func (c *config) location(s *statedict.Storage) (string, error) {
+	if !c.hasRules {
+		if s.Location == "" {
+			return "cpu", nil
+		}
+		return s.Location, nil
+	}
+	d, err := c.rules.Target(s.Location)
+	if err != nil {
+		return "", err
+	}
+	return d.String(), nil
+}
+
+// writePth writes one .pth zip holding items to w.
+func (c *config) writePth(ctx context.Context, w io.Writer, items []*item, values []value) (int64, error) {
+	var storages []*pthStorage
+	refs := map[*statedict.Storage]*torchzip.StorageRef{}
+	var entries []torchzip.Entry
+	for _, it := range items {
+		t := it.src
+		ref, ok := refs[t.Storage]
+		if !ok {
+			loc, err := c.location(t.Storage)
+			if err != nil {
+				return 0, &TensorError{Name: t.Name, Err: err}
+			}
+			ps := &pthStorage{key: fmt.Sprint(len(storages)), src: t.Storage, dtype: t.Storage.DType}
+			if it.dtype != t.DType {
+				ps.dtype = it.dtype
+			}
+			storages = append(storages, ps)
+			ref = &torchzip.StorageRef{Key: ps.key, DType: ps.dtype, Location: loc, NumEl: t.Storage.NBytes / int64(t.Storage.DType.Size())}
+			refs[t.Storage] = ref
+		}
+		entries = append(entries, torchzip.Entry{Name: it.name, Tensor: &torchzip.TensorRef{
+			Storage: ref, Offset: t.Offset, Shape: t.Shape, Strides: t.Strides,
+			RequiresGrad: t.RequiresGrad, Parameter: t.Parameter}})
+	}
+	for _, v := range values {
+		entries = append(entries, torchzip.Entry{Name: v.name, Value: v.v})
+	}
+	pkl, err := torchzip.EncodeStateDict(entries)
+	if err != nil {
+		return 0, err
+	}
+	zw := torchzip.NewWriter(w, torchzip.WithBufferSize(c.bufSize))
+	if err := zw.WriteRecord("data.pkl", int64(len(pkl)), bytes.NewReader(pkl)); err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, s := range storages {
+		rc, err := c.storageReader(ctx, s)
+		if err != nil {
+			return 0, err
+		}
+		ahead := newAheadReader(rc, c.bufSize)
+		err = zw.WriteRecord("data/"+s.key, s.nbytes(), ahead)
+		ahead.Close()
+		rc.Close()
+		if err != nil {
+			return 0, err
+		}
+		total += s.nbytes()
+	}
+	return total, zw.Close()
+}
+
+// metadata returns the safetensors __metadata__ shared by every shard.
+func (p *plan) metadata() (map[string]string, error) {
+	md := map[string]string{"format": "pt"}
+	for alias, kept := range p.aliases {
+		md[alias] = kept
+	}
+	if len(p.values) > 0 {
+		obj := make(map[string]any, len(p.values))
+		for _, v := range p.values {
+			obj[v.name] = v.v
+		}
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		md[ObjectsKey] = string(b)
+	}
+	return md, nil
+}
+
+// compressFile writes the zstd compression of src to w.
+func compressFile(ctx context.Context, w io.Writer, src *os.File) error {
+	if _, err := src.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	enc, err := newZstd(w)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(enc, ctxReader{ctx, src}); err != nil {
+		enc.Close()
+		return err
+	}
+	return enc.Close()
+}
+
+// sortedNames returns the keys of m sorted.
+func sortedNames(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// newZstd returns a zstd encoder at the default level.
+func newZstd(w io.Writer) (*zstd.Encoder, error) { return zstd.NewWriter(w) }

@@ -1,0 +1,37 @@
+package torchzip
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors; errors about one record or entry are a *RecordError
+// that wraps one of them.
+var (
+	// ErrUnsupportedDType: the dtype has no classic typed storage class,
+	// so torch 1.13 cannot read a storage of it.
+	ErrUnsupportedDType = errors.New("torchzip: dtype has no typed storage class")
+	// ErrUnsupportedValue: a value the weights_only unpickler of torch 1.13
+	// cannot read (float, bytes, containers).
+	ErrUnsupportedValue = errors.New("torchzip: value not writable for weights_only loading")
+	// ErrInvalid: a malformed entry (bad storage reference, shape and
+	// stride lengths that differ, negative sizes, an empty or duplicate
+	// record name).
+	ErrInvalid = errors.New("torchzip: invalid entry")
+	// ErrDataLength: a record's reader held fewer or more bytes than declared.
+	ErrDataLength = errors.New("torchzip: record data length differs from declared size")
+	// ErrClosed: the Writer was used after Close or after an error that
+	// left the archive incomplete.
+	ErrClosed = errors.New("torchzip: writer closed or failed")
+)
+
+// RecordError names the record or state-dict entry an error is about.
+type RecordError struct {
+	Name string // record name ("data/0") or state-dict key
+	Err  error
+}
+
+func (e *RecordError) Error() string { return fmt.Sprintf("%q: %v", e.Name, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *RecordError) Unwrap() error { return e.Err }

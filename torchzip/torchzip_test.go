@@ -1,0 +1,200 @@
+package torchzip
+
+import (
+	"archive/zip"
+	"bytes"
+	"errors"
+	"hash/crc32"
+	"io"
+	"math/big"
+	"strings"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+func TestWriterLayout(t *testing.T) {
+	var buf bytes.Buffer
+	zw := NewWriter(&buf)
+	recs := map[string][]byte{"data.pkl": []byte("x"), "data/0": bytes.Repeat([]byte{7}, 1000), "data/1": {}}
+	for _, n := range []string{"data.pkl", "data/0", "data/1"} {
+		if err := zw.WriteRecord(n, int64(len(recs[n])), bytes.NewReader(recs[n])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs["version"] = []byte("3\n")
+	var names []string
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+		if f.Method != zip.Store {
+			t.Errorf("%s: method %d, want stored", f.Name, f.Method)
+		}
+		off, err := f.DataOffset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off%Alignment != 0 {
+			t.Errorf("%s: payload at %d, not %d-byte aligned", f.Name, off, Alignment)
+		}
+		want := recs[strings.TrimPrefix(f.Name, "archive/")]
+		if f.CRC32 != crc32.ChecksumIEEE(want) {
+			t.Errorf("%s: CRC %08x, want %08x", f.Name, f.CRC32, crc32.ChecksumIEEE(want))
+		}
+		rc, _ := f.Open()
+		got, err := io.ReadAll(rc) // archive/zip checks the CRC at EOF
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: read %q, %v", f.Name, got, err)
+		}
+	}
+	if got := strings.Join(names, ","); got != "archive/data.pkl,archive/data/0,archive/data/1,archive/version" {
+		t.Errorf("records %s", got)
+	}
+}
+
+func TestWriterErrors(t *testing.T) {
+	zw := NewWriter(io.Discard)
+	if err := zw.WriteRecord("a", 5, strings.NewReader("abc")); !errors.Is(err, ErrDataLength) {
+		t.Errorf("short record: %v", err)
+	}
+	if err := zw.WriteRecord("b", 1, strings.NewReader("x")); !errors.Is(err, ErrClosed) {
+		t.Errorf("after failure: %v", err)
+	}
+	zw = NewWriter(io.Discard)
+	if err := zw.WriteRecord("a", 1, strings.NewReader("ab")); !errors.Is(err, ErrDataLength) {
+		t.Errorf("long record: %v", err)
+	}
+	zw = NewWriter(io.Discard)
+	_ = zw.WriteRecord("a", 0, strings.NewReader(""))
+	if err := zw.WriteRecord("a", 0, strings.NewReader("")); !errors.Is(err, ErrInvalid) {
+		t.Errorf("duplicate: %v", err)
+	}
+}
+
+// TestRoundTrip writes a state dict with tied weights, a view, a
+// parameter and plain values, and reads it back with package statedict.
+func TestRoundTrip(t *testing.T) {
+	s0 := &StorageRef{Key: "0", DType: statedict.Float32, Location: "cuda:1", NumEl: 6}
+	s1 := &StorageRef{Key: "1", DType: statedict.Int64, Location: "cpu", NumEl: 2}
+	entries := []Entry{
+		{Name: "w", Tensor: &TensorRef{Storage: s0, Shape: []int64{2, 3}, Strides: []int64{3, 1}, Parameter: true, RequiresGrad: true}},
+		{Name: "tied", Tensor: &TensorRef{Storage: s0, Shape: []int64{2, 3}, Strides: []int64{3, 1}}},
+		{Name: "view", Tensor: &TensorRef{Storage: s0, Offset: 1, Shape: []int64{2}, Strides: []int64{2}}},
+		{Name: "ids", Tensor: &TensorRef{Storage: s1, Shape: []int64{2}, Strides: []int64{1}}},
+		{Name: "epoch", Value: int64(-70000)},
+		{Name: "big", Value: new(big.Int).Lsh(big.NewInt(-3), 70)},
+		{Name: "name", Value: "héllo"},
+		{Name: "flag", Value: true},
+		{Name: "none", Value: nil},
+	}
+	pkl, err := EncodeStateDict(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := NewWriter(&buf)
+	data0 := make([]byte, 24)
+	for i := range data0 {
+		data0[i] = byte(i)
+	}
+	for _, r := range []struct {
+		name string
+		b    []byte
+	}{{"data.pkl", pkl}, {"data/0", data0}, {"data/1", make([]byte, 16)}} {
+		if err := zw.WriteRecord(r.name, int64(len(r.b)), bytes.NewReader(r.b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := statedict.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if len(ck.Tensors) != 4 || len(ck.Storages) != 2 {
+		t.Fatalf("%d tensors, %d storages", len(ck.Tensors), len(ck.Storages))
+	}
+	w, tied, view := ck.Tensor("w"), ck.Tensor("tied"), ck.Tensor("view")
+	if !w.Parameter || !w.RequiresGrad || tied.Parameter || w.Storage != tied.Storage || view.Storage != w.Storage {
+		t.Errorf("parameter/tie lost: %+v %+v", w, tied)
+	}
+	if w.Device != "cuda:1" || view.Offset != 1 || view.Strides[0] != 2 || !w.Storage.HasCRC {
+		t.Errorf("w %+v view %+v", w, view)
+	}
+	b, err := view.ReadAll()
+	if err != nil || !bytes.Equal(b, append(append([]byte{}, data0[4:8]...), data0[12:16]...)) {
+		t.Errorf("view data %v %v", b, err)
+	}
+	vals := map[string]string{}
+	for _, o := range ck.Objects {
+		vals[o.Name] = o.Type
+	}
+	if len(vals) != 5 || vals["epoch"] != "int" || vals["big"] != "int" || vals["name"] != "str" {
+		t.Errorf("objects %v", ck.Objects)
+	}
+	for _, o := range ck.Objects {
+		if o.Name == "big" && o.Value.(*big.Int).Cmp(new(big.Int).Lsh(big.NewInt(-3), 70)) != 0 {
+			t.Errorf("big = %v", o.Value)
+		}
+		if o.Name == "epoch" && o.Value != int64(-70000) {
+			t.Errorf("epoch = %v", o.Value)
+		}
+	}
+}
+
+func TestEncodeRefuses(t *testing.T) {
+	s := &StorageRef{Key: "0", DType: statedict.Float8E4M3FN, Location: "cpu", NumEl: 1}
+	for _, c := range []struct {
+		e    Entry
+		want error
+	}{
+		{Entry{Name: "f", Value: 1.5}, ErrUnsupportedValue},
+		{Entry{Name: "b", Value: []byte("x")}, ErrUnsupportedValue},
+		{Entry{Name: "t", Tensor: &TensorRef{Storage: s, Shape: []int64{1}, Strides: []int64{1}}}, ErrUnsupportedDType},
+		{Entry{Name: "t", Tensor: &TensorRef{Storage: s, Shape: []int64{1}}}, ErrInvalid},
+	} {
+		_, err := EncodeStateDict([]Entry{c.e})
+		var re *RecordError
+		if !errors.Is(err, c.want) || !errors.As(err, &re) || re.Name != c.e.Name {
+			t.Errorf("%+v: %v, want %v", c.e, err, c.want)
+		}
+	}
+	if _, err := EncodeStateDict([]Entry{{Name: "a"}, {Name: "a"}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("duplicate key: %v", err)
+	}
+}
+
+// TestManyEntries crosses the SETITEMS batch size.
+func TestManyEntries(t *testing.T) {
+	var entries []Entry
+	for i := range 2500 {
+		entries = append(entries, Entry{Name: strings.Repeat("k", 1+i%7) + string(rune('a'+i%26)) + big.NewInt(int64(i)).String(), Value: int64(i)})
+	}
+	pkl, err := EncodeStateDict(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := NewWriter(&buf)
+	if err := zw.WriteRecord("data.pkl", int64(len(pkl)), bytes.NewReader(pkl)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := statedict.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ck.Objects) != 2500 {
+		t.Errorf("%d objects", len(ck.Objects))
+	}
+}
