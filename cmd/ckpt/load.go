@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ckpt-dev/ckpt/convert"
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -288,6 +289,14 @@ func upload(ctx context.Context, s *streams, ck *statedict.Checkpoint, plan *rem
 	if opts.NoVerify {
 		uopts = append(uopts, devicecopy.WithoutVerify())
 	}
+	// Save-time digests that `ckpt convert` recorded are checked too.
+	saved, err := convert.ParseDigests(ck.Metadata)
+	if err != nil {
+		return err
+	}
+	if len(saved) > 0 {
+		uopts = append(uopts, devicecopy.WithSavedDigests(saved))
+	}
 	st, err := devicecopy.Upload(ctx, ck, plan, uopts...)
 	bar.Done()
 	var ve *devicecopy.VerifyError
@@ -299,7 +308,7 @@ func upload(ctx context.Context, s *streams, ck *statedict.Checkpoint, plan *rem
 				Want: m.Want.String(), Got: m.Got.String(), Message: m.String()})
 		}
 		rep.Uploaded = j
-		return fmt.Errorf("%d storage(s) failed verification: the bytes on the GPU are not the bytes of the file", len(ve.Mismatches))
+		return verifyFailed{ve}
 	}
 	if err != nil {
 		return err
@@ -509,3 +518,13 @@ func writeUploadText(b *strings.Builder, g *loadGPUJSON) {
 		b.WriteString("verified: every byte on the GPU matches the file (xxh64c, computed on the device)\n")
 	}
 }
+
+// verifyFailed is the one-line summary of a failed verification; the report
+// lists each mismatch. It still matches devicecopy.ErrVerify.
+type verifyFailed struct{ ve *devicecopy.VerifyError }
+
+func (v verifyFailed) Error() string {
+	return fmt.Sprintf("%d storage(s) failed verification: the bytes on the GPU are not the bytes of the file, or not what was saved", len(v.ve.Mismatches))
+}
+
+func (v verifyFailed) Unwrap() error { return v.ve }

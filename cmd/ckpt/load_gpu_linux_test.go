@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -108,5 +110,47 @@ func TestLoadCUDAFake(t *testing.T) {
 	_, code, errs = loadExec(t, devicecopy.System{}, map[string]string{envLibCUDA: "/nonexistent/libcuda.so"}, cudaTagged)
 	if code != exitError || !strings.Contains(errs, "CKPT_LIBCUDA=/nonexistent/libcuda.so") || !strings.Contains(errs, "no NVIDIA driver") {
 		t.Errorf("bad CKPT_LIBCUDA: exit %d, %s", code, errs)
+	}
+}
+
+// TestLoadCUDASavedDigests: the digests `ckpt convert` records are checked
+// against the bytes read during the upload; a tampered one is reported.
+func TestLoadCUDASavedDigests(t *testing.T) {
+	env := fakeCUDA(t)
+	out := filepath.Join(t.TempDir(), "m.safetensors")
+	if code, _, errs := runCLI(t, "convert", "--map-location", "cpu", fx+"training.pt", out); code != exitOK {
+		t.Fatalf("convert: exit %d: %s", code, errs)
+	}
+	rep := loadJSON(t, env, out, "--map-location", "cuda:0")
+	if g := rep.Uploaded; g == nil || !g.Verified || len(g.Mismatches) != 0 {
+		t.Fatalf("clean file: %+v", rep.Uploaded)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte("xxh64c:"))
+	if i < 0 {
+		t.Fatal("no digest recorded in the safetensors metadata")
+	}
+	i += len("xxh64c:")
+	if b[i] == '0' {
+		b[i] = '1'
+	} else {
+		b[i] = '0'
+	}
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, code, _ := loadExec(t, devicecopy.System{}, env, out, "--map-location", "cuda:0", "--json")
+	if code != exitError {
+		t.Fatalf("tampered digest: exit %d", code)
+	}
+	var bad loadReport
+	if err := json.Unmarshal([]byte(stdout), &bad); err != nil {
+		t.Fatal(err)
+	}
+	if g := bad.Uploaded; g == nil || g.Verified || len(g.Mismatches) != 1 || g.Mismatches[0].Kind != "saved" {
+		t.Fatalf("tampered digest: %+v", bad.Uploaded)
 	}
 }
