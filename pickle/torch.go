@@ -542,24 +542,34 @@ func rebuildNested(_ *hookEnv, args []any) (any, error) {
 	return &pyTensor{t}, nil
 }
 
+// storagelessGeometry fills the dtype, sizes and strides of a tensor that
+// has no storage (meta tensors, wrapper subclasses).
+func storagelessGeometry(rt *hookEnv, t *Tensor, what string, dtype, size, stride any) error {
+	var err error
+	if t.DType, err = dtypeArg(dtype); err != nil {
+		return err
+	}
+	if t.Shape, err = dims(rt, "size", size); err != nil {
+		return err
+	}
+	if t.Stride, err = dims(rt, "stride", stride); err != nil {
+		return err
+	}
+	if len(t.Shape) != len(t.Stride) {
+		return malformed("%s: %d sizes but %d strides", what, len(t.Shape), len(t.Stride))
+	}
+	return nil
+}
+
 // rebuildMeta is _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad).
 func rebuildMeta(rt *hookEnv, args []any) (any, error) {
 	if err := arity("_rebuild_meta_tensor_no_storage", args, 4); err != nil {
 		return nil, err
 	}
 	t := &Tensor{Rebuild: "_rebuild_meta_tensor_no_storage", Layout: "strided", Device: "meta"}
-	var err error
-	if t.DType, err = dtypeArg(args[0]); err != nil {
+	err := storagelessGeometry(rt, t, "meta tensor", args[0], args[1], args[2])
+	if err != nil {
 		return nil, err
-	}
-	if t.Shape, err = dims(rt, "size", args[1]); err != nil {
-		return nil, err
-	}
-	if t.Stride, err = dims(rt, "stride", args[2]); err != nil {
-		return nil, err
-	}
-	if len(t.Shape) != len(t.Stride) {
-		return nil, malformed("meta tensor: %d sizes but %d strides", len(t.Shape), len(t.Stride))
 	}
 	if t.RequiresGrad, err = requiresGrad(args[3]); err != nil {
 		return nil, err
@@ -578,18 +588,9 @@ func rebuildWrapperSubclass(rt *hookEnv, args []any) (any, error) {
 		return nil, malformed("wrapper subclass class is %T", args[0])
 	}
 	t := &Tensor{Rebuild: "_rebuild_wrapper_subclass", Subclass: cls.String()}
-	var err error
-	if t.DType, err = dtypeArg(args[1]); err != nil {
+	err := storagelessGeometry(rt, t, "wrapper subclass", args[1], args[2], args[3])
+	if err != nil {
 		return nil, err
-	}
-	if t.Shape, err = dims(rt, "size", args[2]); err != nil {
-		return nil, err
-	}
-	if t.Stride, err = dims(rt, "stride", args[3]); err != nil {
-		return nil, err
-	}
-	if len(t.Shape) != len(t.Stride) {
-		return nil, malformed("wrapper subclass: %d sizes but %d strides", len(t.Shape), len(t.Stride))
 	}
 	if t.Offset, ok = asInt(args[4]); !ok || t.Offset < 0 {
 		return nil, malformed("wrapper subclass storage offset %v", args[4])

@@ -83,25 +83,9 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 			}
 		}
 	case *pickle.List:
-		if b.enter(x) {
-			return nil
-		}
-		defer delete(b.onPath, x)
-		for i, e := range *x {
-			if err := b.walk(e, join(name, strconv.Itoa(i)), tensorsOnly); err != nil {
-				return err
-			}
-		}
+		return b.walkSeq(x, *x, name, tensorsOnly)
 	case *pickle.Tuple:
-		if b.enter(x) {
-			return nil
-		}
-		defer delete(b.onPath, x)
-		for i, e := range *x {
-			if err := b.walk(e, join(name, strconv.Itoa(i)), tensorsOnly); err != nil {
-				return err
-			}
-		}
+		return b.walkSeq(x, *x, name, tensorsOnly)
 	case *pickle.Object:
 		if !tensorsOnly {
 			b.ck.Opaque = append(b.ck.Opaque, Object{Name: name, Type: x.Module + "." + x.Name, Value: x})
@@ -128,6 +112,20 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 	default:
 		if !tensorsOnly {
 			b.ck.Objects = append(b.ck.Objects, Object{Name: name, Type: pyType(v), Value: v})
+		}
+	}
+	return nil
+}
+
+// walkSeq visits the items of a list or tuple c, named by index.
+func (b *builder) walkSeq(c any, items []any, name string, tensorsOnly bool) error {
+	if b.enter(c) {
+		return nil
+	}
+	defer delete(b.onPath, c)
+	for i, e := range items {
+		if err := b.walk(e, join(name, strconv.Itoa(i)), tensorsOnly); err != nil {
+			return err
 		}
 	}
 	return nil
