@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark `ckpt convert` against `cp` on a generated checkpoint of at least 4 GB.
 #
-#   bench/convert.sh [WORKDIR] [SIZE_GB]
+#   bench/convert.sh [PARENT_DIR] [SIZE_GB]   (works in a fresh temporary directory under PARENT_DIR)
 #
 # Generates WORKDIR/big.pt with /usr/bin/python3 torch (float32 tensors of 256 MiB each),
 # then, in the same run and with the input in the page cache for every command, measures
@@ -11,15 +11,16 @@
 #   cat IN > OUT && sync OUT       the same through user space (read + write calls), as ckpt does
 #   ckpt convert IN OUT.safetensors
 #   ckpt convert IN OUT.pt         (zip -> zip; --map-location cpu)
-# and prints a markdown table. Every generated file is deleted at the end.
+# and prints a markdown table. The temporary directory and everything in it is deleted at the end.
 # cp uses copy_file_range (no user-space copy at all); ckpt convert reads and writes through
 # user space and fsyncs before its atomic rename, so "cp && sync" is the fair floor.
 set -euo pipefail
-WORK=${1:-/tmp/ckpt-bench}
+PARENT=${1:-/tmp}
 SIZE_GB=${2:-4}
 PY=${PYTHON:-/usr/bin/python3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$WORK"
+mkdir -p "$PARENT"
+WORK=$(mktemp -d "$PARENT/ckpt-bench-convert.XXXXXX")   # only this is deleted at the end
 trap 'rm -rf "$WORK"' EXIT
 
 go build -o "$WORK/ckpt" "$ROOT/cmd/ckpt"
