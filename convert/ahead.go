@@ -82,3 +82,10 @@ func (a *aheadReader) Close() error {
 	}
 	return nil
 }
+
+// readAheadSize is the read-ahead buffer size for an output buffer of
+// bufSize: reads from the (page-cached) source are cheap in large pieces,
+// while writes stay small to ride the kernel's dirty-page throttling.
+// Measured on 1 GB here, 1 MiB reads instead of 64 KiB cut .pth output by
+// 20-30% and safetensors output by 6-17%.
+func readAheadSize(bufSize int) int { return max(bufSize, 1<<20) }

@@ -177,7 +177,7 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 			rc.Close()
 			return 0, err
 		}
-		ahead := newAheadReader(io.TeeReader(rc, dg), c.bufSize)
+		ahead := newAheadReader(io.TeeReader(rc, dg), readAheadSize(c.bufSize))
 		n, err := sw.WriteTensor(wt.Name, ahead)
 		ahead.Close()
 		rc.Close()
@@ -299,7 +299,7 @@ func (c *config) writePth(ctx context.Context, w io.Writer, items []*item, value
 		if err != nil {
 			return 0, err
 		}
-		ahead := newAheadReader(rc, c.bufSize)
+		ahead := newAheadReader(rc, readAheadSize(c.bufSize))
 		err = zw.WriteRecord("data/"+s.key, s.nbytes(), ahead)
 		ahead.Close()
 		rc.Close()
