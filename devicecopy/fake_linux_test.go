@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -73,6 +74,9 @@ func fakeDriver(t *testing.T, devices, initResult int32) (*Driver, error) {
 		purego.RegisterLibFunc(&fakeHook.failAlloc, h, "fake_fail_alloc")
 	})
 	if fakeErr != nil {
+		if os.Getenv("CKPT_REQUIRE_CC") == "1" {
+			t.Fatalf("fake driver unavailable and CKPT_REQUIRE_CC=1: %v", fakeErr)
+		}
 		t.Skipf("fake driver unavailable (needs a C compiler): %v", fakeErr)
 	}
 	fakeHook.configure(devices, initResult)

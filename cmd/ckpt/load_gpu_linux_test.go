@@ -41,6 +41,9 @@ func fakeCUDA(t *testing.T) map[string]string {
 		}
 	})
 	if fakeLibErr != nil {
+		if os.Getenv("CKPT_REQUIRE_CC") == "1" {
+			t.Fatalf("fake driver unavailable and CKPT_REQUIRE_CC=1: %v", fakeLibErr)
+		}
 		t.Skipf("fake driver unavailable (needs a C compiler): %v", fakeLibErr)
 	}
 	return map[string]string{envLibCUDA: fakeLib}
