@@ -58,6 +58,7 @@ type HeaderError struct {
 	Err    error  // the underlying error; matches one of the sentinels
 }
 
+// Error names the tensor (when known) and the cause.
 func (e *HeaderError) Error() string {
 	return fmt.Sprintf("tensor %q: %v", e.Tensor, e.Err)
 }

@@ -39,6 +39,7 @@ type Error struct {
 	Err    error
 }
 
+// Error reads "file: record R: tensor \"T\": cause", leaving out what is unknown.
 func (e *Error) Error() string {
 	var b strings.Builder
 	for _, part := range [...][2]string{{"", e.File}, {"record ", e.Record}, {"tensor ", e.Tensor}} {
@@ -59,6 +60,7 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
 // withFile fills in the file name of err (an *Error or not) when missing.
