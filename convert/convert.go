@@ -16,17 +16,29 @@ import (
 
 // Summary reports what Convert wrote.
 type Summary struct {
-	Format  Format            `json:"format"`
-	Files   []string          `json:"files"`           // output files, shards in order
-	Index   string            `json:"index,omitempty"` // index.json of sharded output
-	Tensors int               `json:"tensors"`         // tensors written
-	Bytes   int64             `json:"bytes"`           // tensor data bytes written
-	Aliases map[string]string `json:"aliases"`         // safetensors: dropped alias -> kept name
-	Casts   int               `json:"casts"`           // tensors written in another dtype
-	Renamed int               `json:"renamed"`         // tensors whose name changed
-	Values  []string          `json:"values"`          // non-tensor values kept
-	Dropped []Dropped         `json:"dropped"`         // what the output does not carry
-	Seconds float64           `json:"seconds"`
+	Format Format `json:"format"`
+	// Structure is "tree" when a .pth output keeps the source's object tree
+	// (nested dicts, lists, tuples, int keys, as saved) and "flat" for a
+	// flat state dict of dotted names (safetensors, and .pth output renamed,
+	// filtered or sharded, or from a source without a tree).
+	Structure string            `json:"structure"`
+	Files     []string          `json:"files"`           // output files, shards in order
+	Index     string            `json:"index,omitempty"` // index.json of sharded output
+	Tensors   int               `json:"tensors"`         // tensors written
+	Bytes     int64             `json:"bytes"`           // tensor data bytes written
+	Aliases   map[string]string `json:"aliases"`         // safetensors: dropped alias -> kept name
+	Casts     int               `json:"casts"`           // tensors written in another dtype
+	Renamed   int               `json:"renamed"`         // tensors whose name changed
+	Values    []string          `json:"values"`          // non-tensor values kept
+	// Floats counts the float values kept in .pth output: torch.load with
+	// weights_only=True reads them on torch 2.0 and later, not on 1.13.
+	Floats int `json:"floats"`
+	// Torch2Values counts the other kept values of .pth output that torch
+	// 1.13's weights_only loader cannot read (bytes, sets, complex numbers,
+	// torch.device), which torch 2.x's allowlist names.
+	Torch2Values int       `json:"torch2_values"`
+	Dropped      []Dropped `json:"dropped"` // what the output does not carry
+	Seconds      float64   `json:"seconds"`
 }
 
 // layout is where the output goes.
@@ -170,12 +182,19 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 			}
 		}
 	}
-	sum := &Summary{Format: l.format, Aliases: p.aliases, Dropped: p.dropped, Index: l.index, Values: []string{}}
+	sum := &Summary{Format: l.format, Structure: "flat", Aliases: p.aliases, Dropped: p.dropped, Index: l.index, Values: []string{}}
 	if sum.Dropped == nil {
 		sum.Dropped = []Dropped{}
 	}
 	for _, v := range p.values {
 		sum.Values = append(sum.Values, v.name)
+		if _, ok := v.v.(float64); ok && l.format == PyTorch {
+			sum.Floats++
+		}
+	}
+	if p.tree != nil {
+		sum.Structure = "tree"
+		sum.Floats, sum.Torch2Values = p.tree.floats, p.tree.newer
 	}
 	var temps []*tempFile
 	defer func() {
@@ -194,7 +213,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		if i > 0 {
 			values = nil
 		}
-		t, n, err := c.writeFile(ctx, finals[i], l.format, g, values, md)
+		t, n, err := c.writeFile(ctx, finals[i], l.format, g, values, p.tree, md)
 		if t != nil {
 			temps = append(temps, t)
 		}
@@ -248,7 +267,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 
 // writeFile writes one output file to a finished (synced, closed)
 // temporary file, which the caller commits or discards.
-func (c *config) writeFile(ctx context.Context, final string, f Format, items []*item, values []value, md map[string]string) (*tempFile, int64, error) {
+func (c *config) writeFile(ctx context.Context, final string, f Format, items []*item, values []value, tr *tree, md map[string]string) (*tempFile, int64, error) {
 	t, err := createTemp(final)
 	if err != nil {
 		return nil, 0, err
@@ -266,7 +285,7 @@ func (c *config) writeFile(ctx context.Context, final string, f Format, items []
 			}
 			w = enc
 		}
-		n, err = c.writePth(ctx, w, items, values)
+		n, err = c.writePth(ctx, w, items, values, tr)
 		if err == nil && enc != nil {
 			err = enc.Close()
 		}

@@ -26,8 +26,30 @@
 // The zip is written by package torchzip: storages keep their sharing
 // (tied weights stay tied, views keep offsets and strides), their location
 // tags follow the remap rules (default: as saved), and big-endian inputs
-// are written little-endian. Plain values torch 1.13's weights_only loader
-// reads (None, bool, int, str) are kept; others are reported as dropped.
+// are written little-endian.
+//
+// From a PyTorch input, and unless WithStripPrefix, WithRename, WithOnly
+// or WithMaxShardSize change the names, the output keeps the input's object
+// tree (Summary.Structure "tree"): a training checkpoint {"model": ...,
+// "optimizer": {"state": {0: ...}, "param_groups": [...]}, "epoch": 7}
+// loads as it was saved, int keys, tuples, OrderedDicts and a state dict's
+// _metadata included, each tensor converted (retagged, cast) in place and
+// tensors shared in the input shared in the output. Opaque and foreign
+// objects (argparse.Namespace, numpy values, user classes) are left out
+// and listed, as are frozensets, sparse, quantized and meta tensors; a
+// list or tuple holding such an item is left out whole, since removing an
+// item would move the others, while a dict loses only that key. When
+// leaving something out would lose a tensor the flat state dict carries
+// (a whole pickled nn.Module), or the input has no tree (safetensors), the
+// output is a flat state dict of dotted names instead.
+//
+// Floats are written (BINFLOAT): torch.load(weights_only=True) reads them
+// on torch 2.0 and later, not on 1.13; Summary.Floats counts them.
+// WithDropFloats leaves them out, with the bytes, sets, complex numbers
+// and torch.device values 1.13's loader cannot read either, so that the
+// output loads with weights_only=True on torch 1.13. An optimizer's
+// param_groups then lack lr, betas and eps, which must be set again before
+// optimizer.step().
 //
 // # Casts
 //

@@ -75,19 +75,20 @@ func ParseSize(s string) (int64, error) {
 }
 
 type config struct {
-	format   Format
-	rules    remap.Rules
-	hasRules bool
-	dtype    statedict.DType
-	strip    []string
-	renames  []Rename
-	only     []string
-	shard    int64
-	compress string
-	force    bool
-	progress func(int64)
-	bufSize  int
-	wrap     func(io.Writer) io.Writer
+	format     Format
+	rules      remap.Rules
+	hasRules   bool
+	dtype      statedict.DType
+	strip      []string
+	renames    []Rename
+	only       []string
+	shard      int64
+	compress   string
+	force      bool
+	dropFloats bool
+	progress   func(int64)
+	bufSize    int
+	wrap       func(io.Writer) io.Writer
 }
 
 // Option configures Convert.
@@ -129,6 +130,15 @@ func WithMaxShardSize(n int64) Option { return func(c *config) { c.shard = n } }
 
 // WithCompress compresses the output; "zstd" is the only codec.
 func WithCompress(codec string) Option { return func(c *config) { c.compress = codec } }
+
+// WithDropFloats leaves float values out of .pth output, and with them
+// every other value torch 1.13's torch.load(weights_only=True) cannot read
+// (bytes, sets, complex numbers, torch.device values): the output then
+// loads with weights_only=True on torch 1.13. Without it they are written;
+// weights_only loaders read floats from torch 2.0 on, and the others on
+// the torch 2.x releases whose allowlist names them. Dropped values are
+// listed in the Summary.
+func WithDropFloats(drop bool) Option { return func(c *config) { c.dropFloats = drop } }
 
 // WithForce allows replacing existing output files.
 func WithForce(force bool) Option { return func(c *config) { c.force = force } }

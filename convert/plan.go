@@ -45,6 +45,7 @@ type plan struct {
 	values  []value           // non-tensor values kept
 	dropped []Dropped
 	cast    map[*statedict.Storage]bool // storages cast to cfg.dtype
+	tree    *tree                       // .pth: the object tree to write; nil for a flat state dict
 }
 
 // newName applies prefix stripping and renames.
@@ -144,7 +145,14 @@ func knownSafetensors(code string) bool {
 
 // makePlan selects, renames and classifies everything; it fails on name
 // collisions before anything is written.
+// For .pth output it writes the source's object tree when it can (see
+// useTree and treePlan), and a flat state dict otherwise.
 func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
+	if c.useTree(ck, f) {
+		if p, err := treePlan(ck, c); err != nil || p != nil {
+			return p, err
+		}
+	}
 	p := &plan{aliases: map[string]string{}, cast: castStorages(ck, c.dtype)}
 	sources := map[string]string{} // output name -> source name
 	claim := func(out, src string) error {
@@ -180,7 +188,7 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 		if !c.selected(o.Name) {
 			continue
 		}
-		v, why := plainValue(o.Value, f)
+		v, why := plainValue(o.Value, f, c.dropFloats)
 		if why != "" {
 			p.dropped = append(p.dropped, Dropped{Name: o.Name, Type: o.Type, Reason: why})
 			continue
@@ -211,9 +219,9 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 	return p, nil
 }
 
-// plainValue returns the value to write for a non-tensor leaf, or why it
-// cannot be written.
-func plainValue(v any, f Format) (any, string) {
+// plainValue returns the value to write for a non-tensor leaf of a flat
+// state dict, or why it cannot be written.
+func plainValue(v any, f Format, dropFloats bool) (any, string) {
 	switch x := v.(type) {
 	case nil, bool, int64, string:
 		return x, ""
@@ -221,10 +229,16 @@ func plainValue(v any, f Format) (any, string) {
 		if f == Safetensors {
 			return x.String(), "" // JSON numbers this large lose precision in most readers
 		}
+		if (x.BitLen()+8)/8 > 255 {
+			return nil, fmt.Sprintf("integer of %d bits: longer than LONG1 can write", x.BitLen())
+		}
 		return x, ""
 	case float64:
 		if f == PyTorch {
-			return nil, "float: torch 1.13's weights_only loader cannot read floats"
+			if dropFloats {
+				return nil, "float: dropped for torch 1.13's weights_only loader (--drop-floats)"
+			}
+			return x, ""
 		}
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return fmt.Sprint(x), ""

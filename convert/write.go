@@ -257,35 +257,18 @@ func (c *config) location(s *statedict.Storage) (string, error) {
 	return d.String(), nil
 }
 
-// writePth writes one .pth zip holding items to w.
-func (c *config) writePth(ctx context.Context, w io.Writer, items []*item, values []value) (int64, error) {
+// writePth writes one .pth zip to w: the object tree tr, or when it is
+// nil a flat state dict of items and values.
+func (c *config) writePth(ctx context.Context, w io.Writer, items []*item, values []value, tr *tree) (int64, error) {
+	var pkl []byte
 	var storages []*pthStorage
-	refs := map[*statedict.Storage]*torchzip.StorageRef{}
-	var entries []torchzip.Entry
-	for _, it := range items {
-		t := it.src
-		ref, ok := refs[t.Storage]
-		if !ok {
-			loc, err := c.location(t.Storage)
-			if err != nil {
-				return 0, &TensorError{Name: t.Name, Err: err}
-			}
-			ps := &pthStorage{key: fmt.Sprint(len(storages)), src: t.Storage, dtype: t.Storage.DType}
-			if it.dtype != t.DType {
-				ps.dtype = it.dtype
-			}
-			storages = append(storages, ps)
-			ref = &torchzip.StorageRef{Key: ps.key, DType: ps.dtype, Location: loc, NumEl: t.Storage.NBytes / int64(t.Storage.DType.Size())}
-			refs[t.Storage] = ref
-		}
-		entries = append(entries, torchzip.Entry{Name: it.name, Tensor: &torchzip.TensorRef{
-			Storage: ref, Offset: t.Offset, Shape: t.Shape, Strides: t.Strides,
-			RequiresGrad: t.RequiresGrad, Parameter: t.Parameter}})
+	var err error
+	if tr != nil {
+		pkl, err = torchzip.EncodeTree(tr.root)
+		storages = tr.storages
+	} else {
+		pkl, storages, err = c.flatPickle(items, values)
 	}
-	for _, v := range values {
-		entries = append(entries, torchzip.Entry{Name: v.name, Value: v.v})
-	}
-	pkl, err := torchzip.EncodeStateDict(entries)
 	if err != nil {
 		return 0, err
 	}
@@ -309,6 +292,39 @@ func (c *config) writePth(ctx context.Context, w io.Writer, items []*item, value
 		total += s.nbytes()
 	}
 	return total, zw.Close()
+}
+
+// flatPickle returns the data.pkl of a flat state dict holding items and
+// values, and the storages it references.
+func (c *config) flatPickle(items []*item, values []value) ([]byte, []*pthStorage, error) {
+	var storages []*pthStorage
+	refs := map[*statedict.Storage]*torchzip.StorageRef{}
+	var entries []torchzip.Entry
+	for _, it := range items {
+		t := it.src
+		ref, ok := refs[t.Storage]
+		if !ok {
+			loc, err := c.location(t.Storage)
+			if err != nil {
+				return nil, nil, &TensorError{Name: t.Name, Err: err}
+			}
+			ps := &pthStorage{key: fmt.Sprint(len(storages)), src: t.Storage, dtype: t.Storage.DType}
+			if it.dtype != t.DType {
+				ps.dtype = it.dtype
+			}
+			storages = append(storages, ps)
+			ref = &torchzip.StorageRef{Key: ps.key, DType: ps.dtype, Location: loc, NumEl: t.Storage.NBytes / int64(t.Storage.DType.Size())}
+			refs[t.Storage] = ref
+		}
+		entries = append(entries, torchzip.Entry{Name: it.name, Tensor: &torchzip.TensorRef{
+			Storage: ref, Offset: t.Offset, Shape: t.Shape, Strides: t.Strides,
+			RequiresGrad: t.RequiresGrad, Parameter: t.Parameter}})
+	}
+	for _, v := range values {
+		entries = append(entries, torchzip.Entry{Name: v.name, Value: v.v})
+	}
+	pkl, err := torchzip.EncodeStateDict(entries)
+	return pkl, storages, err
 }
 
 // metadata returns the safetensors __metadata__ shared by every shard.

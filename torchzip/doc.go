@@ -8,17 +8,24 @@
 // an "FB" extra field, CRC32 and sizes in a data descriptor after each
 // payload and in the central directory, ZIP64 records where sizes or
 // offsets need them, a "version" record holding "3\n"), and a small
-// protocol-2 pickle emitter for flat state dicts: a collections.OrderedDict
-// whose values are tensors rebuilt by torch._utils._rebuild_tensor_v2
-// (wrapped in _rebuild_parameter for parameters) over storages named by
-// persistent ids ('storage', torch.<X>Storage, key, location, numel), or
-// plain values (None, bool, int, str).
+// protocol-2 pickle emitter: EncodeStateDict writes a flat state dict (a
+// collections.OrderedDict of names to tensors and plain values), EncodeTree
+// any tree of dicts, OrderedDicts, lists, tuples, sets and plain values (a
+// training checkpoint as saved: {"model": ..., "optimizer": {"state": {0:
+// ...}, "param_groups": [...]}, "epoch": 7}). Tensors are rebuilt by
+// torch._utils._rebuild_tensor_v2 (wrapped in _rebuild_parameter for
+// parameters) over storages named by persistent ids ('storage',
+// torch.<X>Storage, key, location, numel).
 //
-// The pickle uses only opcodes and globals that torch 1.13's weights_only
-// unpickler accepts. That unpickler has no float opcode, so EncodeStateDict
-// refuses float values (ErrUnsupportedValue); callers report them as
-// dropped. Dtypes without a classic typed storage class (float8, uint16,
-// ...) cannot be written either (ErrUnsupportedDType).
+// Tensors, dicts, OrderedDicts, lists, tuples, None, bools, ints and
+// strings use only opcodes and globals that torch 1.13's weights_only
+// unpickler accepts. Floats use BINFLOAT, which that unpickler lacks and
+// torch 2.0's has; bytes, sets, complex numbers and torch.device values use
+// the globals torch 2.x's weights_only allowlist names (_codecs.encode,
+// builtins.set, builtins.complex, torch.device). Every one of them loads
+// with weights_only=False on any torch. Dtypes without a classic typed
+// storage class (float8, uint16, ...) cannot be written
+// (ErrUnsupportedDType).
 //
 // Writer streams: the data of each record is copied from an io.Reader as
 // it is written, with its CRC32 computed on the way, so memory stays

@@ -11,9 +11,9 @@ var (
 	// ErrUnsupportedDType: the dtype has no classic typed storage class,
 	// so torch 1.13 cannot read a storage of it.
 	ErrUnsupportedDType = errors.New("torchzip: dtype has no typed storage class")
-	// ErrUnsupportedValue: a value the weights_only unpickler of torch 1.13
-	// cannot read (float, bytes, containers).
-	ErrUnsupportedValue = errors.New("torchzip: value not writable for weights_only loading")
+	// ErrUnsupportedValue: a value the emitter does not write (an object
+	// of another class, a frozenset, an integer of more than 255 bytes).
+	ErrUnsupportedValue = errors.New("torchzip: value not writable")
 	// ErrInvalid: a malformed entry (bad storage reference, shape and
 	// stride lengths that differ, negative sizes, an empty or duplicate
 	// record name).

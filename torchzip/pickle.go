@@ -27,7 +27,7 @@ type TensorRef struct {
 }
 
 // Entry is one key of the state dict: a tensor, or a plain value when
-// Tensor is nil (nil, bool, int64, *big.Int or string).
+// Tensor is nil (nil, bool, int64, *big.Int, float64 or string).
 type Entry struct {
 	Name   string
 	Tensor *TensorRef
@@ -35,7 +35,7 @@ type Entry struct {
 }
 
 // Protocol-2 opcodes used here, all accepted by torch 1.13's weights_only
-// unpickler.
+// unpickler (BINFLOAT, in tree.go, only from torch 2.0 on).
 const (
 	opProto      = 0x80
 	opGlobal     = 'c'
@@ -61,9 +61,12 @@ const setItemsBatch = 1000
 // EncodeStateDict returns the data.pkl bytes of a collections.OrderedDict
 // holding the entries in order. Storages are identified by key: tensors
 // whose StorageRef has the same Key share one storage when loaded (tied
-// weights stay tied). It fails on entries torch 1.13's weights_only
-// loader could not read (ErrUnsupportedValue, ErrUnsupportedDType) and on
-// malformed tensors (ErrInvalid), naming the entry.
+// weights stay tied). Float values are written with BINFLOAT, which
+// torch.load(weights_only=True) reads from torch 2.0 on but not on 1.13;
+// callers that target 1.13's weights_only loader leave them out. It fails
+// on other values (ErrUnsupportedValue), on dtypes without a typed storage
+// class (ErrUnsupportedDType) and on malformed tensors (ErrInvalid),
+// naming the entry.
 func EncodeStateDict(entries []Entry) ([]byte, error) {
 	b := []byte{opProto, 2}
 	b = global(b, "collections", "OrderedDict")
@@ -159,6 +162,8 @@ func value(b []byte, v any) ([]byte, error) {
 		return long1(b, x), nil
 	case string:
 		return str(b, x), nil
+	case float64:
+		return binFloat(b, x), nil
 	}
 	return nil, fmt.Errorf("%w: %T", ErrUnsupportedValue, v)
 }

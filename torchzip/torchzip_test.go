@@ -156,7 +156,7 @@ func TestEncodeRefuses(t *testing.T) {
 		e    Entry
 		want error
 	}{
-		{Entry{Name: "f", Value: 1.5}, ErrUnsupportedValue},
+		{Entry{Name: "f", Value: struct{}{}}, ErrUnsupportedValue},
 		{Entry{Name: "b", Value: []byte("x")}, ErrUnsupportedValue},
 		{Entry{Name: "t", Tensor: &TensorRef{Storage: s, Shape: []int64{1}, Strides: []int64{1}}}, ErrUnsupportedDType},
 		{Entry{Name: "t", Tensor: &TensorRef{Storage: s, Shape: []int64{1}}}, ErrInvalid},

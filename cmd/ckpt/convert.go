@@ -26,6 +26,7 @@ type convertOptions struct {
 	MaxShard    string
 	Compress    string
 	Force       bool
+	DropFloats  bool
 	JSON        bool
 }
 
@@ -47,7 +48,13 @@ __metadata__), views are copied out contiguous, non-tensor values go to
 __metadata__ ("ckpt.objects") and each tensor's xxh64c digest to "ckpt.digests"
 for 'ckpt verify'. To .pth, tied weights stay tied and location tags follow
 --map-location (default: as saved; "cpu" fixes "Attempting to deserialize
-object on a CUDA device"). Anything the output cannot carry is listed.
+object on a CUDA device"). A .pth output from a PyTorch input keeps the
+input's structure (nested dicts, int keys, lists, tuples, floats: a training
+checkpoint's ckpt["model"] and ckpt["optimizer"] load as before) unless
+--strip-prefix, --rename, --only or --max-shard-size change names, which
+give a flat state dict of dotted names. torch.load(weights_only=True) reads
+floats on torch >= 2.0; --drop-floats leaves them out for torch 1.13.
+Anything the output cannot carry is listed.
 
 OUT is written to a temporary file beside it and renamed into place when
 complete: an interrupted convert never leaves a partial OUT. An existing OUT
@@ -77,6 +84,7 @@ is replaced only with --force.`,
 	f.StringVar(&opts.MaxShard, "max-shard-size", "", "split into shards of at most this size (5GB, 500MB; decimal units)")
 	f.StringVar(&opts.Compress, "compress", "", "compress the output: zstd")
 	f.BoolVar(&opts.Force, "force", false, "replace an existing OUT")
+	f.BoolVar(&opts.DropFloats, "drop-floats", false, "pth: leave out floats (and bytes, sets, complex, torch.device) so torch 1.13's weights_only=True loader reads OUT")
 	f.BoolVar(&opts.JSON, "json", false, "print the summary as one JSON object (schema in docs/cli-json.md)")
 	return cmd
 }
@@ -108,7 +116,8 @@ func (o *convertOptions) options() ([]convert.Option, error) {
 		}
 		out = append(out, convert.WithDType(d))
 	}
-	out = append(out, convert.WithStripPrefix(o.Strip...), convert.WithOnly(o.Only...), convert.WithForce(o.Force))
+	out = append(out, convert.WithStripPrefix(o.Strip...), convert.WithOnly(o.Only...), convert.WithForce(o.Force),
+		convert.WithDropFloats(o.DropFloats))
 	for _, r := range o.Rename {
 		rn, err := convert.ParseRename(r)
 		if err != nil {
@@ -172,6 +181,13 @@ func printConvert(w io.Writer, r *convertReport) {
 	fmt.Fprintf(w, "%s -> %s (%s)\n", r.In, r.Out, r.Format)
 	fmt.Fprintf(w, "tensors: %d, data: %s, casts: %d, renamed: %d, aliases: %d, values kept: %d\n",
 		r.Tensors, humanBytes(r.Bytes), r.Casts, r.Renamed, len(r.Aliases), len(r.Values))
+	if r.Format == convert.PyTorch {
+		if r.Structure == "tree" {
+			fmt.Fprintln(w, "structure: as saved (nested dicts, lists, tuples and keys kept)")
+		} else {
+			fmt.Fprintln(w, "structure: flat state dict of dotted names")
+		}
+	}
 	fmt.Fprintf(w, "time: %.2f s, %.2f GB/s\n", r.Seconds, r.GBps)
 	for _, f := range r.Files {
 		fmt.Fprintf(w, "wrote %s\n", f)
@@ -186,6 +202,12 @@ func printConvert(w io.Writer, r *convertReport) {
 			fmt.Fprintf(tw, "  %s\t-> %s\n", a, r.Aliases[a])
 		}
 		tw.Flush()
+	}
+	if r.Floats > 0 {
+		fmt.Fprintf(w, "%d float values kept: torch.load(weights_only=True) reads them on torch>=2.0, not on torch 1.13 (use --drop-floats there)\n", r.Floats)
+	}
+	if r.Torch2Values > 0 {
+		fmt.Fprintf(w, "%d bytes, set, complex or torch.device values kept: torch.load(weights_only=True) reads them on recent torch 2.x, not on torch 1.13 (use --drop-floats there)\n", r.Torch2Values)
 	}
 	if len(r.Dropped) > 0 {
 		fmt.Fprintf(w, "dropped %d (not in the output):\n", len(r.Dropped))

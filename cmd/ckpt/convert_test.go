@@ -61,6 +61,37 @@ func TestConvertAndVerify(t *testing.T) {
 	}
 }
 
+// TestConvertTreeSummary: a training checkpoint to .pth keeps its
+// structure, says how many floats it kept and what that means for
+// weights_only loading; --drop-floats leaves them out and says so.
+func TestConvertTreeSummary(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := runCLI(t, "convert", "--map-location", "cpu", fx+"training.pt", filepath.Join(dir, "a.pt"))
+	note := "6 float values kept: torch.load(weights_only=True) reads them on torch>=2.0, not on torch 1.13 (use --drop-floats there)"
+	if code != exitOK || !strings.Contains(out, note) || !strings.Contains(out, "structure: as saved") {
+		t.Fatalf("convert: %d %q %q", code, out, errs)
+	}
+	code, out, errs = runCLI(t, "convert", "--json", "--drop-floats", fx+"training.pt", filepath.Join(dir, "b.pt"))
+	if code != exitOK {
+		t.Fatalf("--drop-floats: %d %q", code, errs)
+	}
+	var rep struct {
+		Structure string
+		Floats    int
+		Dropped   []struct{ Name, Reason string }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Structure != "tree" || rep.Floats != 0 || len(rep.Dropped) != 8 || !strings.Contains(out, `"optimizer.param_groups.0.lr"`) {
+		t.Errorf("--drop-floats: %s", out)
+	}
+	code, out, _ = runCLI(t, "convert", "--strip-prefix", "model.", fx+"training.pt", filepath.Join(dir, "c.pt"))
+	if code != exitOK || !strings.Contains(out, "structure: flat state dict") {
+		t.Errorf("flat: %d %q", code, out)
+	}
+}
+
 func TestVerifyCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	pt := filepath.Join(dir, "t.pt")

@@ -20,8 +20,8 @@ func TestLayers(t *testing.T) {
 		"remap":       {mod + "statedict"},
 		"devicecopy":  {mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
 		"kernels":     {},
-		"torchzip":    {mod + "statedict"},
-		"convert":     {mod + "statedict", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", "github.com/klauspost/compress/"},
+		"torchzip":    {mod + "statedict", mod + "pickle"},
+		"convert":     {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", "github.com/klauspost/compress/"},
 		"cmd/ckpt":    {mod, "github.com/spf13/cobra", "github.com/spf13/pflag"},
 		// A benchmark harness for the peer that ckpt itself does not use.
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},
