@@ -28,6 +28,7 @@ type TensorError struct {
 	Err  error
 }
 
+// Error names the tensor and the cause.
 func (e *TensorError) Error() string { return fmt.Sprintf("tensor %q: %v", e.Name, e.Err) }
 
 // Unwrap returns the underlying error.

@@ -31,6 +31,7 @@ type RecordError struct {
 	Err  error
 }
 
+// Error names the record and the cause.
 func (e *RecordError) Error() string { return fmt.Sprintf("%q: %v", e.Name, e.Err) }
 
 // Unwrap returns the underlying error.
