@@ -111,7 +111,7 @@ func (b *treeBuilder) unwritable(v any, leafOnly bool) string {
 		return ""
 	case []byte, complex128, pickle.Device:
 		if b.c.dropFloats {
-			return typeName(v) + ": torch 1.13's weights_only loader cannot read it (--drop-floats)"
+			return statedict.TypeName(v) + ": torch 1.13's weights_only loader cannot read it (--drop-floats)"
 		}
 		return ""
 	case *pickle.Dict:
@@ -147,7 +147,7 @@ func (b *treeBuilder) unwritable(v any, leafOnly bool) string {
 	case *pickle.Object, *pickle.Foreign:
 		return "not a plain value; never executed"
 	}
-	return fmt.Sprintf("%s values are not kept", typeName(v))
+	return fmt.Sprintf("%s values are not kept", statedict.TypeName(v))
 }
 
 // memoized caches the verdict on a container or tensor. A container met
@@ -231,13 +231,13 @@ func (b *treeBuilder) copy(v any, name string) (any, error) {
 		out := &pickle.Dict{Class: x.Class}
 		b.done[v] = out
 		for _, e := range x.Entries {
-			n := join(name, keyName(e.Key))
+			n := join(name, statedict.KeyName(e.Key))
 			if why := b.unwritable(e.Key, true); why != "" {
-				b.p.dropped = append(b.p.dropped, Dropped{Name: n, Type: typeName(e.Value), Reason: "key " + why})
+				b.p.dropped = append(b.p.dropped, Dropped{Name: n, Type: statedict.TypeName(e.Value), Reason: "key " + why})
 				continue
 			}
 			if why := b.unwritable(e.Value, false); why != "" {
-				b.p.dropped = append(b.p.dropped, Dropped{Name: n, Type: typeName(e.Value), Reason: why})
+				b.p.dropped = append(b.p.dropped, Dropped{Name: n, Type: statedict.TypeName(e.Value), Reason: why})
 				continue
 			}
 			before := len(b.p.values)
@@ -325,7 +325,7 @@ func (b *treeBuilder) attributes(d *pickle.Dict, name string) (any, error) {
 		}
 	}
 	if why != "" {
-		b.p.dropped = append(b.p.dropped, Dropped{Name: join(name, "[attributes]"), Type: typeName(d.State), Reason: why})
+		b.p.dropped = append(b.p.dropped, Dropped{Name: join(name, "[attributes]"), Type: statedict.TypeName(d.State), Reason: why})
 		return nil, nil
 	}
 	before := len(b.p.values)
@@ -396,71 +396,4 @@ func join(prefix, key string) string {
 		return key
 	}
 	return prefix + "." + key
-}
-
-// keyName renders a dict key in a name as package statedict does: str(key).
-func keyName(k any) string {
-	switch x := k.(type) {
-	case string:
-		return x
-	case nil:
-		return "None"
-	case bool:
-		if x {
-			return "True"
-		}
-		return "False"
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	case []byte:
-		return fmt.Sprintf("b%q", x)
-	case int64, *big.Int:
-		return fmt.Sprint(x)
-	}
-	return typeName(k)
-}
-
-// typeName names the Python type of a tree node, for reports.
-func typeName(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "NoneType"
-	case bool:
-		return "bool"
-	case int64, *big.Int:
-		return "int"
-	case float64:
-		return "float"
-	case complex128:
-		return "complex"
-	case string:
-		return "str"
-	case []byte:
-		return "bytes"
-	case pickle.Device:
-		return "torch.device"
-	case pickle.Global:
-		return x.String()
-	case *pickle.Dict:
-		if x.Class != "" {
-			return x.Class
-		}
-		return "dict"
-	case *pickle.List:
-		return "list"
-	case *pickle.Tuple:
-		return "tuple"
-	case *pickle.Set:
-		if x.Frozen {
-			return "frozenset"
-		}
-		return "set"
-	case *pickle.Tensor:
-		return "tensor"
-	case *pickle.Object:
-		return x.Module + "." + x.Name
-	case *pickle.Foreign:
-		return x.Module + "." + x.Name
-	}
-	return fmt.Sprintf("%T", v)
 }

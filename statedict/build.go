@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"math/bits"
 	"strconv"
+	"strings"
 
 	"github.com/ckpt-dev/ckpt/pickle"
 )
@@ -37,11 +38,25 @@ func join(prefix, key string) string {
 	return prefix + "." + key
 }
 
-// keyString renders a dict key the way the name path shows it: str(key).
-func keyString(k any) string {
+// KeyName renders a dict key the way tensor and object names show it:
+// Python's str(key) ("3", "True", "None", "(1, 'a')").
+func KeyName(k any) string {
 	switch v := k.(type) {
 	case string:
 		return v
+	case *pickle.Tuple:
+		parts := make([]string, len(*v))
+		for i, e := range *v {
+			if s, ok := e.(string); ok {
+				parts[i] = "'" + s + "'"
+			} else {
+				parts[i] = KeyName(e)
+			}
+		}
+		if len(parts) == 1 {
+			return "(" + parts[0] + ",)"
+		}
+		return "(" + strings.Join(parts, ", ") + ")"
 	case int64:
 		return strconv.FormatInt(v, 10)
 	case *big.Int:
@@ -58,7 +73,7 @@ func keyString(k any) string {
 	case []byte:
 		return fmt.Sprintf("b%q", v)
 	}
-	return fmt.Sprintf("%v", k)
+	return TypeName(k)
 }
 
 // walk visits v at the given name. tensorsOnly is set below opaque and
@@ -78,7 +93,7 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 		}
 		defer delete(b.onPath, x)
 		for _, e := range x.Entries {
-			if err := b.walk(e.Value, join(name, keyString(e.Key)), tensorsOnly); err != nil {
+			if err := b.walk(e.Value, join(name, KeyName(e.Key)), tensorsOnly); err != nil {
 				return err
 			}
 		}
@@ -111,7 +126,7 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 		}
 	default:
 		if !tensorsOnly {
-			b.ck.Objects = append(b.ck.Objects, Object{Name: name, Type: pyType(v), Value: v})
+			b.ck.Objects = append(b.ck.Objects, Object{Name: name, Type: TypeName(v), Value: v})
 		}
 	}
 	return nil
@@ -141,8 +156,9 @@ func (b *builder) enter(c any) bool {
 	return false
 }
 
-// pyType names the Python type of a plain leaf value.
-func pyType(v any) string {
+// TypeName names the Python type of a value of the object tree, for
+// reports: "int", "str", "OrderedDict", "argparse.Namespace", ...
+func TypeName(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return "NoneType"
@@ -162,8 +178,26 @@ func pyType(v any) string {
 		return "torch.device"
 	case pickle.Global:
 		return x.Module + "." + x.Name
+	case *pickle.Dict:
+		if x.Class != "" {
+			return x.Class
+		}
+		return "dict"
+	case *pickle.List:
+		return "list"
+	case *pickle.Tuple:
+		return "tuple"
 	case *pickle.Set:
+		if x.Frozen {
+			return "frozenset"
+		}
 		return "set"
+	case *pickle.Tensor:
+		return "tensor"
+	case *pickle.Object:
+		return x.Module + "." + x.Name
+	case *pickle.Foreign:
+		return x.Module + "." + x.Name
 	}
 	return fmt.Sprintf("%T", v)
 }

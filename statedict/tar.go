@@ -100,7 +100,7 @@ func readTar(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		if t, ok := pid.(*pickle.Tuple); ok && len(*t) > 0 {
 			return (*t)[0], nil
 		}
-		key := keyString(pid)
+		key := KeyName(pid)
 		if t, ok := tensors[key]; ok {
 			return t, nil
 		}
@@ -148,7 +148,7 @@ func readTarStorages(r io.ReaderAt, m tarMember, bigEndian bool, cfg *config) (m
 		if !ok || len(*args) != 3 {
 			return nil, &Error{Record: rec, Err: fmt.Errorf("%w: storage header %d is not (key, location, type)", ErrMalformed, i)}
 		}
-		key := keyString((*args)[0])
+		key := KeyName((*args)[0])
 		loc, _ := (*args)[1].(string)
 		dt, err := storageTypeDType((*args)[2])
 		if err != nil {
@@ -183,7 +183,7 @@ func readTarStorages(r io.ReaderAt, m tarMember, bigEndian bool, cfg *config) (m
 		if !ok || len(*t) != 4 {
 			return nil, &Error{Record: rec, Err: fmt.Errorf("%w: storage view is not (target, root, offset, numel)", ErrMalformed)}
 		}
-		target, root := keyString((*t)[0]), keyString((*t)[1])
+		target, root := KeyName((*t)[0]), KeyName((*t)[1])
 		off, ok1 := (*t)[2].(int64)
 		numel, ok2 := (*t)[3].(int64)
 		rs, ok := out[root]
@@ -228,7 +228,7 @@ func readTarTensors(r io.ReaderAt, m tarMember, storages map[string]*Storage, cf
 		if !ok || len(*args) != 3 {
 			return nil, &Error{Record: rec, Err: fmt.Errorf("%w: tensor header %d is not (key, storage, type)", ErrMalformed, i)}
 		}
-		key, sid := keyString((*args)[0]), keyString((*args)[1])
+		key, sid := KeyName((*args)[0]), KeyName((*args)[1])
 		s, ok := storages[sid]
 		if !ok {
 			return nil, &Error{Record: rec, Err: fmt.Errorf("%w: tensor %s uses storage %s that the storages member lacks", ErrMissingRecord, key, sid)}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/ckpt-dev/ckpt/pickle"
+	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // More protocol-2 opcodes, for object trees.
@@ -275,8 +276,8 @@ func (e *encoder) dict(d *pickle.Dict, path string, depth int) error {
 			}
 			e.b = append(e.b, opMark)
 		}
-		name := child(path, keyName(en.Key))
-		if err := e.node(en.Key, child(path, "["+keyName(en.Key)+"]"), depth+1); err != nil {
+		name := child(path, statedict.KeyName(en.Key))
+		if err := e.node(en.Key, child(path, "["+statedict.KeyName(en.Key)+"]"), depth+1); err != nil {
 			return err
 		}
 		if err := e.node(en.Value, name, depth+1); err != nil {
@@ -303,24 +304,6 @@ func (e *encoder) dict(d *pickle.Dict, path string, depth int) error {
 	}
 	e.b = append(e.b, opBuild)
 	return nil
-}
-
-// keyName renders a dict key in a path as str(key) does.
-func keyName(k any) string {
-	switch x := k.(type) {
-	case string:
-		return x
-	case nil:
-		return "None"
-	case bool:
-		if x {
-			return "True"
-		}
-		return "False"
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	}
-	return fmt.Sprint(k)
 }
 
 func binFloat(b []byte, f float64) []byte {

@@ -1,0 +1,22 @@
+package statedict
+
+import (
+	"math/big"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/pickle"
+)
+
+func TestKeyName(t *testing.T) {
+	for _, c := range []struct {
+		k    any
+		want string
+	}{
+		{"w", "w"}, {int64(3), "3"}, {big.NewInt(-7), "-7"}, {true, "True"}, {nil, "None"}, {1.5, "1.5"},
+		{[]byte("b"), `b"b"`}, {&pickle.Tuple{"k", int64(1)}, "('k', 1)"}, {&pickle.Tuple{int64(2)}, "(2,)"},
+	} {
+		if got := KeyName(c.k); got != c.want {
+			t.Errorf("KeyName(%#v) = %q, want %q", c.k, got, c.want)
+		}
+	}
+}
