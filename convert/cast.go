@@ -132,38 +132,3 @@ func (c *castReader) Read(p []byte) (int, error) {
 	c.pending = c.pending[n:]
 	return n, nil
 }
-
-// swapReader turns a big-endian stream into little-endian by reversing
-// each group of unit bytes.
-type swapReader struct {
-	r    io.Reader
-	unit int
-	buf  []byte
-	pend []byte
-	err  error
-}
-
-func (s *swapReader) Read(p []byte) (int, error) {
-	for len(s.pend) == 0 {
-		if s.err != nil {
-			return 0, s.err
-		}
-		n, err := io.ReadFull(s.r, s.buf)
-		if err == io.ErrUnexpectedEOF {
-			err = io.EOF
-		}
-		if n%s.unit != 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		b := s.buf[:n-n%s.unit]
-		for i := 0; i < len(b); i += s.unit {
-			for j, k := i, i+s.unit-1; j < k; j, k = j+1, k-1 {
-				b[j], b[k] = b[k], b[j]
-			}
-		}
-		s.pend, s.err = b, err
-	}
-	n := copy(p, s.pend)
-	s.pend = s.pend[n:]
-	return n, nil
-}

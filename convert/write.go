@@ -224,15 +224,11 @@ func (s *pthStorage) nbytes() int64 {
 // storageReader returns a storage's bytes as they go to a .pth file:
 // little-endian, cast when asked.
 func (c *config) storageReader(ctx context.Context, s *pthStorage) (io.ReadCloser, error) {
-	rc, err := s.src.Open()
+	rc, err := s.src.OpenLittleEndian()
 	if err != nil {
 		return nil, &TensorError{Name: s.src.Record, Err: err}
 	}
 	var r io.Reader = io.TeeReader(ctxReader{ctx, rc}, progressWriter{io.Discard, c.progress})
-	if s.src.BigEndian && s.src.DType.SwapUnit() > 1 {
-		u := s.src.DType.SwapUnit()
-		r = &swapReader{r: r, unit: u, buf: make([]byte, c.bufSize/u*u)}
-	}
 	if s.dtype != s.src.DType {
 		r = newCastReader(r, s.src.DType, s.dtype, c.bufSize)
 	}

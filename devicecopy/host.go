@@ -190,7 +190,7 @@ func (t HostTensor) Bytes() ([]byte, error) {
 			return data[begin : begin+n : begin+n], nil
 		}
 		out := append([]byte(nil), data[begin:begin+n]...)
-		swapUnits(out, swap)
+		statedict.SwapBytes(out, swap)
 		return out, nil
 	}
 	if n > int64(len(data)) {
@@ -216,19 +216,9 @@ func (t HostTensor) Bytes() ([]byte, error) {
 		}
 	}
 	if swap > 0 {
-		swapUnits(out, swap)
+		statedict.SwapBytes(out, swap)
 	}
 	return out, nil
-}
-
-// swapUnits reverses every group of unit bytes.
-func swapUnits(b []byte, unit int) {
-	for i := 0; i+unit <= len(b); i += unit {
-		g := b[i : i+unit]
-		for l, r := 0, unit-1; l < r; l, r = l+1, r-1 {
-			g[l], g[r] = g[r], g[l]
-		}
-	}
 }
 
 // LoadHost reads into host memory the storages of every tensor that plan

@@ -614,7 +614,7 @@ func (u *uploader) storage(ctx context.Context, ds *DeviceStorage, next *int) er
 			}
 			close(myCRC)
 			hashChunks(piece, ds.fileSums[first:first+int64(len(sums))], uint64(first), u.cfg.workers)
-			swapUnits(piece, s.DType.SwapUnit())
+			statedict.SwapBytes(piece, s.DType.SwapUnit())
 		}
 		if err := a.ctx.MemcpyHtoDAsync(ds.Ptr+DevicePtr(off), piece, a.copyStream); err != nil {
 			return err

@@ -20,6 +20,17 @@ func (s *Storage) Open() (io.ReadCloser, error) {
 	return s.src.open(0, s.NBytes)
 }
 
+// OpenLittleEndian is Open with the bytes of a big-endian storage swapped
+// to little-endian by its dtype's SwapUnit; for a little-endian storage it
+// is Open.
+func (s *Storage) OpenLittleEndian() (io.ReadCloser, error) {
+	rc, err := s.Open()
+	if err != nil || !s.BigEndian || s.DType.SwapUnit() < 2 {
+		return rc, err
+	}
+	return buffered(&swapReader{rc: rc, unit: s.DType.SwapUnit()}), nil
+}
+
 // ReaderAt gives random access to the storage's bytes in file order.
 // Uncompressed records are read in place; a deflated zip record is first
 // decompressed to an unlinked temporary file.
@@ -135,7 +146,7 @@ func (s *swapReader) Read(p []byte) (int, error) {
 	n += m
 	whole := n / s.unit * s.unit
 	s.part = append(s.part, p[whole:n]...)
-	swapBytes(p[:whole], s.unit)
+	SwapBytes(p[:whole], s.unit)
 	if err == io.EOF && len(s.part) > 0 {
 		err = io.ErrUnexpectedEOF
 	}
@@ -144,7 +155,9 @@ func (s *swapReader) Read(p []byte) (int, error) {
 
 func (s *swapReader) Close() error { return s.rc.Close() }
 
-func swapBytes(b []byte, unit int) {
+// SwapBytes reverses the byte order of every group of unit bytes of b, in
+// place: big-endian elements become little-endian and back.
+func SwapBytes(b []byte, unit int) {
 	for i := 0; i+unit <= len(b); i += unit {
 		g := b[i : i+unit]
 		for l, r := 0, unit-1; l < r; l, r = l+1, r-1 {
@@ -214,7 +227,7 @@ func (s *stridedReader) Read(p []byte) (int, error) {
 		}
 	}
 	if s.swap > 0 {
-		swapBytes(p[:n], s.swap)
+		SwapBytes(p[:n], s.swap)
 	}
 	return n, nil
 }
