@@ -1,6 +1,7 @@
 package devicecopy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -199,24 +200,9 @@ func (t HostTensor) Bytes() ([]byte, error) {
 		return nil, fmt.Errorf("%w: tensor %q is an overlapping view of %d bytes over a %d-byte storage, not materialised",
 			ErrLayout, tt.Name, n, len(data))
 	}
-	es := int64(tt.DType.Size())
-	out := make([]byte, 0, n)
-	idx := make([]int64, len(tt.Shape))
-	for range tt.NumEl() {
-		off := tt.Offset
-		for d, i := range idx {
-			off += i * tt.Strides[d]
-		}
-		out = append(out, data[off*es:off*es+es]...)
-		for d := len(idx) - 1; d >= 0; d-- {
-			if idx[d]++; idx[d] < tt.Shape[d] {
-				break
-			}
-			idx[d] = 0
-		}
-	}
-	if swap > 0 {
-		statedict.SwapBytes(out, swap)
+	out := make([]byte, n)
+	if _, err := io.ReadFull(tt.OpenFrom(bytes.NewReader(data)), out); err != nil {
+		return nil, fmt.Errorf("%w: tensor %q: %v", ErrLayout, tt.Name, err)
 	}
 	return out, nil
 }

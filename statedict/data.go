@@ -98,11 +98,24 @@ func (t *Tensor) Open() (io.ReadCloser, error) {
 		}
 		return buffered(&swapReader{rc: rc, unit: swap}), nil
 	}
-	raw, err := t.Raw()
+	ra, err := t.Storage.ReaderAt()
 	if err != nil {
-		return nil, err
+		return nil, &Error{File: t.Storage.File, Record: t.Storage.Record, Tensor: t.Name, Err: err}
 	}
-	return buffered(&stridedReader{t: t, raw: raw, swap: swap, idx: make([]int64, len(t.Shape)), left: t.NumEl()}), nil
+	return t.OpenFrom(ra), nil
+}
+
+// OpenFrom is Open over storage bytes the caller already has (file order
+// and file byte order, as Storage.ReaderAt gives them; a copy in memory,
+// say): the tensor's logical elements in C order, little-endian.
+func (t *Tensor) OpenFrom(storage io.ReaderAt) io.ReadCloser {
+	swap := 0
+	if t.Storage != nil && t.Storage.BigEndian && t.DType.SwapUnit() > 1 {
+		swap = t.DType.SwapUnit()
+	}
+	b, e := t.Span()
+	raw := io.NewSectionReader(storage, b, e-b)
+	return buffered(&stridedReader{t: t, raw: raw, swap: swap, idx: make([]int64, len(t.Shape)), left: t.NumEl()})
 }
 
 // buffered lets callers read any number of bytes at a time from readers
