@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"io"
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -92,20 +94,129 @@ func putFloat32(d statedict.DType, b []byte, f float32) {
 	}
 }
 
+// decode decodes len(dst) little-endian elements of d from src: one loop
+// per dtype, so that the dtype is not looked at per element.
+func decode(d statedict.DType, dst []float32, src []byte) {
+	switch d {
+	case statedict.Float32:
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	case statedict.BFloat16:
+		for i := range dst {
+			dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
+		}
+	case statedict.Float64:
+		for i := range dst {
+			dst[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(src[8*i:])))
+		}
+	case statedict.Float16:
+		table := halfTable()
+		for i := range dst {
+			dst[i] = table[binary.LittleEndian.Uint16(src[2*i:])]
+		}
+	default:
+		n := d.Size()
+		for i := range dst {
+			dst[i] = toFloat32(d, src[n*i:])
+		}
+	}
+}
+
+// halfTable maps every float16 bit pattern to its float32 value.
+var halfTable = sync.OnceValue(func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for h := range t {
+		t[h] = float32(statedict.Float16ToFloat64(uint16(h)))
+	}
+	return &t
+})
+
+// float32ToFloat16Fast is Float32ToFloat16 with the common case, a result
+// in half's normal range (or rounding up to Inf), done without branches;
+// the rest goes to Float32ToFloat16.
+func float32ToFloat16Fast(f float32) uint16 {
+	u := math.Float32bits(f)
+	abs := u & 0x7fffffff
+	if abs-0x38800000 >= 0x47800000-0x38800000 { // outside [2^-14, 2^16)
+		return Float32ToFloat16(f)
+	}
+	// Rebias the exponent (127 -> 15), round the 13 dropped mantissa
+	// bits to nearest even; a carry into the exponent is right, up to
+	// Inf at 65520.
+	v := abs - (127-15)<<23
+	return uint16(u>>16)&0x8000 | uint16((v+0xfff+(v>>13)&1)>>13)
+}
+
+// encode encodes src as little-endian elements of d into dst.
+func encode(d statedict.DType, dst []byte, src []float32) {
+	switch d {
+	case statedict.BFloat16:
+		for i, f := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], Float32ToBFloat16(f))
+		}
+	case statedict.Float16:
+		for i, f := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], float32ToFloat16Fast(f))
+		}
+	case statedict.Float32:
+		for i, f := range src {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(f))
+		}
+	default:
+		n := d.Size()
+		for i, f := range src {
+			putFloat32(d, dst[n*i:], f)
+		}
+	}
+}
+
+const (
+	// castChunk is the number of elements a castReader converts at a
+	// time; castPiece the fewest given to one goroutine.
+	castChunk = 256 << 10
+	castPiece = 32 << 10
+)
+
 // castReader converts a stream of little-endian elements of one dtype to
-// another, element by element.
+// another, a chunk at a time, the chunk split across the CPUs.
 type castReader struct {
 	r        io.Reader
 	from, to statedict.DType
 	in       []byte
+	mid      []float32
 	out      []byte
 	pending  []byte // converted bytes not yet returned
 	err      error
 }
 
-func newCastReader(r io.Reader, from, to statedict.DType, bufSize int) *castReader {
-	n := max(bufSize/from.Size()/4, 1)
-	return &castReader{r: r, from: from, to: to, in: make([]byte, n*from.Size()), out: make([]byte, n*to.Size())}
+func newCastReader(r io.Reader, from, to statedict.DType) *castReader {
+	return &castReader{r: r, from: from, to: to, in: make([]byte, castChunk*from.Size()),
+		mid: make([]float32, castChunk), out: make([]byte, castChunk*to.Size())}
+}
+
+// convert casts the first n elements of c.in to c.out.
+func (c *castReader) convert(n int) {
+	fs, ts := c.from.Size(), c.to.Size()
+	part := func(lo, hi int) {
+		decode(c.from, c.mid[lo:hi], c.in[lo*fs:hi*fs])
+		encode(c.to, c.out[lo*ts:hi*ts], c.mid[lo:hi])
+	}
+	workers := min(runtime.GOMAXPROCS(0), n/castPiece)
+	if workers <= 1 {
+		part(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	step := (n + workers - 1) / workers
+	for lo := 0; lo < n; lo += step {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			part(lo, hi)
+		}(lo, min(lo+step, n))
+	}
+	wg.Wait()
 }
 
 func (c *castReader) Read(p []byte) (int, error) {
@@ -117,15 +228,13 @@ func (c *castReader) Read(p []byte) (int, error) {
 		if err == io.ErrUnexpectedEOF {
 			err = io.EOF
 		}
-		fs, ts := c.from.Size(), c.to.Size()
+		fs := c.from.Size()
 		whole := n / fs
 		if n%fs != 0 && err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		for i := range whole {
-			putFloat32(c.to, c.out[i*ts:], toFloat32(c.from, c.in[i*fs:]))
-		}
-		c.pending = c.out[:whole*ts]
+		c.convert(whole)
+		c.pending = c.out[:whole*c.to.Size()]
 		c.err = err
 	}
 	n := copy(p, c.pending)

@@ -22,11 +22,11 @@ const (
 	PyTorch     Format = "pth"
 )
 
-// DefaultBufferSize is the size of the copy buffers (two read-ahead
-// buffers and the output buffer). Measured here on 4 GB inputs: 1 MiB
-// buffers made safetensors output ~10% faster but .pth output 3x slower
-// (11.6 s against 3.6 s: big write calls stall on the kernel's dirty-page
-// throttling), so 64 KiB it is; see bench/convert.sh.
+// DefaultBufferSize is the size of the copy buffers that sit between the
+// source and the output: the cast buffer, the zip writer's buffer when the
+// output is wrapped (WithOutputWrapper), and the wrapper's write buffer.
+// The output file itself is written through its own large aligned buffers
+// (direct I/O on Linux; see bench/convert.sh and docs/benchmarks.md).
 const DefaultBufferSize = 64 << 10
 
 // Rename is one --rename rule: every match of Pattern in a name is

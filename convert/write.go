@@ -60,6 +60,7 @@ func (p progressWriter) Write(b []byte) (int, error) {
 // path, removed unless committed.
 type tempFile struct {
 	f     *os.File
+	w     *fileWriter
 	final string
 }
 
@@ -73,12 +74,13 @@ func createTemp(final string) (*tempFile, error) {
 		os.Remove(f.Name())
 		return nil, fmt.Errorf("convert: create temporary output: %w", err)
 	}
-	return &tempFile{f: f, final: final}, nil
+	return &tempFile{f: f, w: newFileWriter(f), final: final}, nil
 }
 
 // discard closes and removes the temporary file.
 func (t *tempFile) discard() {
 	if t.f != nil {
+		t.w.stop()
 		t.f.Close()
 		os.Remove(t.f.Name())
 		t.f = nil
@@ -87,6 +89,9 @@ func (t *tempFile) discard() {
 
 // finish syncs and closes the file; commit renames it into place.
 func (t *tempFile) finish() error {
+	if err := t.w.finish(); err != nil {
+		return fmt.Errorf("convert: write %s: %w", t.final, err)
+	}
 	if err := t.f.Sync(); err != nil {
 		return fmt.Errorf("convert: write %s: %w", t.final, err)
 	}
@@ -104,14 +109,35 @@ func (t *tempFile) commit() error {
 	return nil
 }
 
-// output returns the writer for a temporary file: the caller's wrapper,
-// then a buffer.
-func (c *config) output(t *tempFile) *bufio.Writer {
-	var w io.Writer = t.f
-	if c.wrap != nil {
-		w = c.wrap(w)
+// outWriter is an output being written; Flush writes out everything
+// buffered, after which only tempFile.f may be written (to patch a
+// header).
+type outWriter interface {
+	io.Writer
+	Flush() error
+}
+
+// wrappedOutput is the caller's wrapper over the file's writer, behind a
+// buffer.
+type wrappedOutput struct {
+	*bufio.Writer
+	fw *fileWriter
+}
+
+func (w wrappedOutput) Flush() error {
+	if err := w.Writer.Flush(); err != nil {
+		return err
 	}
-	return bufio.NewWriterSize(w, c.bufSize)
+	return w.fw.finish()
+}
+
+// output returns the writer for a temporary file: its fileWriter, or the
+// caller's wrapper over it behind a buffer.
+func (c *config) output(t *tempFile) outWriter {
+	if c.wrap == nil {
+		return t.w
+	}
+	return wrappedOutput{bufio.NewWriterSize(c.wrap(t.w), c.bufSize), t.w}
 }
 
 func writeErr(final string, err error) error {
@@ -128,7 +154,7 @@ func (c *config) itemReader(ctx context.Context, it *item) (io.ReadCloser, error
 	var r io.Reader = ctxReader{ctx, rc}
 	r = io.TeeReader(r, progressWriter{io.Discard, c.progress})
 	if it.dtype != it.src.DType {
-		r = newCastReader(r, it.src.DType, it.dtype, c.bufSize)
+		r = newCastReader(r, it.src.DType, it.dtype)
 	}
 	return struct {
 		io.Reader
@@ -177,9 +203,9 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 			rc.Close()
 			return 0, err
 		}
-		ahead := newAheadReader(io.TeeReader(rc, dg), readAheadSize(c.bufSize))
-		n, err := sw.WriteTensor(wt.Name, ahead)
-		ahead.Close()
+		// The output reads straight into its write buffers (ReadFrom),
+		// hashing on the way; its own goroutine does the writing.
+		n, err := sw.WriteTensor(wt.Name, io.TeeReader(rc, dg))
 		rc.Close()
 		total += n
 		if err != nil {
@@ -230,7 +256,7 @@ func (c *config) storageReader(ctx context.Context, s *pthStorage) (io.ReadClose
 	}
 	var r io.Reader = io.TeeReader(ctxReader{ctx, rc}, progressWriter{io.Discard, c.progress})
 	if s.dtype != s.src.DType {
-		r = newCastReader(r, s.src.DType, s.dtype, c.bufSize)
+		r = newCastReader(r, s.src.DType, s.dtype)
 	}
 	return struct {
 		io.Reader
@@ -278,9 +304,7 @@ func (c *config) writePth(ctx context.Context, w io.Writer, items []*item, value
 		if err != nil {
 			return 0, err
 		}
-		ahead := newAheadReader(rc, readAheadSize(c.bufSize))
-		err = zw.WriteRecord("data/"+s.key, s.nbytes(), ahead)
-		ahead.Close()
+		err = zw.WriteRecord("data/"+s.key, s.nbytes(), rc)
 		rc.Close()
 		if err != nil {
 			return 0, err

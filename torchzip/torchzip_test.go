@@ -13,10 +13,23 @@ import (
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
+// TestWriterLayout writes to a bytes.Buffer (an io.ReaderFrom, which
+// records are read into directly) and to a plain io.Writer (records are
+// copied through the Writer's buffer).
 func TestWriterLayout(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		writerLayout(t, plain)
+	}
+}
+
+func writerLayout(t *testing.T, plain bool) {
 	var buf bytes.Buffer
-	zw := NewWriter(&buf)
-	recs := map[string][]byte{"data.pkl": []byte("x"), "data/0": bytes.Repeat([]byte{7}, 1000), "data/1": {}}
+	var w io.Writer = &buf
+	if plain {
+		w = struct{ io.Writer }{&buf}
+	}
+	zw := NewWriter(w, WithBufferSize(4096))
+	recs := map[string][]byte{"data.pkl": []byte("x"), "data/0": bytes.Repeat([]byte{7, 8, 9}, 5000), "data/1": {}}
 	for _, n := range []string{"data.pkl", "data/0", "data/1"} {
 		if err := zw.WriteRecord(n, int64(len(recs[n])), bytes.NewReader(recs[n])); err != nil {
 			t.Fatal(err)

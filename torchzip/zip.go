@@ -141,7 +141,16 @@ func (w *Writer) WriteRecord(name string, size int64, r io.Reader) error {
 		return w.fail(err)
 	}
 	h := crc32.NewIEEE()
-	n, err := io.CopyBuffer(io.MultiWriter(writerFunc(w.write), h), io.LimitReader(r, size), w.buf)
+	var n int64
+	var err error
+	if rf, ok := w.w.(io.ReaderFrom); ok {
+		// The output reads the bytes straight into its own buffers, and
+		// the CRC is taken from them as they pass.
+		n, err = rf.ReadFrom(io.TeeReader(io.LimitReader(r, size), h))
+		w.off += n
+	} else {
+		n, err = io.CopyBuffer(io.MultiWriter(writerFunc(w.write), h), io.LimitReader(r, size), w.buf)
+	}
 	if err == nil && n < size {
 		err = io.EOF
 	}

@@ -1,0 +1,103 @@
+package convert
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// castTargets are the dtypes --dtype accepts.
+var castTargets = []statedict.DType{statedict.Float64, statedict.Float32, statedict.Float16, statedict.BFloat16}
+
+// TestCastReaderMatchesElementwise checks the chunked, parallel cast
+// against the element-by-element definition (toFloat32, putFloat32; those
+// are checked against torch in TestFloat16Rounding and the interop
+// tests), for every source and target dtype, on sizes around the chunk
+// and the parallel threshold, read through odd-sized pieces.
+func TestCastReaderMatchesElementwise(t *testing.T) {
+	sources := append(append([]statedict.DType{}, castTargets...), statedict.Float8E4M3FN, statedict.Float8E5M2)
+	for _, from := range sources {
+		for _, to := range castTargets {
+			if from == to {
+				continue
+			}
+			for _, n := range []int{0, 1, castPiece - 1, 2*castPiece + 3, castChunk, castChunk + 5, 2*castChunk + castPiece + 1} {
+				src := make([]byte, n*from.Size())
+				fill(src, uint64(n)+uint64(len(from.String())))
+				want := make([]byte, n*to.Size())
+				for i := range n {
+					putFloat32(to, want[i*to.Size():], toFloat32(from, src[i*from.Size():]))
+				}
+				got, err := io.ReadAll(&smallReads{r: newCastReader(bytes.NewReader(src), from, to)})
+				if err != nil {
+					t.Fatalf("%s -> %s, %d elements: %v", from, to, n, err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s -> %s, %d elements: differs from the element-by-element cast", from, to, n)
+				}
+			}
+		}
+	}
+}
+
+// TestCastReaderTruncated: a source that ends inside an element is an
+// error, not a silently shorter tensor.
+func TestCastReaderTruncated(t *testing.T) {
+	_, err := io.ReadAll(newCastReader(bytes.NewReader(make([]byte, 4*castChunk+2)), statedict.Float32, statedict.BFloat16))
+	if err != io.ErrUnexpectedEOF {
+		t.Fatalf("got %v, want io.ErrUnexpectedEOF", err)
+	}
+}
+
+func BenchmarkCast(b *testing.B) {
+	const n = 16 << 20 // elements
+	for _, c := range []struct{ from, to statedict.DType }{
+		{statedict.Float32, statedict.BFloat16}, {statedict.Float32, statedict.Float16},
+		{statedict.BFloat16, statedict.Float32}, {statedict.Float16, statedict.Float32},
+	} {
+		// Weights-like values: normally distributed float32, stored in
+		// the source dtype.
+		rng := rand.New(rand.NewPCG(9, 9))
+		src := make([]byte, n*c.from.Size())
+		for i := range n {
+			putFloat32(c.from, src[i*c.from.Size():], float32(rng.NormFloat64()*0.02))
+		}
+		b.Run(c.from.String()+"-"+c.to.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			for b.Loop() {
+				if _, err := io.Copy(io.Discard, newCastReader(bytes.NewReader(src), c.from, c.to)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// smallReads reads from r in pieces of varying odd sizes.
+type smallReads struct {
+	r io.Reader
+	k int
+}
+
+func (s *smallReads) Read(p []byte) (int, error) {
+	s.k = (s.k*7 + 13) % 100003
+	return s.r.Read(p[:min(len(p), 1+s.k)])
+}
+
+// TestFloat16FastPath compares the branch-free half rounding with
+// Float32ToFloat16 on every sign, exponent and top-10 mantissa bits,
+// each with the dropped 13 bits at every rounding boundary.
+func TestFloat16FastPath(t *testing.T) {
+	for top := uint32(0); top < 1<<19; top++ {
+		for _, low := range []uint32{0, 1, 0xfff, 0x1000, 0x1001, 0x1fff} {
+			f := math.Float32frombits(top<<13 | low)
+			if got, want := float32ToFloat16Fast(f), Float32ToFloat16(f); got != want {
+				t.Fatalf("%#08x (%g): fast %#04x, want %#04x", top<<13|low, f, got, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package convert
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+)
+
+// writeThrough writes data to a fresh file with a fileWriter, in random
+// pieces through Write, or through ReadFrom, and returns the file's
+// bytes.
+func writeThrough(t *testing.T, data []byte, readFrom bool, setup func(*fileWriter)) ([]byte, error) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := newFileWriter(f)
+	if setup != nil {
+		if w.direct != nil {
+			w.direct.Close()
+		}
+		setup(w)
+	}
+	if readFrom {
+		// A reader that hands out odd-sized pieces, as a cast or a
+		// LimitReader does.
+		r := &choppy{data: data, rng: rand.New(rand.NewPCG(1, 2))}
+		if _, err := w.ReadFrom(r); err != nil {
+			w.stop()
+			return nil, err
+		}
+	} else {
+		rng := rand.New(rand.NewPCG(3, 4))
+		for p := data; len(p) > 0; {
+			k := min(len(p), 1+rng.IntN(3*outputBlock/2))
+			if _, err := w.Write(p[:k]); err != nil {
+				w.stop()
+				return nil, err
+			}
+			p = p[k:]
+		}
+	}
+	if err := w.finish(); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(f.Name())
+}
+
+type choppy struct {
+	data []byte
+	rng  *rand.Rand
+}
+
+func (c *choppy) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), len(c.data), 1+c.rng.IntN(100000))
+	copy(p, c.data[:k])
+	c.data = c.data[k:]
+	return k, nil
+}
+
+// TestFileWriterBytes checks that every size, through both entry points,
+// direct or not, lands in the file byte for byte.
+func TestFileWriterBytes(t *testing.T) {
+	sizes := []int{0, 1, directAlign - 1, directAlign, directAlign + 1, outputBlock - 1, outputBlock, outputBlock + 1, 3*outputBlock + directAlign + 17}
+	data := make([]byte, sizes[len(sizes)-1])
+	fill(data, 5)
+	for _, buffered := range []bool{false, true} {
+		for _, readFrom := range []bool{false, true} {
+			for _, n := range sizes {
+				forceBuffered = buffered
+				got, err := writeThrough(t, data[:n], readFrom, nil)
+				forceBuffered = false
+				if err != nil {
+					t.Fatalf("buffered=%v readFrom=%v size %d: %v", buffered, readFrom, n, err)
+				}
+				if !bytes.Equal(got, data[:n]) {
+					t.Fatalf("buffered=%v readFrom=%v size %d: file differs (%d bytes)", buffered, readFrom, n, len(got))
+				}
+			}
+		}
+	}
+}
+
+// TestFileWriterDirect checks that Linux outputs do go through O_DIRECT
+// where the filesystem takes it.
+func TestFileWriterDirect(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("direct I/O is used on Linux only")
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	probe, err := os.OpenFile(f.Name(), os.O_WRONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Skipf("this filesystem refuses O_DIRECT (%v); TestFileWriterBytes covered the ordinary path", err)
+	}
+	probe.Close()
+	w := newFileWriter(f)
+	defer w.stop()
+	if w.direct == nil {
+		t.Fatal("O_DIRECT works here, but the writer did not use it")
+	}
+}
+
+// refusing is a direct handle that fails every write with err, after
+// letting ok writes through to f.
+type refusing struct {
+	f   *os.File
+	ok  int
+	err error
+}
+
+func (r *refusing) WriteAt(p []byte, off int64) (int, error) {
+	if r.ok > 0 {
+		r.ok--
+		return r.f.WriteAt(p, off)
+	}
+	return 0, r.err
+}
+
+func (r *refusing) Close() error { return nil }
+
+// TestFileWriterFallback: a filesystem that turns direct I/O down at
+// write time (EINVAL) gets the same bytes through ordinary writes.
+func TestFileWriterFallback(t *testing.T) {
+	data := make([]byte, 4*outputBlock+123)
+	fill(data, 7)
+	got, err := writeThrough(t, data, false, func(w *fileWriter) {
+		w.direct = &refusing{f: w.f, ok: 1, err: &os.PathError{Op: "write", Path: "out", Err: syscall.EINVAL}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("file differs after falling back to ordinary writes")
+	}
+}
+
+// TestFileWriterError: any other write error comes back from Write or
+// finish, and nothing hangs.
+func TestFileWriterError(t *testing.T) {
+	data := make([]byte, 5*outputBlock)
+	for _, readFrom := range []bool{false, true} {
+		_, err := writeThrough(t, data, readFrom, func(w *fileWriter) {
+			w.direct = &refusing{f: w.f, ok: 1, err: &os.PathError{Op: "write", Path: "out", Err: syscall.ENOSPC}}
+		})
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("readFrom=%v: got %v, want ENOSPC", readFrom, err)
+		}
+	}
+}
+
+// fill fills b with pseudo-random bytes from seed.
+func fill(b []byte, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+}
