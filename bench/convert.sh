@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # Benchmark `ckpt convert` against `cp` on a generated checkpoint of at least 4 GB.
 #
-#   bench/convert.sh [PARENT_DIR] [SIZE_GB]   (works in a fresh temporary directory under PARENT_DIR)
+#   bench/convert.sh [PARENT_DIR] [SIZE_GB] [ROUNDS]
 #
-# Generates WORKDIR/big.pt with /usr/bin/python3 torch (float32 tensors of 256 MiB each),
-# then, in the same run and with the input in the page cache for every command, measures
-# wall time and peak RSS (/usr/bin/time -v) of:
-#   cp IN OUT                      the floor: read once, write once
-#   cp IN OUT && sync OUT          the floor with the fsync ckpt convert does before renaming
-#   cat IN > OUT && sync OUT       the same through user space (read + write calls), as ckpt does
+# Generates WORKDIR/big.pt (in a fresh temporary directory under PARENT_DIR) with
+# /usr/bin/python3 torch (float32 tensors of 256 MiB each), then runs ROUNDS rounds
+# (default 5) of these commands, interleaved so that every command sees the same
+# machine, with the input in the page cache and no dirty pages left by the previous one:
+#   cp IN OUT                      the issue's floor: read once, write once (no fsync)
+#   cp IN OUT && sync OUT          the same made durable, as ckpt convert's output is
 #   ckpt convert IN OUT.safetensors
-#   ckpt convert IN OUT.pt         (zip -> zip; --map-location cpu)
-# and prints a markdown table. The temporary directory and everything in it is deleted at the end.
-# cp uses copy_file_range (no user-space copy at all); ckpt convert reads and writes through
-# user space and fsyncs before its atomic rename, so "cp && sync" is the fair floor.
+#   ckpt convert --map-location cpu IN OUT.pt          (zip -> zip)
+#   ckpt convert --dtype bf16 IN OUT.safetensors        (for information: a cast)
+# and prints a markdown table of the median, min and max wall time, the median's GB/s and
+# ratio to cp's median, and the peak RSS (/usr/bin/time -v). The disk of a shared VM varies
+# 2-3x from run to run; medians over interleaved rounds are what to compare.
+# cp uses copy_file_range (no user-space copy); ckpt convert reads every byte into user
+# space (it hashes them), writes with O_DIRECT and fsyncs before its atomic rename.
 set -euo pipefail
 PARENT=${1:-/tmp}
 SIZE_GB=${2:-4}
+ROUNDS=${3:-5}
 PY=${PYTHON:-/usr/bin/python3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$PARENT"
@@ -38,7 +42,9 @@ IN="$WORK/big.pt"
 SIZE=$(stat -c %s "$IN")
 cat "$IN" > /dev/null   # warm the page cache for every command alike
 
-measure() { # label, command...
+LABELS=()
+declare -A WALLS RSS
+run() { # label, command...
   local label=$1; shift
   rm -f "$WORK"/out.*
   sync  # start each command with no dirty pages left by the previous one
@@ -47,15 +53,30 @@ measure() { # label, command...
   wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$WORK/time.txt" |
     awk -F: '{ if (NF == 3) print $1*3600 + $2*60 + $3; else print $1*60 + $2 }')
   rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$WORK/time.txt")
-  printf '| %s | %.2f | %.2f | %.0f |\n' "$label" "$wall" "$(echo "$SIZE / $wall / 1000000000" | bc -l)" "$(echo "$rss / 1024" | bc -l)"
+  [[ -v "WALLS[$label]" ]] || LABELS+=("$label")
+  WALLS[$label]+="$wall "
+  if (( ${RSS[$label]:-0} < rss )); then RSS[$label]=$rss; fi
 }
 
-echo "input: $SIZE bytes ($(echo "$SIZE / 1000000000" | bc -l | cut -c1-5) GB), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(df -h "$WORK" | awk 'NR==2 {print $1}'), $(date -u +%Y-%m-%d)"
+for ((r = 1; r <= ROUNDS; r++)); do
+  run "cp IN OUT" cp "$IN" "$WORK/out.copy"
+  run "cp IN OUT && sync OUT" sh -c "cp '$IN' '$WORK/out.copy' && sync '$WORK/out.copy'"
+  run "ckpt convert IN OUT.safetensors" "$WORK/ckpt" convert "$IN" "$WORK/out.safetensors"
+  run "ckpt convert --map-location cpu IN OUT.pt" "$WORK/ckpt" convert --map-location cpu "$IN" "$WORK/out.pt"
+  run "ckpt convert --dtype bf16 IN OUT.safetensors" "$WORK/ckpt" convert --dtype bf16 "$IN" "$WORK/out.safetensors"
+done
+
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+CP=$(echo "${WALLS[cp IN OUT]}" | median)
+echo "input: $SIZE bytes ($(echo "$SIZE / 1000000000" | bc -l | cut -c1-5) GB), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(df -h "$WORK" | awk 'NR==2 {print $1}'), $ROUNDS rounds, $(date -u +%Y-%m-%d)"
 echo
-echo "| command | wall s | GB/s | peak RSS MiB |"
-echo "|---|---|---|---|"
-measure "cp IN OUT" cp "$IN" "$WORK/out.copy"
-measure "cp IN OUT && sync OUT" sh -c "cp '$IN' '$WORK/out.copy' && sync '$WORK/out.copy'"
-measure "cat IN > OUT && sync OUT" sh -c "cat '$IN' > '$WORK/out.copy' && sync '$WORK/out.copy'"
-measure "ckpt convert IN OUT.safetensors" "$WORK/ckpt" convert "$IN" "$WORK/out.safetensors"
-measure "ckpt convert --map-location cpu IN OUT.pt" "$WORK/ckpt" convert --map-location cpu "$IN" "$WORK/out.pt"
+echo "| command | median s | min s | max s | GB/s (median) | median / cp's | peak RSS MiB |"
+echo "|---|---|---|---|---|---|---|"
+for label in "${LABELS[@]}"; do
+  w=${WALLS[$label]}
+  med=$(echo "$w" | median)
+  lo=$(echo "$w" | tr ' ' '\n' | grep . | sort -g | head -1)
+  hi=$(echo "$w" | tr ' ' '\n' | grep . | sort -g | tail -1)
+  printf '| %s | %.2f | %.2f | %.2f | %.2f | %.2fx | %.0f |\n' "$label" "$med" "$lo" "$hi" \
+    "$(echo "$SIZE / $med / 1000000000" | bc -l)" "$(echo "$med / $CP" | bc -l)" "$(echo "${RSS[$label]} / 1024" | bc -l)"
+done

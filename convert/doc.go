@@ -4,9 +4,13 @@
 // output atomically) and the checks behind `ckpt verify` (a file against
 // the checksums it carries, or two checkpoints against each other).
 //
-// Conversion streams: each tensor's bytes flow from the input through one
-// buffer (and a cast, when asked) to the output, so memory is bounded by
-// the buffer plus the input's pickle, whatever the checkpoint's size.
+// Conversion streams: each tensor's bytes are read from the input straight
+// into the output's write buffers (through a cast, when asked), hashed on
+// the way, and written by a second goroutine, so memory is bounded by a
+// few buffers plus the input's pickle, whatever the checkpoint's size, and
+// reading overlaps with writing. On Linux full buffers are written with
+// O_DIRECT: the output does not go through the page cache, and the fsync
+// before the rename has nothing left to wait for (docs/benchmarks.md).
 //
 // # Safetensors output
 //
@@ -61,7 +65,7 @@
 // # Atomic output
 //
 // Every output file is written to a temporary file in its destination
-// directory and renamed into place only when complete, so an interrupted
+// directory, synced, and renamed into place only when complete, so an interrupted
 // conversion never leaves a partial output; an existing output is replaced
 // only with WithForce. For sharded output the index is renamed last.
 package convert
