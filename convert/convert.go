@@ -50,6 +50,7 @@ type layout struct {
 	ext     string // shard extension: ".safetensors", ".bin"
 	index   string // index path ("" when single)
 	indexed bool   // an index was asked for explicitly
+	mkdir   bool   // dir may be created (a directory or an index was named)
 }
 
 // resolveLayout works out the format and the output paths.
@@ -79,13 +80,13 @@ func resolveLayout(out string, c *config) (*layout, error) {
 		if c.compress != "" {
 			return nil, fmt.Errorf("%w: --compress needs a file name, not a directory", ErrOption)
 		}
-		l.dir = out
+		l.dir, l.mkdir = out, true
 		l.single = filepath.Join(out, l.stem+l.ext)
 	case strings.HasSuffix(out, ".index.json"):
 		if c.compress != "" {
 			return nil, fmt.Errorf("%w: --compress cannot write sharded output", ErrOption)
 		}
-		l.dir, l.indexed = filepath.Dir(out), true
+		l.dir, l.indexed, l.mkdir = filepath.Dir(out), true, true
 		base := strings.TrimSuffix(filepath.Base(out), ".index.json")
 		l.stem, l.ext = strings.TrimSuffix(base, filepath.Ext(base)), filepath.Ext(base)
 		l.index = out
@@ -97,6 +98,37 @@ func resolveLayout(out string, c *config) (*layout, error) {
 		}
 	}
 	return l, nil
+}
+
+// makeDir creates the output directory when it is missing and may be
+// created, and returns a function that removes what it created, if still
+// empty, for when the conversion fails. A missing directory for a single
+// file is an error, as for cp.
+func (l *layout) makeDir() (undo func(), err error) {
+	if fi, err := os.Stat(l.dir); err == nil {
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("convert: output directory %s: not a directory", l.dir)
+		}
+		return func() {}, nil
+	}
+	if !l.mkdir {
+		return nil, fmt.Errorf("convert: output directory %s does not exist", l.dir)
+	}
+	var created []string // the missing ancestors, innermost first
+	for d := filepath.Clean(l.dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := os.MkdirAll(l.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("convert: create output directory: %w", err)
+	}
+	return func() {
+		for _, d := range created {
+			os.Remove(d) // fails, as it should, if something else is in it
+		}
+	}, nil
 }
 
 // shards splits the items into groups of at most max bytes, keeping
@@ -196,10 +228,18 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		sum.Structure = "tree"
 		sum.Floats, sum.Torch2Values = p.tree.floats, p.tree.newer
 	}
+	undoDir, err := l.makeDir()
+	if err != nil {
+		return nil, err
+	}
 	var temps []*tempFile
+	committed := false
 	defer func() {
 		for _, t := range temps {
 			t.discard()
+		}
+		if !committed {
+			undoDir()
 		}
 	}()
 	md, err := p.metadata()
@@ -251,6 +291,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 			return nil, err
 		}
 	}
+	committed = true
 	for _, it := range p.items {
 		sum.Tensors++
 		if it.dtype != it.src.DType {

@@ -289,6 +289,34 @@ func TestDiskFull(t *testing.T) {
 	}
 }
 
+// TestOutputDirectory: a directory or index output creates its missing
+// directories, and removes them again when the conversion fails; a single
+// file in a missing directory is an error that creates nothing.
+func TestOutputDirectory(t *testing.T) {
+	dir := t.TempDir()
+	convert(t, fixtures+"training.pt", filepath.Join(dir, "a", "b")+"/")
+	if files := dirFiles(t, filepath.Join(dir, "a", "b")); len(files) != 1 || files[0] != "model.safetensors" {
+		t.Errorf("directory output: %v", files)
+	}
+	convert(t, fixtures+"training.pt", filepath.Join(dir, "c", "model.safetensors.index.json"), WithMaxShardSize(100))
+	if files := dirFiles(t, filepath.Join(dir, "c")); len(files) < 3 {
+		t.Errorf("index output: %v", files)
+	}
+
+	full := WithOutputWrapper(func(w io.Writer) io.Writer { return &fullDisk{w: w, n: 300} })
+	_, err := Convert(context.Background(), open(t, fixtures+"training.pt"), filepath.Join(dir, "d", "e", "model.safetensors.index.json"), WithMaxShardSize(100), full)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("err %v", err)
+	}
+	_, err = Convert(context.Background(), open(t, fixtures+"training.pt"), filepath.Join(dir, "f", "o.safetensors"))
+	if err == nil || !strings.Contains(err.Error(), "output directory "+filepath.Join(dir, "f")+" does not exist") {
+		t.Errorf("single file in a missing directory: %v", err)
+	}
+	if files := dirFiles(t, dir); strings.Join(files, ",") != "a,c" {
+		t.Errorf("left %v, want a,c", files)
+	}
+}
+
 func TestCancelLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
