@@ -4,7 +4,7 @@ FUZZTIME ?= 5s
 PYTHON   ?= /usr/bin/python3
 CLANGXX  ?= clang++
 
-.PHONY: all build demo test unit fuzz vet interop fixtures bench clean kernels
+.PHONY: all build demo test unit fuzz vet interop interop-torch2 fixtures bench clean kernels
 
 all: build
 
@@ -53,6 +53,12 @@ fuzz:
 ## interop: the tests that load our output in real PyTorch, required to run
 interop:
 	CKPT_REQUIRE_INTEROP=1 $(GO) test -count=1 -run Interop ./...
+
+## interop-torch2: the interop tests again against torch 2.x and the safetensors library, from a
+## Debian trixie chroot that scripts/torch2-chroot.sh builds once (root, deb.debian.org)
+interop-torch2:
+	scripts/torch2-chroot.sh
+	CKPT_PYTHON=$(CURDIR)/scripts/torch2-python CKPT_REQUIRE_INTEROP=all $(GO) test -count=1 -run 'Interop|Lazy' ./...
 
 ## fixtures: regenerate testdata/fixtures with real torch.save
 fixtures:

@@ -2,33 +2,25 @@ package convert
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
-const python = "/usr/bin/python3"
-
 // needTorch skips without torch, or fails when CKPT_REQUIRE_INTEROP=1.
 func needTorch(t *testing.T) {
 	t.Helper()
-	if out, err := exec.Command(python, "-c", "import torch, numpy").CombinedOutput(); err != nil {
-		msg := "no torch: " + err.Error() + " " + string(out)
-		if os.Getenv("CKPT_REQUIRE_INTEROP") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	testenv.Require(t, "torch", "numpy")
 }
 
 func py(t *testing.T, args ...string) {
 	t.Helper()
 	var stderr bytes.Buffer
-	cmd := exec.Command(python, append([]string{"testdata/interop.py"}, args...)...)
+	cmd := exec.Command(testenv.Python(), append([]string{"testdata/interop.py"}, args...)...)
 	cmd.Stderr = &stderr
 	if out, err := cmd.Output(); err != nil {
 		t.Fatalf("interop.py %v: %v\n%s%s", args, err, out, stderr.String())
@@ -47,6 +39,26 @@ func TestInteropRoundTrip(t *testing.T) {
 	convert(t, filepath.Join(dir, "out.safetensors"), filepath.Join(dir, "back.pt"))
 	convert(t, filepath.Join(dir, "orig.pt"), filepath.Join(dir, "direct.pt"))
 	py(t, "check", dir)
+}
+
+// TestInteropSafetensorsLibrary: the safetensors library itself (not
+// only the format's rules) loads ckpt's safetensors output, single file
+// and sharded, with warnings as errors, to the original's values. Debian
+// bookworm has no python3-safetensors: CI runs this in its torch 2.x
+// stage (scripts/torch2-python).
+func TestInteropSafetensorsLibrary(t *testing.T) {
+	testenv.Require(t, "torch", "numpy", "safetensors")
+	dir := t.TempDir()
+	py(t, "make", dir)
+	single := filepath.Join(dir, "one.safetensors")
+	convert(t, filepath.Join(dir, "orig.pt"), single)
+	convert(t, filepath.Join(dir, "orig.pt"), filepath.Join(dir, "shards", "model.safetensors.index.json"), WithMaxShardSize(200))
+	py(t, "stlib", dir, single)
+	shards, err := filepath.Glob(filepath.Join(dir, "shards", "model-*-of-*.safetensors"))
+	if err != nil || len(shards) < 2 {
+		t.Fatalf("want several shards, got %v (%v)", shards, err)
+	}
+	py(t, append([]string{"stlib", dir}, shards...)...)
 }
 
 // TestInteropCast: --dtype bf16 and f16 give the bits torch's .to() gives,

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -17,7 +18,7 @@ import (
 func treePy(t *testing.T, args ...string) {
 	t.Helper()
 	var stderr bytes.Buffer
-	cmd := exec.Command(python, append([]string{"testdata/tree.py"}, args...)...)
+	cmd := exec.Command(testenv.Python(), append([]string{"testdata/tree.py"}, args...)...)
 	cmd.Stderr = &stderr
 	if out, err := cmd.Output(); err != nil {
 		t.Fatalf("tree.py %v: %v\n%s%s", args, err, out, stderr.String())

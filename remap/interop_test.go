@@ -3,13 +3,12 @@ package remap
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
-)
 
-const python = "/usr/bin/python3"
+	"github.com/ckpt-dev/ckpt/internal/testenv"
+)
 
 // TestInteropTorch saves tensors tagged with various locations with real
 // torch, loads them under map_location dicts, strings and torch.devices
@@ -18,13 +17,7 @@ const python = "/usr/bin/python3"
 // must agree where the tag equals the key and differ, as documented, on
 // the indexed tags of their type.
 func TestInteropTorch(t *testing.T) {
-	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
-		msg := "no torch: " + python + " -c 'import torch': " + err.Error() + " " + string(out)
-		if os.Getenv("CKPT_REQUIRE_INTEROP") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	testenv.Require(t, "torch")
 	tags := []string{"cpu", "cuda", "cuda:0", "cuda:1", "cuda:2", "cuda:10", "mps", "meta",
 		"xpu:0", "xpu:1", "hpu:0", "privateuseone:0"}
 	dicts := []map[string]string{
@@ -43,7 +36,7 @@ func TestInteropTorch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(python, "testdata/interop.py")
+	cmd := exec.Command(testenv.Python(), "testdata/interop.py")
 	cmd.Stdin = bytes.NewReader(req)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -11,20 +11,15 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
-)
 
-const python = "/usr/bin/python3"
+	"github.com/ckpt-dev/ckpt/internal/testenv"
+)
 
 // requirePython skips the test when python3 with numpy is missing, unless
 // CKPT_REQUIRE_INTEROP=1, in which case it fails.
 func requirePython(t *testing.T) {
 	t.Helper()
-	if err := exec.Command(python, "-c", "import numpy, json").Run(); err != nil {
-		if os.Getenv("CKPT_REQUIRE_INTEROP") == "1" {
-			t.Fatalf("CKPT_REQUIRE_INTEROP=1 but %s with numpy is unavailable: %v", python, err)
-		}
-		t.Skipf("%s with numpy unavailable: %v", python, err)
-	}
+	testenv.Require(t, "numpy", "json")
 }
 
 // pyTensor is what testdata/read_safetensors.py reports for one tensor.
@@ -46,7 +41,7 @@ type pyFile struct {
 func readWithPython(t *testing.T, path string) pyFile {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(python, filepath.Join("testdata", "read_safetensors.py"), path)
+	cmd := exec.Command(testenv.Python(), filepath.Join("testdata", "read_safetensors.py"), path)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("python reader rejected %s: %v\n%s", path, err, stderr.Bytes())

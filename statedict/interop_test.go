@@ -3,25 +3,21 @@ package statedict_test
 import (
 	"encoding/hex"
 	"encoding/json"
-	"os"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
-// requireTorch skips when /usr/bin/python3 cannot import torch, or fails
-// when CKPT_REQUIRE_INTEROP=1 says interop must run (as in CI).
+// requireTorch skips without torch and numpy, or fails when
+// CKPT_REQUIRE_INTEROP=1 says interop must run (as in CI).
 func requireTorch(t *testing.T) {
 	t.Helper()
-	if err := exec.Command("/usr/bin/python3", "-c", "import torch, numpy").Run(); err != nil {
-		if os.Getenv("CKPT_REQUIRE_INTEROP") == "1" {
-			t.Fatalf("torch not available but CKPT_REQUIRE_INTEROP=1: %v", err)
-		}
-		t.Skip("torch not available, skipping")
-	}
+	testenv.Require(t, "torch", "numpy")
 }
 
 // TestInteropLogicalBytes checks that Tensor.Open returns, for every dense
@@ -36,7 +32,7 @@ func TestInteropLogicalBytes(t *testing.T) {
 	for _, name := range files {
 		srcs = append(srcs, torchSource(filepath.Join(fixtures, name)))
 	}
-	out, err := exec.Command("/usr/bin/python3", append([]string{"testdata/dump_tensors.py"}, srcs...)...).Output()
+	out, err := exec.Command(testenv.Python(), append([]string{"testdata/dump_tensors.py"}, srcs...)...).Output()
 	if err != nil {
 		t.Fatalf("torch: %v", err)
 	}
@@ -79,4 +75,64 @@ func TestInteropLogicalBytes(t *testing.T) {
 // gzip-wrapped copy, the fixture itself otherwise.
 func torchSource(path string) string {
 	return strings.TrimSuffix(path, ".gz")
+}
+
+// TestInteropFreshSave: checkpoints saved by the torch under test
+// (whichever testenv.Python runs: 1.13 in CI's first pass, 2.x in its
+// second), holding every dtype that torch has, views, shared storages and
+// nested containers, in the zip and legacy formats, read by ckpt with
+// torch's names, dtypes, shapes and bytes.
+func TestInteropFreshSave(t *testing.T) {
+	requireTorch(t)
+	dir := t.TempDir()
+	cmd := exec.Command(testenv.Python(), "testdata/fresh_save.py", dir)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("fresh_save.py: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Torch string
+		Files map[string]map[string]struct {
+			DType string
+			Shape []int64
+			Hex   string
+		}
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("torch %s", res.Torch)
+	for path, want := range res.Files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			ck, err := statedict.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ck.Close()
+			if len(ck.Tensors) != len(want) {
+				t.Errorf("%d tensors, torch %d", len(ck.Tensors), len(want))
+			}
+			for name, w := range want {
+				tt := ck.Tensor(name)
+				if tt == nil {
+					t.Errorf("tensor %q: torch has it, ckpt does not", name)
+					continue
+				}
+				if tt.DType.String() != w.DType || fmt.Sprint(tt.Shape) != fmt.Sprint(w.Shape) {
+					t.Errorf("%s: %s%v, torch %s%v", name, tt.DType, tt.Shape, w.DType, w.Shape)
+					continue
+				}
+				b, err := tt.ReadAll()
+				if err != nil {
+					t.Errorf("%s: %v", name, err)
+					continue
+				}
+				if got := hex.EncodeToString(b); got != w.Hex {
+					t.Errorf("%s: bytes %s, torch %s", name, got, w.Hex)
+				}
+			}
+		})
+	}
 }

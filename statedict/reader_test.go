@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -32,18 +33,13 @@ func (rr *rangeRecorder) ReadAt(p []byte, off int64) (int, error) {
 // holding 8 MB of tensors (made by torch), open reads a bounded amount (the
 // zip directory, the pickle, and for the legacy formats small read-ahead windows).
 func TestOpenIsLazy(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
-		if os.Getenv("CKPT_REQUIRE_INTEROP") == "1" {
-			t.Fatal("torch not available but CKPT_REQUIRE_INTEROP=1")
-		}
-		t.Skip("torch not available, skipping")
-	}
+	testenv.Require(t, "torch")
 	dir := t.TempDir()
 	script := `import sys, torch
 sd = {f"layer{i}.weight": torch.full((512, 1024), float(i)) for i in range(4)}
 torch.save(sd, sys.argv[1] + "/big_zip.pt")
 torch.save(sd, sys.argv[1] + "/big_legacy.pt", _use_new_zipfile_serialization=False)`
-	if out, err := exec.Command("/usr/bin/python3", "-c", script, dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command(testenv.Python(), "-c", script, dir).CombinedOutput(); err != nil {
 		t.Fatalf("torch.save: %v\n%s", err, out)
 	}
 	for _, name := range []string{"big_zip.pt", "big_legacy.pt"} {

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"math"
 	"math/big"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -212,13 +212,7 @@ func TestEncodeTreeRefuses(t *testing.T) {
 // TestInteropTreePython: Python's own unpickler reads what EncodeTree
 // writes (no tensors: storages need torch.load) as the same values.
 func TestInteropTreePython(t *testing.T) {
-	const python = "/usr/bin/python3"
-	if _, err := os.Stat(python); err != nil {
-		if os.Getenv("CKPT_REQUIRE_INTEROP") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	testenv.Require(t, "pickle")
 	self := &pickle.List{}
 	*self = append(*self, self)
 	tree := &pickle.Dict{Class: "collections.OrderedDict", Entries: []pickle.DictEntry{
@@ -241,7 +235,7 @@ want = collections.OrderedDict([(0, (None, True, -70000, -3 << 70, 0.25, float("
 assert type(v) is collections.OrderedDict and v == want and list(v) == list(want), v
 assert v._metadata == {"": 1}, v.__dict__
 print("ok")`
-	cmd := exec.Command(python, "-c", script)
+	cmd := exec.Command(testenv.Python(), "-c", script)
 	cmd.Stdin = bytes.NewReader(pkl)
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "ok") {
 		t.Fatalf("python: %v\n%s", err, out)

@@ -23,6 +23,9 @@ func TestLayers(t *testing.T) {
 		"torchzip":    {mod + "statedict", mod + "pickle"},
 		"convert":     {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", "github.com/klauspost/compress/"},
 		"cmd/ckpt":    {mod, "github.com/spf13/cobra", "github.com/spf13/pflag"},
+		// Test support: imported by _test.go files only (no package's
+		// entry above allows it, but cmd/ckpt's module-wide one).
+		"internal/testenv": {},
 		// A benchmark harness for the peer that ckpt itself does not use.
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},
 	}

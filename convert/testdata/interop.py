@@ -6,6 +6,9 @@
                              DIR/out.safetensors with json + numpy only
   interop.py cast DIR        compare DIR/cast_bf16.pt and DIR/cast_f16.pt with torch's .to()
   interop.py cpuload FILE REF  torch.load(FILE, weights_only=True), no map_location; equal to REF
+  interop.py stlib DIR FILE... the safetensors library (safetensors.torch.load_file, safe_open)
+                             loads each FILE with warnings as errors; together they hold
+                             DIR/orig.pt's tensors (tied aliases once), with ckpt's metadata
 """
 import collections, json, struct, sys
 import numpy as np
@@ -155,12 +158,40 @@ def cast(d):
 
 def cpuload(path, ref):
     got = torch.load(path, weights_only=True)
-    want = torch.load(ref, map_location="cpu")
+    want = torch.load(ref, map_location="cpu", weights_only=False)
     for k in want:
         if got[k].device.type != "cpu" or not same(got[k], want[k]):
             fail(f"{k} differs")
 
+def stlib(d, *files):
+    import warnings
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+    orig = torch.load(f"{d}/orig.pt", weights_only=True)
+    got, aliases = {}, {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for path in files:
+            tensors = load_file(path)
+            with safe_open(path, framework="pt") as f:
+                meta = f.metadata()
+                if sorted(f.keys()) != sorted(tensors):
+                    fail(f"{path}: safe_open and load_file disagree on the names")
+            if meta.get("format") != "pt":
+                fail(f"{path}: metadata format {meta.get('format')!r}")
+            digests = json.loads(meta["ckpt.digests"])
+            if sorted(digests) != sorted(tensors):
+                fail(f"{path}: ckpt.digests names {sorted(digests)} != tensors {sorted(tensors)}")
+            aliases.update({k: v for k, v in meta.items() if k in orig})
+            got.update(tensors)
+    for k, want in orig.items():
+        name = aliases.get(k, k) if k not in got else k
+        if name not in got:
+            fail(f"{k}: not in the safetensors output")
+        if not same(got[name], want.detach().contiguous()):
+            fail(f"{k}: safetensors library read {got[name]!r}, want {want!r}")
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
-    {"make": make, "check": check, "cast": cast, "cpuload": cpuload}[cmd](*sys.argv[2:])
+    {"make": make, "check": check, "cast": cast, "cpuload": cpuload, "stlib": stlib}[cmd](*sys.argv[2:])
     print("ok")

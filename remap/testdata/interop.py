@@ -44,7 +44,7 @@ data = buf.getvalue()
 
 def load(map_location):
     restored.clear()
-    out = torch.load(io.BytesIO(data), map_location=map_location)
+    out = torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
     assert [int(t[0]) for t in out] == list(range(len(tags)))
     assert sorted(restored) == sorted(tags), restored
     return dict(restored)

@@ -31,5 +31,5 @@ def walk(v, name, out):
 res = {}
 for path in sys.argv[1:]:
     res[path] = {}
-    walk(torch.load(path, map_location="cpu"), "", res[path])
+    walk(torch.load(path, map_location="cpu", weights_only=False), "", res[path])
 json.dump(res, sys.stdout)

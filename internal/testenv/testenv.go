@@ -1,0 +1,56 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// DefaultPython is the interpreter the interop tests run when CKPT_PYTHON
+// is not set.
+const DefaultPython = "/usr/bin/python3"
+
+// Python returns the Python interpreter for interop tests: $CKPT_PYTHON,
+// or DefaultPython.
+func Python() string {
+	if p := os.Getenv("CKPT_PYTHON"); p != "" {
+		return p
+	}
+	return DefaultPython
+}
+
+// baseModules are the modules Debian bookworm's python3-torch and
+// python3-numpy provide, which CKPT_REQUIRE_INTEROP=1 requires.
+var baseModules = map[string]bool{"torch": true, "numpy": true, "json": true, "pickle": true}
+
+// Require skips t unless Python() can import every one of modules. It
+// fails t instead when CKPT_REQUIRE_INTEROP says these modules must be
+// there: "1" for torch, numpy and the standard library (as in CI),
+// "all" for any module (CI's torch 2.x stage, whose interpreter has
+// safetensors as well).
+func Require(t testing.TB, modules ...string) {
+	t.Helper()
+	out, err := exec.Command(Python(), "-c", "import "+strings.Join(modules, ", ")).CombinedOutput()
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("%s cannot import %s: %v\n%s", Python(), strings.Join(modules, ", "), err, out)
+	switch req := os.Getenv("CKPT_REQUIRE_INTEROP"); {
+	case req == "all":
+		t.Fatal("CKPT_REQUIRE_INTEROP=all but " + msg)
+	case req == "1" && base(modules):
+		t.Fatal("CKPT_REQUIRE_INTEROP=1 but " + msg)
+	}
+	t.Skip(msg)
+}
+
+func base(modules []string) bool {
+	for _, m := range modules {
+		if !baseModules[m] {
+			return false
+		}
+	}
+	return true
+}
