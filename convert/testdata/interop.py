@@ -18,6 +18,13 @@ def fail(msg):
     print(msg, file=sys.stderr)
     sys.exit(1)
 
+def load_ours(path, **kw):
+    """torch.load of a file ckpt wrote: any warning torch gives is a failure."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return torch.load(path, **kw)
+
 def make(d):
     g = torch.Generator().manual_seed(0)
     emb = torch.nn.Parameter(torch.randn(5, 4, generator=g))
@@ -120,7 +127,7 @@ def check_safetensors(path, orig):
 
 def check(d):
     orig = torch.load(f"{d}/orig.pt", weights_only=True)
-    back = torch.load(f"{d}/back.pt", weights_only=True)
+    back = load_ours(f"{d}/back.pt", weights_only=True)
     if list(back) != list(orig) and sorted(back) != sorted(orig):
         fail(f"names {sorted(back)} != {sorted(orig)}")
     for k in orig:
@@ -131,7 +138,7 @@ def check(d):
         if back[a].data_ptr() != back[b].data_ptr():
             fail(f"{a} and {b} no longer share storage")
     check_safetensors(f"{d}/out.safetensors", orig)
-    direct = torch.load(f"{d}/direct.pt", weights_only=True)
+    direct = load_ours(f"{d}/direct.pt", weights_only=True)
     for k in orig:
         if not same(orig[k], direct[k]) or orig[k].stride() != direct[k].stride() or orig[k].storage_offset() != direct[k].storage_offset():
             fail(f"direct {k} differs")
@@ -143,7 +150,7 @@ def check(d):
 def cast(d):
     src = torch.load(f"{d}/cast.pt", weights_only=True)
     for name, dt in (("bf16", torch.bfloat16), ("f16", torch.float16)):
-        got = torch.load(f"{d}/cast_{name}.pt", weights_only=True)
+        got = load_ours(f"{d}/cast_{name}.pt", weights_only=True)
         for k in ("f32", "f64", "f16"):
             want = src[k].to(dt)
             if got[k].dtype != dt:
@@ -157,7 +164,7 @@ def cast(d):
             fail(f"{name}: integer or step tensor was cast")
 
 def cpuload(path, ref):
-    got = torch.load(path, weights_only=True)
+    got = load_ours(path, weights_only=True)
     want = torch.load(ref, map_location="cpu", weights_only=False)
     for k in want:
         if got[k].device.type != "cpu" or not same(got[k], want[k]):

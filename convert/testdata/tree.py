@@ -20,6 +20,13 @@ def fail(msg):
     print(msg, file=sys.stderr)
     sys.exit(1)
 
+def load_ours(path, **kw):
+    """torch.load of a file ckpt wrote: any warning torch gives is a failure."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return torch.load(path, **kw)
+
 
 def same_tensor(a, b):
     if a.dtype != b.dtype or a.shape != b.shape:
@@ -83,7 +90,7 @@ def adam_from(state):
 
 
 def full(out, ref, *dropped):
-    got = torch.load(out)  # torch 2.6+: weights_only=True by default
+    got = load_ours(out)  # torch 2.6+: weights_only=True by default
     want = torch.load(ref, map_location="cpu", weights_only=False)
     for k in dropped:
         del want[k]
@@ -116,7 +123,7 @@ def strip_1_13(v):
 
 
 def weightsonly(out, ref):
-    got = torch.load(out, weights_only=True)
+    got = load_ours(out, weights_only=True)
     want = strip_1_13(torch.load(ref, map_location="cpu", weights_only=False))
     equal(got, want, "", {})
 
