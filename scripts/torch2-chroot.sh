@@ -18,6 +18,16 @@ if ! chroot "$root" /usr/bin/python3 -c 'import torch, numpy, safetensors' >/dev
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
 	fi
 	echo "building a Debian trixie chroot with torch 2.x in $root (debootstrap, a few minutes)"
+	# A broken earlier chroot may still have /tmp and the repository
+	# bind-mounted inside: unmount everything first, and never remove
+	# while anything is mounted there.
+	for m in $(awk -v r="$root" 'index($2, r "/") == 1 {print $2}' /proc/mounts | sort -r); do
+		umount "$m"
+	done
+	if awk -v r="$root" 'index($2, r "/") == 1 {found = 1} END {exit !found}' /proc/mounts; then
+		echo "$root still has mounts inside; not removing it" >&2
+		exit 1
+	fi
 	rm -rf "$root"
 	debootstrap --variant=minbase --include=python3-torch,python3-numpy,python3-safetensors \
 		trixie "$root" http://deb.debian.org/debian >"$root.log" 2>&1 || {
