@@ -12,6 +12,10 @@
 #   ckpt convert IN OUT.safetensors
 #   ckpt convert --map-location cpu IN OUT.pt          (zip -> zip)
 #   ckpt convert --dtype bf16 IN OUT.safetensors        (for information: a cast)
+#   the reference converter (the steps of Hugging Face's convert.py: torch.load with
+#   weights_only, .contiguous(), safetensors.torch.save_file with {"format": "pt"}, then
+#   load_file again to check every tensor) when REF_PYTHON (default: scripts/torch2-python
+#   if its chroot is mounted) imports torch and safetensors
 # and prints a markdown table of the median, min and max wall time, the median's GB/s and
 # ratio to cp's median, and the peak RSS (/usr/bin/time -v). The disk of a shared VM varies
 # 2-3x from run to run; medians over interleaved rounds are what to compare.
@@ -40,6 +44,26 @@ PYEOF
 
 IN="$WORK/big.pt"
 SIZE=$(stat -c %s "$IN")
+
+REF_PYTHON=${REF_PYTHON:-$ROOT/scripts/torch2-python}
+if "$REF_PYTHON" -c 'import torch, safetensors' >/dev/null 2>&1; then
+  cat > "$WORK/ref_convert.py" <<'PYEOF'
+import sys, torch
+from safetensors.torch import save_file, load_file
+src, dst = sys.argv[1], sys.argv[2]
+loaded = torch.load(src, map_location="cpu", weights_only=True)
+loaded = {k: v.contiguous() for k, v in loaded.items()}
+save_file(loaded, dst, metadata={"format": "pt"})
+reloaded = load_file(dst)
+for k in loaded:
+    if not torch.equal(loaded[k], reloaded[k]):
+        raise SystemExit(f"{k} differs")
+PYEOF
+  REF_VERSION=$("$REF_PYTHON" -c 'import torch, safetensors; print(f"torch {torch.__version__}, safetensors {safetensors.__version__}")' 2>/dev/null)
+else
+  REF_PYTHON=
+  echo "no reference converter: REF_PYTHON=$ROOT/scripts/torch2-python does not import torch and safetensors (run scripts/torch2-chroot.sh)" >&2
+fi
 cat "$IN" > /dev/null   # warm the page cache for every command alike
 
 LABELS=()
@@ -64,10 +88,14 @@ for ((r = 1; r <= ROUNDS; r++)); do
   run "ckpt convert IN OUT.safetensors" "$WORK/ckpt" convert "$IN" "$WORK/out.safetensors"
   run "ckpt convert --map-location cpu IN OUT.pt" "$WORK/ckpt" convert --map-location cpu "$IN" "$WORK/out.pt"
   run "ckpt convert --dtype bf16 IN OUT.safetensors" "$WORK/ckpt" convert --dtype bf16 "$IN" "$WORK/out.safetensors"
+  if [[ -n $REF_PYTHON ]]; then
+    run "reference: torch.load + save_file + check" "$REF_PYTHON" "$WORK/ref_convert.py" "$IN" "$WORK/out.safetensors"
+  fi
 done
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 CP=$(echo "${WALLS[cp IN OUT]}" | median)
+[[ -z $REF_PYTHON ]] || echo "reference converter: $REF_VERSION"
 echo "input: $SIZE bytes ($(echo "$SIZE / 1000000000" | bc -l | cut -c1-5) GB), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(df -h "$WORK" | awk 'NR==2 {print $1}'), $ROUNDS rounds, $(date -u +%Y-%m-%d)"
 echo
 echo "| command | median s | min s | max s | GB/s (median) | median / cp's | peak RSS MiB |"
