@@ -60,9 +60,11 @@ interop-torch2:
 	scripts/torch2-chroot.sh
 	CKPT_PYTHON=$(CURDIR)/scripts/torch2-python CKPT_REQUIRE_INTEROP=all $(GO) test -count=1 -run 'Interop|Lazy' ./...
 
-## fixtures: regenerate testdata/fixtures with real torch.save
+## fixtures: regenerate testdata/fixtures with real torch.save (1.13, then 2.x from the trixie chroot)
 fixtures:
 	$(PYTHON) scripts/gen_fixtures.py
+	scripts/torch2-chroot.sh
+	scripts/torch2-python scripts/gen_fixtures.py
 
 ## kernels: rebuild kernels/xxh64c.ptx from kernels/xxh64c.cu with clang (no CUDA toolkit needed); commit the result
 kernels:

@@ -3,6 +3,10 @@
 
 Run with Debian's python3 (torch 1.13, numpy):  /usr/bin/python3 scripts/gen_fixtures.py
 
+The torch2_* fixtures are saved by torch 2.x itself: run the script again with
+torch 2.x (scripts/torch2-python, from a Debian trixie chroot; make fixtures
+does both). Each run replaces only its own files.
+
 Files torch 1.13 can write come from torch.save. What it cannot write (tar
 format, torch>=2.1 records, big-endian files, dtypes newer than 1.13,
 safetensors, hostile files) is built here by hand with a zip writer that
@@ -367,6 +371,11 @@ def _make_recording_module(log):
     return mod
 
 
+def untyped(typed):
+    """The untyped storage behind a TypedStorage (_storage in 1.13, _untyped_storage in 2.x)."""
+    return getattr(typed, "_untyped_storage", None) or typed._storage
+
+
 class Loaded:
     """The result of torch.load plus what the load saw of every storage."""
 
@@ -394,7 +403,7 @@ def torch_load(path, tar_keys=None):
     saved = torch.serialization.pickle
     torch.serialization.pickle = _make_recording_module(pids)
     try:
-        obj = torch.load(path, map_location=map_location)
+        obj = torch.load(path, map_location=map_location, weights_only=False)
     finally:
         torch.serialization.pickle = saved
     storages = {}
@@ -407,7 +416,7 @@ def torch_load(path, tar_keys=None):
     for pid, res in pids:
         if pid[0] != "storage":
             continue
-        cd = res._storage._cdata
+        cd = untyped(res)._cdata
         loc, nb = locs[cd]
         assert loc == pid[3], (loc, pid)
         info = {"key": pid[2], "location": loc, "nbytes": nb}
@@ -447,7 +456,7 @@ class Expect:
                   "opaque": [], "foreign": []}
 
     def tensor(self, t, name, storages, layout="strided", component=None, sparse_shape=None):
-        info = storages[t.storage()._storage._cdata]
+        info = storages[t.untyped_storage()._cdata if hasattr(t, 'untyped_storage') else t.storage()._storage._cdata]
         e = {"name": name, "dtype": dtype_name(t.dtype), "shape": list(t.shape),
              "strides": list(t.stride()), "storage_offset": t.storage_offset(),
              "device": info["location"], "requires_grad": bool(t.requires_grad),
@@ -508,11 +517,11 @@ class Expect:
         Path(str(path) + ".expected.json").write_text(json.dumps(self.d, indent=1, allow_nan=False) + "\n")
 
 
-def expect_from_torch(path, fmt="torch-zip", byteorder="little", tar_keys=None, out=None):
+def expect_from_torch(path, fmt="torch-zip", byteorder="little", tar_keys=None, out=None, **extra):
     ld = torch_load(path, tar_keys=tar_keys)
     ex = Expect(fmt, byteorder)
     ex.walk(ld.obj, ld.storages)
-    ex.write(out or path)
+    ex.write(out or path, **extra)
     return ex
 
 
@@ -1298,6 +1307,41 @@ def gen_bad(basic_path):
 
 # ---------------------------------------------------------------------------
 
+def gen_torch2():
+    """Fixtures saved by torch 2.x itself: the dtypes 1.13 lacks (float8, uint16-64) in real
+    files, torch 2.x's records (byteorder, .data/serialization_id), an optimizer state of
+    torch 2.x, and its legacy format."""
+    g = torch.Generator().manual_seed(2)
+    base = torch.randn(4, 6, generator=g)
+    sd = {"base": base, "base.cols": base[:, 1:5:2], "param": nn.Parameter(torch.randn(3, generator=g))}
+    for name in ["float8_e5m2", "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz",
+                 "uint16", "uint32", "uint64", "bfloat16", "float16", "complex64"]:
+        dt = getattr(torch, name)
+        x = torch.randn(2, 3, generator=g) * 3
+        if dt.is_complex:
+            x = torch.complex(x, -x)
+        elif not dt.is_floating_point:
+            x = (x.abs() * 1000).to(torch.int64)
+        sd[name] = x.to(dt)
+    sd["float8_e4m3fn.t"] = sd["float8_e4m3fn"].t()
+    p = FIX / "torch2_dtypes.pt"
+    save(sd, p)
+    expect_from_torch(p, torch_version=torch.__version__)
+    with zipfile.ZipFile(p) as z:
+        names = {n.split("/", 1)[1] for n in z.namelist()}
+    assert {"byteorder", ".data/serialization_id"} <= names, names
+
+    p = FIX / "torch2_training.pt"
+    model, opt = trained_adam()
+    save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 3}, p)
+    expect_from_torch(p, torch_version=torch.__version__)
+
+    p = FIX / "torch2_legacy.pt"
+    save({k: sd[k] for k in ("base", "base.cols", "param", "bfloat16", "float16")}, p,
+         _use_new_zipfile_serialization=False)
+    expect_from_torch(p, fmt="torch-legacy", torch_version=torch.__version__)
+
+
 def check_sizes():
     total = 0
     for p in FIX.rglob("*"):
@@ -1311,12 +1355,17 @@ def check_sizes():
 def main():
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
     torch.manual_seed(0)
+    FIX.mkdir(parents=True, exist_ok=True)
+    torch2 = int(torch.__version__.split(".")[0]) >= 2
+    for p in FIX.iterdir():  # each torch replaces its own fixtures only
+        if p.name != "README.md" and p.name.startswith("torch2_") == torch2:
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    if torch2:
+        gen_torch2()
+        print(f"torch {torch.__version__} fixtures written to {FIX} ({check_sizes()} bytes)")
+        return
     check_zip_writer()
     check_emitter()
-    FIX.mkdir(parents=True, exist_ok=True)
-    for p in FIX.iterdir():
-        if p.name != "README.md":
-            shutil.rmtree(p) if p.is_dir() else p.unlink()
     basic = gen_zip_basic()
     gen_zip_archive()
     gen_legacy()
