@@ -453,7 +453,16 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		}
 		s.out = append(s.out, 0x85, 'R')
 		return false, nil
-	case 'T', 'U', 'X', 0x8c, 0x8d:
+	case 'X', 0x8c, 0x8d:
+		text := s.str[s.pos-len(a.data) : s.pos]
+		if !ValidText(text) {
+			// Python fails on it too (UnicodeDecodeError).
+			return false, malformed("string is not valid UTF-8")
+		}
+		s.pushStr(text)
+	case 'T', 'U':
+		// Python 2 byte strings: torch decodes them as UTF-8 by default,
+		// as latin-1 when asked; kept as they are.
 		s.pushStr(s.str[s.pos-len(a.data) : s.pos])
 	case 'S', 'V':
 		var dec []byte

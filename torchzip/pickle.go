@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 
+	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -77,6 +78,9 @@ func EncodeStateDict(entries []Entry) ([]byte, error) {
 			return nil, &RecordError{Name: e.Name, Err: fmt.Errorf("%w: duplicate key", ErrInvalid)}
 		}
 		seen[e.Name] = true
+		if !pickle.ValidText(e.Name) {
+			return nil, &RecordError{Name: e.Name, Err: fmt.Errorf("%w: key %s", ErrInvalid, errNotText)}
+		}
 		if i%setItemsBatch == 0 {
 			if i > 0 {
 				b = append(b, opSetItems)
@@ -147,6 +151,9 @@ func long1(b []byte, v *big.Int) []byte {
 	return b
 }
 
+// errNotText says why a string that is not valid UTF-8 cannot be written.
+const errNotText = "is not valid UTF-8 (Python could not load it)"
+
 func value(b []byte, v any) ([]byte, error) {
 	switch x := v.(type) {
 	case nil:
@@ -161,6 +168,9 @@ func value(b []byte, v any) ([]byte, error) {
 		}
 		return long1(b, x), nil
 	case string:
+		if !pickle.ValidText(x) {
+			return nil, fmt.Errorf("%w: string %s", ErrInvalid, errNotText)
+		}
 		return str(b, x), nil
 	case float64:
 		return binFloat(b, x), nil

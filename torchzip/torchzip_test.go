@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -209,5 +210,24 @@ func TestManyEntries(t *testing.T) {
 	}
 	if len(ck.Objects) != 2500 {
 		t.Errorf("%d objects", len(ck.Objects))
+	}
+}
+
+// TestNotText: names and strings Python could not decode are refused,
+// naming the entry, instead of written into a pickle torch cannot load.
+func TestNotText(t *testing.T) {
+	_, err := EncodeStateDict([]Entry{{Name: "embed\xffweight", Value: int64(1)}})
+	var re *RecordError
+	if !errors.Is(err, ErrInvalid) || !errors.As(err, &re) || re.Name != "embed\xffweight" {
+		t.Errorf("bad key: %v", err)
+	}
+	if _, err := EncodeStateDict([]Entry{{Name: "note", Value: "\xc3"}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("bad string value: %v", err)
+	}
+	if _, err := EncodeStateDict([]Entry{{Name: "surrogate\xed\xa0\x80", Value: int64(1)}}); err != nil {
+		t.Errorf("lone surrogate (Python can hold it): %v", err)
+	}
+	if _, err := EncodeTree(&pickle.Dict{Entries: []pickle.DictEntry{{Key: "k\xff", Value: int64(1)}}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("tree key: %v", err)
 	}
 }

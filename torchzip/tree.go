@@ -202,6 +202,9 @@ func (e *encoder) node(v any, path string, depth int) error {
 
 // str writes a string, through the memo when it is long.
 func (e *encoder) str(s string) error {
+	if !pickle.ValidText(s) {
+		return fmt.Errorf("%w: string %s", ErrInvalid, errNotText)
+	}
 	if len(s) < memoStringMin {
 		e.b = str(e.b, s)
 		return nil
