@@ -52,6 +52,11 @@ func alignedBuffer(n int) []byte {
 	return b[skip : skip+n : skip+n]
 }
 
+// blocks holds output buffers between files: a sharded conversion keeps
+// every shard's temporary file open until the last is done, and must not
+// keep every shard's buffers too.
+var blocks = sync.Pool{New: func() any { b := alignedBuffer(outputBlock); return &b }}
+
 type writeJob struct {
 	b   []byte
 	off int64
@@ -86,7 +91,7 @@ func newFileWriter(f *os.File) *fileWriter {
 		}
 	}
 	for i := 0; i < outputBuffers; i++ {
-		w.free <- alignedBuffer(outputBlock)[:0]
+		w.free <- (*blocks.Get().(*[]byte))[:0]
 	}
 	w.buf = <-w.free
 	go w.run()
@@ -138,8 +143,14 @@ func (w *fileWriter) send(b []byte) {
 	w.off += int64(len(b))
 }
 
+// errFinished is the error of a write after finish.
+var errFinished = errors.New("convert: write after the output was finished")
+
 // Write copies p into the buffers, writing each as it fills.
 func (w *fileWriter) Write(p []byte) (int, error) {
+	if w.closed {
+		return 0, errFinished
+	}
 	if err := w.failed(); err != nil {
 		return 0, err
 	}
@@ -163,6 +174,9 @@ func (w *fileWriter) Write(p []byte) (int, error) {
 // ReadFrom reads r into the buffers until EOF, writing each as it fills,
 // so that a copy into the output needs no buffer of its own.
 func (w *fileWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.closed {
+		return 0, errFinished
+	}
 	var n int64
 	for {
 		if err := w.failed(); err != nil {
@@ -193,12 +207,20 @@ func (w *fileWriter) finish() error {
 	if w.closed {
 		return w.failed()
 	}
-	aligned := len(w.buf) &^ (directAlign - 1)
-	tail := w.buf[aligned:]
+	// The buffer goes back through the writing goroutine (or straight
+	// to free) so that release finds every buffer exactly once; its tail
+	// stays readable, nothing reuses it once stopped.
+	buf := w.buf
+	w.buf = nil
+	aligned := len(buf) &^ (directAlign - 1)
+	tail := buf[aligned:]
 	if aligned > 0 {
-		w.send(w.buf[:aligned])
+		w.send(buf[:aligned])
+	} else {
+		w.free <- buf[:0]
 	}
 	w.stop()
+	defer w.release()
 	if err := w.failed(); err != nil {
 		return err
 	}
@@ -208,6 +230,21 @@ func (w *fileWriter) finish() error {
 		}
 	}
 	return nil
+}
+
+// release gives the buffers back to the pool, once stopped.
+func (w *fileWriter) release() {
+	put := func(b []byte) {
+		b = b[:cap(b)]
+		blocks.Put(&b)
+	}
+	if w.buf != nil {
+		put(w.buf)
+		w.buf = nil
+	}
+	for len(w.free) > 0 {
+		put(<-w.free)
+	}
 }
 
 // stop waits for the writing goroutine to end and closes the direct

@@ -51,6 +51,12 @@ func writeThrough(t *testing.T, data []byte, readFrom bool, setup func(*fileWrit
 	if err := w.finish(); err != nil {
 		return nil, err
 	}
+	if w.buf != nil || len(w.free) != 0 {
+		t.Fatalf("finish kept buffers: %d free, current %v", len(w.free), w.buf != nil)
+	}
+	if _, err := w.Write([]byte{1}); err != errFinished {
+		t.Fatalf("write after finish: %v", err)
+	}
 	return os.ReadFile(f.Name())
 }
 
@@ -132,6 +138,37 @@ func (r *refusing) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (r *refusing) Close() error { return nil }
+
+// TestFileWriterBuffersOnce: after finish, the pool holds each buffer
+// once (a buffer handed out twice would be written by two outputs).
+func TestFileWriterBuffersOnce(t *testing.T) {
+	for _, n := range []int{0, 100, directAlign, outputBlock + directAlign + 3} {
+		f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newFileWriter(f)
+		if _, err := w.Write(make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.finish(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		var got []*byte
+		for range outputBuffers + 1 {
+			b := *blocks.Get().(*[]byte)
+			got = append(got, &b[:1][0])
+		}
+		dup := map[*byte]int{}
+		for _, p := range got {
+			dup[p]++
+			if dup[p] > 1 {
+				t.Fatalf("size %d: the pool handed out one buffer twice", n)
+			}
+		}
+	}
+}
 
 // TestFileWriterFallback: a filesystem that turns direct I/O down at
 // write time (EINVAL) gets the same bytes through ordinary writes.

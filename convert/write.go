@@ -81,6 +81,7 @@ func createTemp(final string) (*tempFile, error) {
 func (t *tempFile) discard() {
 	if t.f != nil {
 		t.w.stop()
+		t.w.release()
 		t.f.Close()
 		os.Remove(t.f.Name())
 		t.f = nil
