@@ -36,10 +36,12 @@ func newConvertCmd(s *streams) *cobra.Command {
 		Use:   "convert IN OUT",
 		Short: "Convert between PyTorch and safetensors, streaming, with casts, renames, retagging and sharding",
 		Long: `Convert writes IN (anything inspect reads) to OUT as safetensors or a PyTorch zip,
-tensor by tensor, in memory bounded by one buffer plus IN's pickle.
+tensor by tensor, in memory bounded by a few buffers plus IN's pickle, at disk
+speed: on Linux the output is written with direct I/O, so it does not fill the
+page cache, and it is synced before it is renamed into place.
 
 OUT's format comes from --to or its extension (.safetensors; .pt .pth .bin .ckpt).
-OUT may be a directory or a *.index.json path; with --max-shard-size the output
+OUT may be a directory (created if missing) or a *.index.json path; with --max-shard-size the output
 is split into model-0000i-of-0000n.safetensors (or pytorch_model-...bin) shards
 plus an index.json in the Hugging Face layout.
 
