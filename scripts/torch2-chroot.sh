@@ -46,5 +46,7 @@ mountpoint -q "$root/sys" || mount -t sysfs sysfs "$root/sys"
 bind /dev
 bind /tmp
 [ -z "${TMPDIR:-}" ] || bind "$TMPDIR"
-bind "$repo"
+# The repository, unless it is already visible through /tmp or $TMPDIR (a
+# bind on a directory under them would make that directory unremovable).
+[ -e "$root$repo/scripts/torch2-chroot.sh" ] || bind "$repo"
 chroot "$root" /usr/bin/python3 -c 'import torch, numpy, safetensors; print("torch", torch.__version__, "numpy", numpy.__version__, "safetensors", safetensors.__version__)' 2>/dev/null
