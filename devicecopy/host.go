@@ -97,7 +97,7 @@ func WithProgress(fn func(done, total int64)) HostOption {
 }
 
 // pieceSize is how much of a storage is read, checked and hashed at a time.
-const pieceSize = 4 << 20
+const pieceSize = 1 << 20
 
 // HostResult is a checkpoint loaded into host memory. Its buffers are
 // ordinary Go memory; Release drops them.
