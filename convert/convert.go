@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
 // Summary reports what Convert wrote.
@@ -36,10 +37,24 @@ type Summary struct {
 	// Torch2Values counts the other kept values of .pth output that torch
 	// 1.13's weights_only loader cannot read (bytes, sets, complex numbers,
 	// torch.device), which torch 2.x's allowlist names.
-	Torch2Values int       `json:"torch2_values"`
-	Dropped      []Dropped `json:"dropped"` // what the output does not carry
-	Seconds      float64   `json:"seconds"`
+	Torch2Values int `json:"torch2_values"`
+	// Torch2DTypes lists the dtypes of .pth output tensors that only torch
+	// 2.x has (float8 from 2.1, uint16-64 from 2.3, ...), written as torch
+	// 2.x writes them; torch 1.13 cannot load such an output.
+	Torch2DTypes []string `json:"torch2_dtypes"`
+	// RecentCodes lists the safetensors dtype codes written that the
+	// format gained after its first releases (C64, F8_E5M2FNUZ, ...): older
+	// readers refuse the whole file (safetensors 0.4.5 does, checked; C64
+	// needs 0.7 or later).
+	RecentCodes []string  `json:"recent_safetensors_codes"`
+	Dropped     []Dropped `json:"dropped"` // what the output does not carry
+	Seconds     float64   `json:"seconds"`
 }
+
+// classicSafetensors are the dtype codes every safetensors reader since
+// 0.4 knows.
+var classicSafetensors = map[string]bool{"BOOL": true, "U8": true, "I8": true, "F8_E5M2": true, "F8_E4M3": true,
+	"I16": true, "U16": true, "F16": true, "BF16": true, "I32": true, "U32": true, "F32": true, "F64": true, "I64": true, "U64": true}
 
 // layout is where the output goes.
 type layout struct {
@@ -292,7 +307,19 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		}
 	}
 	committed = true
+	sum.Torch2DTypes, sum.RecentCodes = []string{}, []string{}
+	newDTypes := map[statedict.DType]bool{}
 	for _, it := range p.items {
+		if !newDTypes[it.dtype] {
+			code, _ := it.dtype.Safetensors()
+			switch {
+			case l.format == PyTorch && torchzip.Torch2DType(it.dtype):
+				sum.Torch2DTypes = append(sum.Torch2DTypes, it.dtype.String())
+			case l.format == Safetensors && !classicSafetensors[code]:
+				sum.RecentCodes = append(sum.RecentCodes, code)
+			}
+			newDTypes[it.dtype] = true
+		}
 		sum.Tensors++
 		if it.dtype != it.src.DType {
 			sum.Casts++

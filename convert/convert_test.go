@@ -525,3 +525,24 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// TestNewDTypeNotes: .pth output keeps float8 and uint16-64 tensors (as
+// torch 2.x writes them) and lists their dtypes; safetensors output lists
+// the dtype codes older readers refuse; neither drops anything.
+func TestNewDTypeNotes(t *testing.T) {
+	dir := t.TempDir()
+	src := fixtures + "torch2_dtypes.pt"
+	pt := convert(t, src, filepath.Join(dir, "o.pt"))
+	if got := strings.Join(pt.Torch2DTypes, ","); got != "float8_e5m2,float8_e4m3fn,float8_e5m2fnuz,float8_e4m3fnuz,uint16,uint32,uint64" || len(pt.RecentCodes) != 0 || len(pt.Dropped) != 0 {
+		t.Errorf(".pt: torch2 %v, recent %v, dropped %v", pt.Torch2DTypes, pt.RecentCodes, pt.Dropped)
+	}
+	noDiff(t, src, filepath.Join(dir, "o.pt"), CompareOptions{})
+	st := convert(t, src, filepath.Join(dir, "o.safetensors"))
+	if got := strings.Join(st.RecentCodes, ","); got != "F8_E5M2FNUZ,F8_E4M3FNUZ,C64" || len(st.Torch2DTypes) != 0 || len(st.Dropped) != 0 {
+		t.Errorf(".safetensors: recent %v, torch2 %v, dropped %v", st.RecentCodes, st.Torch2DTypes, st.Dropped)
+	}
+	classic := convert(t, fixtures+"training.pt", filepath.Join(dir, "c.safetensors"))
+	if len(classic.RecentCodes) != 0 {
+		t.Errorf("float32 output listed %v", classic.RecentCodes)
+	}
+}

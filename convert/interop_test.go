@@ -61,6 +61,24 @@ func TestInteropSafetensorsLibrary(t *testing.T) {
 	py(t, append([]string{"stlib", dir}, shards...)...)
 }
 
+// TestInteropTorch2DTypes: float8 (four kinds) and uint16-64 tensors saved
+// by torch 2.6 (fixture torch2_dtypes.pt) convert to .pt, keeping the
+// object tree, and through safetensors back to a flat .pt, and each output
+// loads in torch 2.x with weights_only=True, no warning, bit for bit.
+func TestInteropTorch2DTypes(t *testing.T) {
+	testenv.RequireFeature(t, "torch with float8 and uint16 (2.3+)", "import torch; torch.float8_e4m3fn, torch.uint16")
+	dir := t.TempDir()
+	src := fixtures + "torch2_dtypes.pt"
+	tree := filepath.Join(dir, "tree.pt")
+	if sum := convert(t, src, tree); sum.Structure != "tree" || len(sum.Torch2DTypes) != 7 || len(sum.Dropped) != 0 {
+		t.Errorf("summary %+v", sum)
+	}
+	convert(t, src, filepath.Join(dir, "st.safetensors"))
+	flat := filepath.Join(dir, "flat.pt")
+	convert(t, filepath.Join(dir, "st.safetensors"), flat)
+	py(t, "newdtypes", src, tree, flat)
+}
+
 // TestInteropCast: --dtype bf16 and f16 give the bits torch's .to() gives,
 // NaN and Inf included; integer and step tensors stay.
 func TestInteropCast(t *testing.T) {

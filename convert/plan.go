@@ -13,6 +13,7 @@ import (
 
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
 // Dropped is something of the input the output does not carry.
@@ -131,8 +132,8 @@ func unsupported(t *statedict.Tensor, f Format) string {
 		if code, ok := t.DType.Safetensors(); !ok || !knownSafetensors(code) {
 			return "safetensors has no dtype for " + t.DType.String()
 		}
-	} else if t.Storage.DType.StorageClass() == "" {
-		return "torch 1.13 has no storage class for " + t.Storage.DType.String()
+	} else if t.Storage.DType.StorageClass() == "" && !torchzip.Torch2DType(t.Storage.DType) {
+		return "torch has no storage for " + t.Storage.DType.String()
 	}
 	return ""
 }

@@ -15,7 +15,7 @@
 // ...}, "param_groups": [...]}, "epoch": 7}). Tensors are rebuilt by
 // torch._utils._rebuild_tensor_v2 (wrapped in _rebuild_parameter for
 // parameters) over storages named by persistent ids ('storage',
-// torch.<X>Storage, key, location, numel).
+// torch.<X>Storage, key, location, numel); see below for newer dtypes.
 //
 // Tensors, dicts, OrderedDicts, lists, tuples, None, bools, ints and
 // strings use only opcodes and globals that torch 1.13's weights_only
@@ -24,8 +24,10 @@
 // the globals torch 2.x's weights_only allowlist names (_codecs.encode,
 // builtins.set, builtins.complex, torch.device). Every one of them loads
 // with weights_only=False on any torch. Dtypes without a classic typed
-// storage class (float8, uint16, ...) cannot be written
-// (ErrUnsupportedDType).
+// storage class (float8, uint16, ...) are written as torch 2.x writes
+// them: _rebuild_tensor_v3 over an UntypedStorage, with the dtype as a
+// global (Torch2DType); torch 1.13 has no such dtypes, torch 2.x loads them
+// with weights_only=True.
 //
 // Writer streams: the data of each record is copied from an io.Reader as
 // it is written, with its CRC32 computed on the way, so memory stays

@@ -12,7 +12,7 @@ import (
 // StorageRef is the persistent id of one storage record ("data/<Key>").
 type StorageRef struct {
 	Key      string          // record key: "0", "1", ...
-	DType    statedict.DType // must have a classic storage class
+	DType    statedict.DType // a classic storage class's, or one Torch2DType accepts
 	Location string          // location tag written for torch.load: "cpu", "cuda:0", ...
 	NumEl    int64           // storage size in elements
 }
@@ -178,6 +178,24 @@ func value(b []byte, v any) ([]byte, error) {
 	return nil, fmt.Errorf("%w: %T", ErrUnsupportedValue, v)
 }
 
+// Torch2DType reports whether d is a dtype without a classic typed storage
+// class that torch 2.x itself saves, as the tensors are written here:
+// torch._utils._rebuild_tensor_v3 over a torch.storage.UntypedStorage,
+// with the dtype (torch.float8_e4m3fn, torch.uint16, ...) as its last
+// argument. Such outputs load on the torch 2.x versions that have the
+// dtype (float8 from 2.1, uint16-64 from 2.3), with weights_only=True;
+// torch 1.13 has none of these dtypes.
+func Torch2DType(d statedict.DType) bool {
+	switch d {
+	case statedict.Uint16, statedict.Uint32, statedict.Uint64, statedict.Complex32,
+		statedict.Float8E5M2, statedict.Float8E4M3FN, statedict.Float8E5M2FNUZ, statedict.Float8E4M3FNUZ,
+		statedict.Float8E8M0FNU, statedict.Float4E2M1FNx2,
+		statedict.Bits8, statedict.Bits1x8, statedict.Bits2x4, statedict.Bits4x2, statedict.Bits16:
+		return true
+	}
+	return false
+}
+
 func ints(b []byte, xs []int64) []byte {
 	b = append(b, opMark)
 	for _, x := range xs {
@@ -192,22 +210,36 @@ func tensor(b []byte, t *TensorRef) ([]byte, error) {
 		return nil, fmt.Errorf("%w: tensor needs a storage, non-negative sizes and one stride per dimension", ErrInvalid)
 	}
 	class := s.DType.StorageClass()
-	if class == "" {
+	v3 := class == "" // a dtype torch 2.x writes through UntypedStorage
+	if v3 && !Torch2DType(s.DType) {
 		return nil, fmt.Errorf("%w: %s", ErrUnsupportedDType, s.DType)
 	}
 	if t.Parameter {
 		b = global(b, "torch._utils", "_rebuild_parameter")
 		b = append(b, opMark)
 	}
-	b = global(b, "torch._utils", "_rebuild_tensor_v2")
+	if v3 {
+		b = global(b, "torch._utils", "_rebuild_tensor_v3")
+	} else {
+		b = global(b, "torch._utils", "_rebuild_tensor_v2")
+	}
 	b = append(b, opMark)
-	// persistent id ('storage', torch.<X>Storage, key, location, numel)
+	// persistent id ('storage', torch.<X>Storage, key, location, numel),
+	// or ('storage', torch.storage.UntypedStorage, key, location, nbytes)
 	b = append(b, opMark)
 	b = str(b, "storage")
-	b = global(b, "torch", class)
+	if v3 {
+		b = global(b, "torch.storage", "UntypedStorage")
+	} else {
+		b = global(b, "torch", class)
+	}
 	b = str(b, s.Key)
 	b = str(b, s.Location)
-	b = integer(b, s.NumEl)
+	if v3 {
+		b = integer(b, s.NumEl*int64(s.DType.Size()))
+	} else {
+		b = integer(b, s.NumEl)
+	}
 	b = append(b, opTuple, opBinPersID)
 	b = integer(b, t.Offset)
 	b = ints(b, t.Shape)
@@ -215,6 +247,9 @@ func tensor(b []byte, t *TensorRef) ([]byte, error) {
 	b = boolean(b, t.RequiresGrad && !t.Parameter)
 	b = global(b, "collections", "OrderedDict")
 	b = append(b, opEmptyTuple, opReduce)
+	if v3 {
+		b = global(b, "torch", s.DType.String())
+	}
 	b = append(b, opTuple, opReduce)
 	if t.Parameter {
 		b = boolean(b, t.RequiresGrad)

@@ -165,7 +165,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestEncodeRefuses(t *testing.T) {
-	s := &StorageRef{Key: "0", DType: statedict.Float8E4M3FN, Location: "cpu", NumEl: 1}
+	s := &StorageRef{Key: "0", DType: statedict.Invalid, Location: "cpu", NumEl: 1}
 	for _, c := range []struct {
 		e    Entry
 		want error
@@ -229,5 +229,58 @@ func TestNotText(t *testing.T) {
 	}
 	if _, err := EncodeTree(&pickle.Dict{Entries: []pickle.DictEntry{{Key: "k\xff", Value: int64(1)}}}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("tree key: %v", err)
+	}
+}
+
+// TestRoundTripTorch2DTypes writes float8 and uint16 tensors the way torch
+// 2.x does (_rebuild_tensor_v3 over an UntypedStorage, tied and viewed,
+// one a parameter) and reads them back with package statedict.
+func TestRoundTripTorch2DTypes(t *testing.T) {
+	f8 := &StorageRef{Key: "0", DType: statedict.Float8E4M3FN, Location: "cuda:0", NumEl: 6}
+	u16 := &StorageRef{Key: "1", DType: statedict.Uint16, Location: "cpu", NumEl: 3}
+	entries := []Entry{
+		{Name: "f8", Tensor: &TensorRef{Storage: f8, Shape: []int64{2, 3}, Strides: []int64{3, 1}, Parameter: true, RequiresGrad: true}},
+		{Name: "f8.t", Tensor: &TensorRef{Storage: f8, Offset: 1, Shape: []int64{2, 2}, Strides: []int64{1, 3}}},
+		{Name: "u16", Tensor: &TensorRef{Storage: u16, Shape: []int64{3}, Strides: []int64{1}}},
+	}
+	pkl, err := EncodeStateDict(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := NewWriter(&buf)
+	data := []byte{0, 1, 2, 3, 4, 5}
+	u16data := []byte{1, 0, 0xff, 0xff, 7, 1}
+	for _, r := range []struct {
+		name string
+		b    []byte
+	}{{"data.pkl", pkl}, {"data/0", data}, {"data/1", u16data}} {
+		if err := zw.WriteRecord(r.name, int64(len(r.b)), bytes.NewReader(r.b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := statedict.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	f, ft, u := ck.Tensor("f8"), ck.Tensor("f8.t"), ck.Tensor("u16")
+	if f == nil || ft == nil || u == nil {
+		t.Fatalf("tensors %v", ck.Tensors)
+	}
+	if f.DType != statedict.Float8E4M3FN || !f.Parameter || f.Device != "cuda:0" || f.Storage != ft.Storage || f.Storage.NBytes != 6 {
+		t.Errorf("f8 %+v", f)
+	}
+	if u.DType != statedict.Uint16 || u.Storage.NBytes != 6 {
+		t.Errorf("u16 %+v", u)
+	}
+	if b, err := ft.ReadAll(); err != nil || !bytes.Equal(b, []byte{1, 4, 2, 5}) {
+		t.Errorf("f8.t bytes %v %v", b, err)
+	}
+	if b, err := u.ReadAll(); err != nil || !bytes.Equal(b, u16data) {
+		t.Errorf("u16 bytes %v %v", b, err)
 	}
 }

@@ -198,7 +198,7 @@ func TestEncodeTreeRefuses(t *testing.T) {
 		{loop, ErrInvalid, "0.0"},
 		{new(big.Int).Lsh(big.NewInt(1), 2100), ErrUnsupportedValue, ""},
 		{&pickle.List{&TensorRef{Storage: st, Shape: []int64{1}}}, ErrInvalid, "0"},
-		{&TensorRef{Storage: &StorageRef{Key: "0", DType: statedict.Uint16, Location: "cpu"}}, ErrUnsupportedDType, ""},
+		{&TensorRef{Storage: &StorageRef{Key: "0", DType: statedict.Invalid, Location: "cpu"}}, ErrUnsupportedDType, ""},
 		{pickle.Global{Module: "torch", Name: "float32"}, ErrUnsupportedValue, ""},
 	} {
 		_, err := EncodeTree(c.v)

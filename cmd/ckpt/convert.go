@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/ckpt-dev/ckpt/convert"
@@ -210,6 +211,12 @@ func printConvert(w io.Writer, r *convertReport) {
 	}
 	if r.Torch2Values > 0 {
 		fmt.Fprintf(w, "%d bytes, set, complex or torch.device values kept: torch.load(weights_only=True) reads them on recent torch 2.x, not on torch 1.13 (use --drop-floats there)\n", r.Torch2Values)
+	}
+	if len(r.Torch2DTypes) > 0 {
+		fmt.Fprintf(w, "tensors of dtypes torch 1.13 lacks (%s): the output loads on torch 2.x versions that have them (float8: 2.1+, uint16-64: 2.3+)\n", strings.Join(r.Torch2DTypes, ", "))
+	}
+	if len(r.RecentCodes) > 0 {
+		fmt.Fprintf(w, "safetensors dtype codes newer readers only know (%s): safetensors 0.4.5 refuses the file, C64 needs 0.7+\n", strings.Join(r.RecentCodes, ", "))
 	}
 	if len(r.Dropped) > 0 {
 		fmt.Fprintf(w, "dropped %d (not in the output):\n", len(r.Dropped))

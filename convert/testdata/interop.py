@@ -6,6 +6,8 @@
                              DIR/out.safetensors with json + numpy only
   interop.py cast DIR        compare DIR/cast_bf16.pt and DIR/cast_f16.pt with torch's .to()
   interop.py cpuload FILE REF  torch.load(FILE, weights_only=True), no map_location; equal to REF
+  interop.py newdtypes REF FILE...  each FILE (ckpt's .pt output) loads with weights_only=True,
+                             warnings as errors, equal to REF (float8, uint16-64: torch 2.x)
   interop.py stlib DIR FILE... the safetensors library (safetensors.torch.load_file, safe_open)
                              loads each FILE with warnings as errors; together they hold
                              DIR/orig.pt's tensors (tied aliases once), with ckpt's metadata
@@ -198,7 +200,21 @@ def stlib(d, *files):
         if not same(got[name], want.detach().contiguous()):
             fail(f"{k}: safetensors library read {got[name]!r}, want {want!r}")
 
+def newdtypes(ref, *files):
+    want = torch.load(ref, map_location="cpu", weights_only=False)
+    for path in files:
+        got = load_ours(path, weights_only=True)
+        if sorted(got) != sorted(want):
+            fail(f"{path}: names {sorted(got)} != {sorted(want)}")
+        for k, w in want.items():
+            g = got[k]
+            if g.dtype != w.dtype or g.shape != w.shape:
+                fail(f"{path} {k}: {g.dtype}{list(g.shape)}, want {w.dtype}{list(w.shape)}")
+            gb, wb = g.detach().contiguous().view(torch.uint8), w.detach().contiguous().view(torch.uint8)
+            if not torch.equal(gb, wb):
+                fail(f"{path} {k}: bytes differ")
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
-    {"make": make, "check": check, "cast": cast, "cpuload": cpuload, "stlib": stlib}[cmd](*sys.argv[2:])
+    {"make": make, "check": check, "cast": cast, "cpuload": cpuload, "stlib": stlib, "newdtypes": newdtypes}[cmd](*sys.argv[2:])
     print("ok")

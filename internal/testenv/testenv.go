@@ -54,3 +54,19 @@ func base(modules []string) bool {
 	}
 	return true
 }
+
+// RequireFeature skips t unless Python() runs code without an error (say,
+// a torch recent enough to have a dtype). Only CKPT_REQUIRE_INTEROP=all
+// (CI's torch 2.x stage) makes a missing feature fail t.
+func RequireFeature(t testing.TB, what, code string) {
+	t.Helper()
+	out, err := exec.Command(Python(), "-c", code).CombinedOutput()
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("%s lacks %s: %v\n%s", Python(), what, err, out)
+	if os.Getenv("CKPT_REQUIRE_INTEROP") == "all" {
+		t.Fatal("CKPT_REQUIRE_INTEROP=all but " + msg)
+	}
+	t.Skip(msg)
+}
