@@ -30,7 +30,9 @@
 // The zip is written by package torchzip: storages keep their sharing
 // (tied weights stay tied, views keep offsets and strides), their location
 // tags follow the remap rules (default: as saved), and big-endian inputs
-// are written little-endian.
+// are written little-endian. Tensors of dtypes torch 1.13 lacks (float8,
+// uint16-64) are written as torch 2.x writes them and listed in
+// Summary.Torch2DTypes: such an output loads on torch 2.x only.
 //
 // From a PyTorch input, and unless WithStripPrefix, WithRename, WithOnly
 // or WithMaxShardSize change the names, the output keeps the input's object
