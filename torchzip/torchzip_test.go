@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"math/big"
@@ -107,32 +108,11 @@ func TestRoundTrip(t *testing.T) {
 		{Name: "flag", Value: true},
 		{Name: "none", Value: nil},
 	}
-	pkl, err := EncodeStateDict(entries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	zw := NewWriter(&buf)
 	data0 := make([]byte, 24)
 	for i := range data0 {
 		data0[i] = byte(i)
 	}
-	for _, r := range []struct {
-		name string
-		b    []byte
-	}{{"data.pkl", pkl}, {"data/0", data0}, {"data/1", make([]byte, 16)}} {
-		if err := zw.WriteRecord(r.name, int64(len(r.b)), bytes.NewReader(r.b)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := statedict.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
+	ck := openArchive(t, entries, data0, make([]byte, 16))
 	if len(ck.Tensors) != 4 || len(ck.Storages) != 2 {
 		t.Fatalf("%d tensors, %d storages", len(ck.Tensors), len(ck.Storages))
 	}
@@ -243,30 +223,9 @@ func TestRoundTripTorch2DTypes(t *testing.T) {
 		{Name: "f8.t", Tensor: &TensorRef{Storage: f8, Offset: 1, Shape: []int64{2, 2}, Strides: []int64{1, 3}}},
 		{Name: "u16", Tensor: &TensorRef{Storage: u16, Shape: []int64{3}, Strides: []int64{1}}},
 	}
-	pkl, err := EncodeStateDict(entries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	zw := NewWriter(&buf)
 	data := []byte{0, 1, 2, 3, 4, 5}
 	u16data := []byte{1, 0, 0xff, 0xff, 7, 1}
-	for _, r := range []struct {
-		name string
-		b    []byte
-	}{{"data.pkl", pkl}, {"data/0", data}, {"data/1", u16data}} {
-		if err := zw.WriteRecord(r.name, int64(len(r.b)), bytes.NewReader(r.b)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := statedict.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
+	ck := openArchive(t, entries, data, u16data)
 	f, ft, u := ck.Tensor("f8"), ck.Tensor("f8.t"), ck.Tensor("u16")
 	if f == nil || ft == nil || u == nil {
 		t.Fatalf("tensors %v", ck.Tensors)
@@ -283,4 +242,34 @@ func TestRoundTripTorch2DTypes(t *testing.T) {
 	if b, err := u.ReadAll(); err != nil || !bytes.Equal(b, u16data) {
 		t.Errorf("u16 bytes %v %v", b, err)
 	}
+}
+
+// openArchive encodes entries as a state dict, writes it and the storage
+// records (data/0, data/1, ... in order) to an archive, and opens that
+// with package statedict.
+func openArchive(t *testing.T, entries []Entry, storages ...[]byte) *statedict.Checkpoint {
+	t.Helper()
+	pkl, err := EncodeStateDict(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := NewWriter(&buf)
+	if err := zw.WriteRecord("data.pkl", int64(len(pkl)), bytes.NewReader(pkl)); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range storages {
+		if err := zw.WriteRecord(fmt.Sprintf("data/%d", i), int64(len(b)), bytes.NewReader(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := statedict.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	return ck
 }
