@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"fmt"
 	"hash/crc32"
@@ -233,20 +237,54 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 	}
 	inA, inB := index(a), index(b)
 	seen := map[string]bool{}
-	for _, ta := range a.Tensors {
+	// Pairs are compared by one goroutine per CPU; the report keeps A's
+	// order.
+	type result struct {
+		d   *Mismatch
+		err error
+	}
+	results := make([]result, len(a.Tensors))
+	var pairs []int
+	for i, ta := range a.Tensors {
 		seen[ta.Name] = true
-		tb := inB(ta.Name)
-		if tb == nil {
-			rep.Differences = append(rep.Differences, Mismatch{Name: ta.Name, Kind: "missing_in_b", Detail: "only in A"})
+		if inB(ta.Name) == nil {
+			results[i].d = &Mismatch{Name: ta.Name, Kind: "missing_in_b", Detail: "only in A"}
 			continue
 		}
+		pairs = append(pairs, i)
 		rep.Compared++
-		d, err := compareTensor(ctx, ta, tb, opts)
-		if err != nil {
-			return nil, err
+	}
+	work, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(pairs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := next.Add(1) - 1; k < int64(len(pairs)); k = next.Add(1) - 1 {
+				i := pairs[k]
+				ta := a.Tensors[i]
+				d, err := compareTensor(work, ta, inB(ta.Name), opts)
+				results[i] = result{d, err}
+				if err != nil {
+					cancel() // the others stop; the first real error is returned
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, r := range results {
+		if r.err != nil && !errors.Is(r.err, context.Canceled) {
+			return nil, r.err
 		}
-		if d != nil {
-			rep.Differences = append(rep.Differences, *d)
+	}
+	for _, r := range results {
+		if r.d != nil {
+			rep.Differences = append(rep.Differences, *r.d)
 		}
 	}
 	for _, tb := range b.Tensors {
