@@ -490,6 +490,57 @@ func TestCompareReportsDifferences(t *testing.T) {
 	if values == 0 {
 		t.Errorf("float16 values equal float32 ones exactly? %+v", rep.Differences)
 	}
+	// Differences come in A's order, whichever goroutine found them.
+	pos := map[string]int{}
+	for i, tt := range open(t, fixtures+"training.pt").Tensors {
+		pos[tt.Name] = i
+	}
+	for i := 1; i < len(rep.Differences); i++ {
+		if pos[rep.Differences[i-1].Name] > pos[rep.Differences[i].Name] {
+			t.Errorf("differences out of A's order: %s before %s", rep.Differences[i-1].Name, rep.Differences[i].Name)
+		}
+	}
+}
+
+// TestCompareReadError: a tensor that cannot be read is an error naming
+// it, not a difference, and Compare returns it.
+func TestCompareReadError(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "o.safetensors")
+	convert(t, fixtures+"training.pt", out)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := statedict.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	// The same header over a file cut short: the last tensors' bytes are gone.
+	short, err := statedict.NewReader(&cutReader{b, int64(len(b) - 8)}, int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	_, err = Compare(context.Background(), ck, short, CompareOptions{})
+	var te *TensorError
+	if !errors.As(err, &te) || te.Name == "" {
+		t.Fatalf("got %v, want a TensorError naming the tensor", err)
+	}
+}
+
+// cutReader serves b but fails reads past n.
+type cutReader struct {
+	b []byte
+	n int64
+}
+
+func (c *cutReader) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > c.n {
+		return 0, io.ErrUnexpectedEOF
+	}
+	return copy(p, c.b[off:]), nil
 }
 
 func TestValuesKept(t *testing.T) {
