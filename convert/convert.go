@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
 )
@@ -42,19 +43,12 @@ type Summary struct {
 	// 2.x has (float8 from 2.1, uint16-64 from 2.3, ...), written as torch
 	// 2.x writes them; torch 1.13 cannot load such an output.
 	Torch2DTypes []string `json:"torch2_dtypes"`
-	// RecentCodes lists the safetensors dtype codes written that the
-	// format gained after its first releases (C64, F8_E5M2FNUZ, ...): older
-	// readers refuse the whole file (safetensors 0.4.5 does, checked; C64
-	// needs 0.7 or later).
+	// RecentCodes lists the safetensors dtype codes written that older
+	// readers refuse the whole file for (safetensors.Recent).
 	RecentCodes []string  `json:"recent_safetensors_codes"`
 	Dropped     []Dropped `json:"dropped"` // what the output does not carry
 	Seconds     float64   `json:"seconds"`
 }
-
-// classicSafetensors are the dtype codes every safetensors reader since
-// 0.4 knows.
-var classicSafetensors = map[string]bool{"BOOL": true, "U8": true, "I8": true, "F8_E5M2": true, "F8_E4M3": true,
-	"I16": true, "U16": true, "F16": true, "BF16": true, "I32": true, "U32": true, "F32": true, "F64": true, "I64": true, "U64": true}
 
 // layout is where the output goes.
 type layout struct {
@@ -315,7 +309,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 			switch {
 			case l.format == PyTorch && torchzip.Torch2DType(it.dtype):
 				sum.Torch2DTypes = append(sum.Torch2DTypes, it.dtype.String())
-			case l.format == Safetensors && !classicSafetensors[code]:
+			case l.format == Safetensors && safetensors.Recent(code):
 				sum.RecentCodes = append(sum.RecentCodes, code)
 			}
 			newDTypes[it.dtype] = true

@@ -7,37 +7,44 @@ import (
 
 // dtypeInfo is one of the format's element types.
 type dtypeInfo struct {
-	bits int // width of one element in bits
-	rank int // position in the reference library's Dtype enum
+	bits   int  // width of one element in bits
+	rank   int  // position in the reference library's Dtype enum
+	recent bool // added after safetensors 0.4 (see Recent)
 }
 
 // dtypes lists the format's dtype codes. rank follows the reference
 // library's enum, which is in ascending alignment; its writer orders
 // tensors by descending rank, then by name.
 var dtypes = map[string]dtypeInfo{
-	"BOOL":        {8, 0},
-	"F4":          {4, 1},
-	"F6_E2M3":     {6, 2},
-	"F6_E3M2":     {6, 3},
-	"U8":          {8, 4},
-	"I8":          {8, 5},
-	"F8_E5M2":     {8, 6},
-	"F8_E4M3":     {8, 7},
-	"F8_E8M0":     {8, 8},
-	"F8_E4M3FNUZ": {8, 9},
-	"F8_E5M2FNUZ": {8, 10},
-	"I16":         {16, 11},
-	"U16":         {16, 12},
-	"F16":         {16, 13},
-	"BF16":        {16, 14},
-	"I32":         {32, 15},
-	"U32":         {32, 16},
-	"F32":         {32, 17},
-	"C64":         {64, 18},
-	"F64":         {64, 19},
-	"I64":         {64, 20},
-	"U64":         {64, 21},
+	"BOOL":        {8, 0, false},
+	"F4":          {4, 1, true},
+	"F6_E2M3":     {6, 2, true},
+	"F6_E3M2":     {6, 3, true},
+	"U8":          {8, 4, false},
+	"I8":          {8, 5, false},
+	"F8_E5M2":     {8, 6, false},
+	"F8_E4M3":     {8, 7, false},
+	"F8_E8M0":     {8, 8, true},
+	"F8_E4M3FNUZ": {8, 9, true},
+	"F8_E5M2FNUZ": {8, 10, true},
+	"I16":         {16, 11, false},
+	"U16":         {16, 12, false},
+	"F16":         {16, 13, false},
+	"BF16":        {16, 14, false},
+	"I32":         {32, 15, false},
+	"U32":         {32, 16, false},
+	"F32":         {32, 17, false},
+	"C64":         {64, 18, true},
+	"F64":         {64, 19, false},
+	"I64":         {64, 20, false},
+	"U64":         {64, 21, false},
 }
+
+// Recent reports whether the dtype code was added to the format after the
+// reference library's 0.4 releases (F4, F6_*, F8_E8M0, F8_*FNUZ, C64):
+// older readers refuse a whole file that uses one (safetensors 0.4.5 was
+// checked; C64 needs 0.7 or later).
+func Recent(dtype string) bool { return dtypes[dtype].recent }
 
 // ElementSize returns the size in bytes of one element of the dtype code.
 // It reports false for unknown codes and for the sub-byte dtypes (F4,
