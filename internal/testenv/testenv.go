@@ -32,18 +32,8 @@ var baseModules = map[string]bool{"torch": true, "numpy": true, "json": true, "p
 // safetensors as well).
 func Require(t testing.TB, modules ...string) {
 	t.Helper()
-	out, err := exec.Command(Python(), "-c", "import "+strings.Join(modules, ", ")).CombinedOutput()
-	if err == nil {
-		return
-	}
-	msg := fmt.Sprintf("%s cannot import %s: %v\n%s", Python(), strings.Join(modules, ", "), err, out)
-	switch req := os.Getenv("CKPT_REQUIRE_INTEROP"); {
-	case req == "all":
-		t.Fatal("CKPT_REQUIRE_INTEROP=all but " + msg)
-	case req == "1" && base(modules):
-		t.Fatal("CKPT_REQUIRE_INTEROP=1 but " + msg)
-	}
-	t.Skip(msg)
+	names := strings.Join(modules, ", ")
+	require(t, "import "+names, "cannot import "+names, base(modules))
 }
 
 func base(modules []string) bool {
@@ -60,13 +50,21 @@ func base(modules []string) bool {
 // (CI's torch 2.x stage) makes a missing feature fail t.
 func RequireFeature(t testing.TB, what, code string) {
 	t.Helper()
+	require(t, code, "lacks "+what, false)
+}
+
+// require runs code in Python(); when it fails, t fails under
+// CKPT_REQUIRE_INTEROP=all, or =1 when base says the CI machine must have
+// it, and is skipped otherwise.
+func require(t testing.TB, code, lack string, base bool) {
+	t.Helper()
 	out, err := exec.Command(Python(), "-c", code).CombinedOutput()
 	if err == nil {
 		return
 	}
-	msg := fmt.Sprintf("%s lacks %s: %v\n%s", Python(), what, err, out)
-	if os.Getenv("CKPT_REQUIRE_INTEROP") == "all" {
-		t.Fatal("CKPT_REQUIRE_INTEROP=all but " + msg)
+	msg := fmt.Sprintf("%s %s: %v\n%s", Python(), lack, err, out)
+	if req := os.Getenv("CKPT_REQUIRE_INTEROP"); req == "all" || req == "1" && base {
+		t.Fatalf("CKPT_REQUIRE_INTEROP=%s but %s", req, msg)
 	}
 	t.Skip(msg)
 }
