@@ -1,0 +1,237 @@
+package ckpt_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"github.com/ckpt-dev/ckpt"
+	"github.com/ckpt-dev/ckpt/convert"
+	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/pickle"
+	"github.com/ckpt-dev/ckpt/remap"
+	"github.com/ckpt-dev/ckpt/safetensors"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+const fixtures = "testdata/fixtures/"
+
+// fakeInventory is a devicecopy.Inventory with canned answers.
+type fakeInventory struct{ devs []devicecopy.DeviceInfo }
+
+func (f fakeInventory) Devices(context.Context) ([]devicecopy.DeviceInfo, error) { return f.devs, nil }
+
+func TestOpenSources(t *testing.T) {
+	ctx := context.Background()
+	for _, src := range []string{fixtures + "zip_basic.pt", fixtures + "sharded_st", "file://" + fixtures + "zip_basic.pt"} {
+		ck, err := ckpt.Open(ctx, src)
+		if err != nil {
+			t.Errorf("%s: %v", src, err)
+			continue
+		}
+		if len(ck.Tensors) == 0 {
+			t.Errorf("%s: no tensors", src)
+		}
+		ck.Close()
+	}
+	for _, src := range []string{"s3://bucket/key.pt", "HTTPS://host/x.safetensors", ""} {
+		_, err := ckpt.Open(ctx, src)
+		if !errors.Is(err, ckpt.ErrUnsupportedSource) {
+			t.Errorf("%q: got %v, want ErrUnsupportedSource", src, err)
+		}
+	}
+	// A path with a colon but no "//" is a path, not a URL.
+	if _, err := ckpt.Open(ctx, "c:model.pt"); errors.Is(err, ckpt.ErrUnsupportedSource) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("c:model.pt: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := ckpt.Open(cctx, fixtures+"zip_basic.pt"); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+}
+
+// Errors of the packages underneath reach the caller for errors.Is/As.
+func TestLoadErrorsPassThrough(t *testing.T) {
+	ctx := context.Background()
+	_, err := ckpt.Load(ctx, fixtures+"bad/unsafe_os_system.pt")
+	if !errors.Is(err, pickle.ErrUnsafe) {
+		t.Errorf("unsafe: %v", err)
+	}
+	_, err = ckpt.Load(ctx, fixtures+"zip_basic.pt", ckpt.WithMapLocation("cuda1"))
+	var re *remap.RuleError
+	if !errors.Is(err, remap.ErrDevice) || !errors.As(err, &re) {
+		t.Errorf("bad rules: %v", err)
+	}
+	_, err = ckpt.Load(ctx, fixtures+"zip_basic.pt", ckpt.WithMapLocation("cuda:3"),
+		ckpt.WithInventory(fakeInventory{devs: []devicecopy.DeviceInfo{{Ordinal: 0, FreeMemory: 1 << 30}}}),
+		ckpt.WithEnv(devicecopy.Environment(func(string) (string, bool) { return "", false })))
+	var md *devicecopy.MissingDeviceError
+	if !errors.Is(err, devicecopy.ErrPreflight) || !errors.As(err, &md) {
+		t.Errorf("missing GPU: %v", err)
+	}
+	_, err = ckpt.Load(ctx, fixtures+"zip_basic.pt", ckpt.WithMaxHostBytes(10))
+	var le *devicecopy.LimitError
+	if !errors.Is(err, devicecopy.ErrHostLimit) || !errors.As(err, &le) || le.Needed != 139 {
+		t.Errorf("limit: %v", err)
+	}
+	_, err = ckpt.Load(ctx, fixtures+"no-such-file.pt")
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestLoadHostTensors(t *testing.T) {
+	var stages []ckpt.Progress
+	m, err := ckpt.Load(context.Background(), fixtures+"tied.pt", ckpt.WithMapLocation("cpu"), ckpt.WithConcurrency(2),
+		ckpt.WithProgress(func(p ckpt.Progress) { stages = append(stages, p) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stages) == 0 || stages[len(stages)-1].Stage != ckpt.StageHost || stages[len(stages)-1].Done != stages[len(stages)-1].Total {
+		t.Errorf("progress: %+v", stages)
+	}
+	if m.Preflight == nil || m.Host == nil || m.Device != nil {
+		t.Fatalf("model: preflight %v host %v device %v", m.Preflight, m.Host, m.Device)
+	}
+	embed, _ := m.Tensor("embed.weight")
+	head, _ := m.Tensor("lm_head.weight")
+	a, err := ckpt.View[float32](embed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := ckpt.View[float32](head)
+	if len(a) != 12 || &a[0] != &b[0] {
+		t.Errorf("tied weights are not one zero-copy view: %d elements", len(a))
+	}
+	raw, _ := embed.Bytes()
+	if &raw[0] != (*byte)(unsafePointer(&a[0])) {
+		t.Error("View copied the bytes")
+	}
+	tr, _ := m.Tensor("transpose")
+	if _, err := ckpt.View[float32](tr); !errors.Is(err, ckpt.ErrNotContiguous) {
+		t.Errorf("transpose: %v", err)
+	}
+	if b, err := tr.Bytes(); err != nil || len(b) != 48 {
+		t.Errorf("transpose bytes: %d, %v", len(b), err)
+	}
+	if _, err := ckpt.View[int64](embed); !errors.Is(err, ckpt.ErrDType) {
+		t.Errorf("int64 of float32: %v", err)
+	}
+	empty, _ := m.Tensor("empty")
+	if v, err := ckpt.View[float32](empty); err != nil || len(v) != 0 {
+		t.Errorf("empty: %v %v", v, err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := ckpt.View[float32](embed); !errors.Is(err, ckpt.ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+	if _, err := embed.Bytes(); !errors.Is(err, ckpt.ErrClosed) {
+		t.Errorf("Bytes after Close: %v", err)
+	}
+}
+
+func TestViewBigEndian(t *testing.T) {
+	m, err := ckpt.Load(context.Background(), fixtures+"zip_bigendian.pt", ckpt.WithMapLocation("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	w, _ := m.Tensor("w")
+	_, err = ckpt.View[float32](w)
+	var ve *ckpt.ViewError
+	if !errors.Is(err, ckpt.ErrByteOrder) || !errors.As(err, &ve) || ve.Tensor != "w" {
+		t.Fatalf("big-endian view: %v", err)
+	}
+	b, err := w.Bytes() // swapped copy
+	if err != nil || len(b) != 24 {
+		t.Fatalf("bytes: %d %v", len(b), err)
+	}
+}
+
+// GPU targets are planned and checked but have no host bytes; a dry run
+// reads nothing.
+func TestLoadDryRunAndFilter(t *testing.T) {
+	ctx := context.Background()
+	m, err := ckpt.Load(ctx, fixtures+"cuda_tagged.pt", ckpt.WithDryRun(),
+		ckpt.WithFilter(func(n string) bool { return n != "stray" }), ckpt.WithStrict())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if len(m.Tensors) != 4 || m.Preflight != nil || m.Host != nil {
+		t.Fatalf("dry run: %d tensors, preflight %v", len(m.Tensors), m.Preflight)
+	}
+	g, _ := m.Tensor("gpu1.weight")
+	if g.Device.String() != "cuda:1" || g.OnHost() {
+		t.Errorf("gpu1.weight: %v on host %v", g.Device, g.OnHost())
+	}
+	if _, err := ckpt.View[uint16](g); !errors.Is(err, ckpt.ErrNotOnHost) {
+		t.Errorf("view of a GPU tensor: %v", err)
+	}
+	if _, ok := g.DevicePtr(); ok {
+		t.Error("dry run has a device pointer")
+	}
+}
+
+// Save-time digests recorded by convert are checked on a host load, as on
+// an upload: a flipped byte fails with a MismatchSaved.
+func TestLoadSavedDigests(t *testing.T) {
+	ctx := context.Background()
+	ck, err := statedict.Open(fixtures + "zip_basic.pt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	out := filepath.Join(t.TempDir(), "m.safetensors")
+	if _, err := convert.Convert(ctx, ck, out, convert.WithFormat(convert.Safetensors)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ckpt.Load(ctx, out)
+	if err != nil {
+		t.Fatalf("clean file: %v", err)
+	}
+	m.Close()
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := safetensors.Parse(bytesReaderAt(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at int64 = -1
+	if ti, ok := h.Lookup("encoder.bias"); ok {
+		at = h.DataOffset + ti.Begin
+	}
+	if at < 0 {
+		t.Fatal("encoder.bias not found")
+	}
+	data[at] ^= 0x40
+	if err := os.WriteFile(out, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err = ckpt.Load(ctx, out)
+	var ve *devicecopy.VerifyError
+	if !errors.As(err, &ve) || len(ve.Mismatches) != 1 || ve.Mismatches[0].Tensors[0] != "encoder.bias" ||
+		ve.Mismatches[0].Kind != devicecopy.MismatchSaved {
+		t.Fatalf("flipped byte: %v", err)
+	}
+	if m == nil || m.Host == nil {
+		t.Fatal("no model to report from with a verification error")
+	}
+	m.Close()
+}
+
+func bytesReaderAt(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+func unsafePointer(p *float32) unsafe.Pointer { return unsafe.Pointer(p) }
