@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/convert"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -17,6 +19,7 @@ import (
 func init() { commands = append(commands, newConvertCmd) }
 
 type convertOptions struct {
+	cmd         *cobra.Command
 	In, Out     string
 	To          string
 	MapLocation string
@@ -70,6 +73,9 @@ is replaced only with --force.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.In, opts.Out = args[0], args[1]
+			if err := opts.checkModeFlags(cmd); err != nil {
+				return err
+			}
 			copts, err := opts.options()
 			if err != nil {
 				return err
@@ -92,6 +98,32 @@ is replaced only with --force.`,
 	return cmd
 }
 
+// pthOnlyFlags act only on a PyTorch output; pthOnlyWhy says why.
+var pthOnlyFlags = []string{"map-location", "drop-floats"}
+
+var pthOnlyWhy = map[string]string{
+	"map-location": "safetensors has no device tags; every tensor loads where the reader puts it",
+	"drop-floats":  "safetensors keeps non-tensor values as metadata strings, which any loader reads",
+}
+
+// checkModeFlags refuses flags that would do nothing for the output format
+// known from --to or OUT's name; an output whose format only Convert finds
+// (a directory) gets a warning after the conversion instead.
+func (o *convertOptions) checkModeFlags(cmd *cobra.Command) error {
+	o.cmd = cmd
+	lower := strings.ToLower(o.Out)
+	st := o.To == "safetensors" || o.To == "" && (strings.HasSuffix(strings.TrimSuffix(strings.TrimSuffix(lower, ".zst"), ".index.json"), ".safetensors"))
+	if !st {
+		return nil
+	}
+	for _, f := range pthOnlyFlags {
+		if cmd.Flags().Changed(f) {
+			return usagef("--%s does nothing for a safetensors output (%s); leave it out, or write a .pth", f, pthOnlyWhy[f])
+		}
+	}
+	return nil
+}
+
 // options turns the flags into convert options, reporting bad values as
 // usage errors.
 func (o *convertOptions) options() ([]convert.Option, error) {
@@ -108,7 +140,7 @@ func (o *convertOptions) options() ([]convert.Option, error) {
 	if o.MapLocation != "" {
 		r, err := remap.Parse(o.MapLocation)
 		if err != nil {
-			return nil, usagef("--map-location: %v", err)
+			return nil, mapLocationError("convert", o.MapLocation, err)
 		}
 		out = append(out, convert.WithRules(r))
 	}
@@ -152,7 +184,7 @@ type convertReport struct {
 }
 
 func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []convert.Option) error {
-	ck, err := statedict.Open(o.In)
+	ck, err := ckpt.Open(ctx, o.In)
 	if err != nil {
 		return err
 	}
@@ -161,11 +193,21 @@ func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []conv
 	for _, st := range ck.Storages {
 		total += st.NBytes
 	}
-	bar := newProgress(s, "convert", total)
+	bar := newProgress(s, "convert", total, o.JSON)
 	sum, err := convert.Convert(ctx, ck, o.Out, append(copts, convert.WithProgress(bar.Add))...)
 	bar.Done()
+	if errors.Is(err, convert.ErrFormat) || errors.Is(err, convert.ErrOption) {
+		return usageError{err: err}
+	}
 	if err != nil {
 		return err
+	}
+	if sum.Format == convert.Safetensors {
+		for _, f := range pthOnlyFlags {
+			if o.cmd != nil && o.cmd.Flags().Changed(f) {
+				fmt.Fprintf(s.Err, "ckpt: warning: --%s had no effect: the output is safetensors (%s)\n", f, pthOnlyWhy[f])
+			}
+		}
 	}
 	rep := convertReport{In: o.In, Out: o.Out, Summary: sum}
 	if sum.Seconds > 0 {
@@ -181,7 +223,7 @@ func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []conv
 }
 
 func printConvert(w io.Writer, r *convertReport) {
-	fmt.Fprintf(w, "%s -> %s (%s)\n", r.In, r.Out, r.Format)
+	fmt.Fprintf(w, "%s -> %s (%s)\n", clean(r.In), clean(r.Out), r.Format)
 	fmt.Fprintf(w, "tensors: %d, data: %s, casts: %d, renamed: %d, aliases: %d, values kept: %d\n",
 		r.Tensors, humanBytes(r.Bytes), r.Casts, r.Renamed, len(r.Aliases), len(r.Values))
 	if r.Format == convert.PyTorch {
@@ -191,18 +233,18 @@ func printConvert(w io.Writer, r *convertReport) {
 			fmt.Fprintln(w, "structure: flat state dict of dotted names")
 		}
 	}
-	fmt.Fprintf(w, "time: %.2f s, %.2f GB/s\n", r.Seconds, r.GBps)
+	fmt.Fprintf(w, "time: %s\n", durationAndRate(r.Bytes, seconds(r.Seconds)))
 	for _, f := range r.Files {
-		fmt.Fprintf(w, "wrote %s\n", f)
+		fmt.Fprintf(w, "wrote %s\n", clean(f))
 	}
 	if r.Index != "" {
-		fmt.Fprintf(w, "wrote %s\n", r.Index)
+		fmt.Fprintf(w, "wrote %s\n", clean(r.Index))
 	}
 	if len(r.Aliases) > 0 {
 		fmt.Fprintln(w, "tied weights stored once:")
 		tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 		for _, a := range sortedKeys(r.Aliases) {
-			fmt.Fprintf(tw, "  %s\t-> %s\n", a, r.Aliases[a])
+			fmt.Fprintf(tw, "  %s\t-> %s\n", displayName(a), displayName(r.Aliases[a]))
 		}
 		tw.Flush()
 	}
@@ -222,7 +264,7 @@ func printConvert(w io.Writer, r *convertReport) {
 		fmt.Fprintf(w, "dropped %d (not in the output):\n", len(r.Dropped))
 		tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 		for _, d := range r.Dropped {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.Name, d.Type, d.Reason)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", displayName(d.Name), clean(d.Type), clean(d.Reason))
 		}
 		tw.Flush()
 	}

@@ -37,7 +37,7 @@ func TestConvertAndVerify(t *testing.T) {
 	if code != exitError || !strings.Contains(errs, "--force") {
 		t.Errorf("existing: %d %q", code, errs)
 	}
-	code, out, errs = runCLI(t, "convert", "--json", "--force", "--dtype", "bf16", "--map-location", "cpu", fx+"training.pt", st)
+	code, out, errs = runCLI(t, "convert", "--json", "--force", "--dtype", "bf16", fx+"training.pt", st)
 	if code != exitOK {
 		t.Fatalf("json: %d %s", code, errs)
 	}

@@ -83,7 +83,7 @@ func TestDevicesFlags(t *testing.T) {
 	for _, args := range [][]string{{"--nope"}, {"extra"}, {"--json=maybe"}} {
 		var errb bytes.Buffer
 		code := run(context.Background(), append([]string{"devices"}, args...), newStreams(strings.NewReader(""), io.Discard, &errb))
-		if code != exitUsage || !strings.Contains(errb.String(), "Run 'ckpt --help'") {
+		if code != exitUsage || !strings.Contains(errb.String(), "(see 'ckpt devices --help')") {
 			t.Errorf("%v: exit %d, want %d; stderr %q", args, code, exitUsage, errb.String())
 		}
 	}

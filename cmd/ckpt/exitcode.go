@@ -14,14 +14,19 @@ const (
 	exitUsage = 2 // bad flags or arguments
 )
 
-// usageError marks an error as the user's invocation being wrong.
-type usageError struct{ err error }
+// usageError marks an error as the user's invocation being wrong. help is
+// the command whose --help explains the right usage ("ckpt load"); empty
+// means the top level.
+type usageError struct {
+	err  error
+	help string
+}
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 // usagef returns a usage error with a formatted message.
-func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+func usagef(format string, a ...any) error { return usageError{err: fmt.Errorf(format, a...)} }
 
 // reportError maps err to an exit code and prints it as one line on w. This
 // is the only place errors become exit codes.
@@ -29,10 +34,16 @@ func reportError(w io.Writer, err error) int {
 	if err == nil {
 		return exitOK
 	}
-	msg := strings.TrimSpace(err.Error())
+	// File-derived text in a message (names, values) is printed escaped, and
+	// the message stays one line.
+	msg := clean(strings.TrimSpace(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(msg) {
-		fmt.Fprintf(w, "ckpt: %s\nRun 'ckpt --help' for usage.\n", msg)
+		help := ue.help
+		if help == "" {
+			help = "ckpt"
+		}
+		fmt.Fprintf(w, "ckpt: %s (see '%s --help')\n", msg, help)
 		return exitUsage
 	}
 	fmt.Fprintf(w, "ckpt: %s\n", msg)

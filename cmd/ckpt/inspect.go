@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -134,14 +135,14 @@ type inspectSummary struct {
 }
 
 func runInspect(ctx context.Context, s *streams, opts *inspectOptions) error {
-	ck, err := statedict.Open(opts.Path)
+	ck, err := ckpt.Open(ctx, opts.Path)
 	if err != nil {
 		return err
 	}
 	defer ck.Close()
 	rep := buildInspectReport(ck, opts)
 	if opts.Stats {
-		if err := addStats(ctx, s, ck, rep); err != nil {
+		if err := addStats(ctx, s, ck, rep, opts.JSON); err != nil {
 			return err
 		}
 	}
@@ -150,7 +151,7 @@ func runInspect(ctx context.Context, s *streams, opts *inspectOptions) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	printInspect(s.Out, rep)
+	printInspect(s.Out, rep, opts.Filter)
 	return nil
 }
 
@@ -262,7 +263,7 @@ func jsonValue(v any) any {
 	return fmt.Sprintf("%v", v)
 }
 
-func addStats(ctx context.Context, s *streams, ck *statedict.Checkpoint, rep *inspectReport) error {
+func addStats(ctx context.Context, s *streams, ck *statedict.Checkpoint, rep *inspectReport, quiet bool) error {
 	var total int64
 	byName := map[string]*statedict.Tensor{}
 	for _, t := range ck.Tensors {
@@ -271,7 +272,7 @@ func addStats(ctx context.Context, s *streams, ck *statedict.Checkpoint, rep *in
 	for _, it := range rep.Tensors {
 		total += max(it.NBytes, 0)
 	}
-	bar := newProgress(s, "stats", total)
+	bar := newProgress(s, "stats", total, quiet)
 	defer bar.Done()
 	for i := range rep.Tensors {
 		it := &rep.Tensors[i]
@@ -295,7 +296,7 @@ func finite(f float64) *float64 {
 	return &f
 }
 
-func printInspect(w io.Writer, rep *inspectReport) {
+func printInspect(w io.Writer, rep *inspectReport, filter string) {
 	sum := rep.Summary
 	format := rep.Format
 	if rep.Version != "" {
@@ -304,15 +305,18 @@ func printInspect(w io.Writer, rep *inspectReport) {
 	if rep.Compression != "" {
 		format += ", " + rep.Compression + "-compressed"
 	}
-	fmt.Fprintf(w, "File:      %s\n", rep.File)
+	fmt.Fprintf(w, "File:      %s\n", clean(rep.File))
 	fmt.Fprintf(w, "Format:    %s, %s-endian\n", format, rep.ByteOrder)
 	if len(rep.Shards) > 0 {
-		fmt.Fprintf(w, "Shards:    %d (%s)\n", len(rep.Shards), strings.Join(rep.Shards, ", "))
+		fmt.Fprintf(w, "Shards:    %d (%s)\n", len(rep.Shards), clean(strings.Join(rep.Shards, ", ")))
 	}
 	fmt.Fprintf(w, "Tensors:   %s (%s elements, %s) in %s storages (%d shared, %s stored)\n", humanCount(int64(sum.Tensors)),
 		humanCount(sum.Elements), humanBytes(sum.Bytes), humanCount(int64(sum.Storages)), sum.Shared, humanBytes(sum.StorageBytes))
 	fmt.Fprintf(w, "By dtype:  %s\n", groupLine(sum.ByDType))
 	fmt.Fprintf(w, "By device: %s\n", groupLine(sum.ByDevice))
+	if filter != "" && len(rep.Tensors) == 0 {
+		fmt.Fprintf(w, "\nNo tensor matches --filter %q (of %s tensors).\n", filter, humanCount(int64(sum.Tensors)))
+	}
 	if len(rep.Tensors) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -323,11 +327,7 @@ func printInspect(w io.Writer, rep *inspectReport) {
 		}
 		fmt.Fprintln(tw, header)
 		for _, t := range rep.Tensors {
-			name := t.Name
-			if name == "" {
-				name = "(root)"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", name, t.DType, shapeString(t.Shape), t.Device, humanBytes(t.NBytes), tensorFlags(t))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", displayName(t.Name), t.DType, shapeString(t.Shape), clean(t.Device), humanBytes(t.NBytes), clean(tensorFlags(t)))
 			if st := t.Stats; st != nil {
 				fmt.Fprintf(tw, "\t%s\t%s\t%s\t%d\t%d", fnum(st.Min), fnum(st.Max), fnum(st.Mean), st.NaN, st.Inf)
 			} else if withStats {
@@ -338,9 +338,9 @@ func printInspect(w io.Writer, rep *inspectReport) {
 		tw.Flush()
 	}
 	if len(rep.Strays) > 0 {
-		fmt.Fprintf(w, "\nStray tensors (saved on another device than the rest, which is %s):\n", rep.Strays[0].Dominant)
+		fmt.Fprintf(w, "\n%s\n", strayHeading(rep.Strays))
 		for _, st := range rep.Strays {
-			fmt.Fprintf(w, "  %s on %s (%s)\n", st.Name, st.Tag, humanBytes(st.NBytes))
+			fmt.Fprintf(w, "  %s on %s (%s)\n", displayName(st.Name), clean(st.Tag), humanBytes(st.NBytes))
 		}
 	}
 	printObjects(w, "Values", rep.Objects, true)
@@ -349,13 +349,13 @@ func printInspect(w io.Writer, rep *inspectReport) {
 	if len(rep.Metadata) > 0 {
 		fmt.Fprintln(w, "\nMetadata:")
 		for _, k := range sortedKeys(rep.Metadata) {
-			fmt.Fprintf(w, "  %s = %s\n", k, rep.Metadata[k])
+			fmt.Fprintf(w, "  %s = %s\n", clean(k), clean(rep.Metadata[k]))
 		}
 	}
 	if len(rep.Warnings) > 0 {
 		fmt.Fprintln(w, "\nWarnings:")
 		for _, m := range rep.Warnings {
-			fmt.Fprintf(w, "  %s\n", m)
+			fmt.Fprintf(w, "  %s\n", clean(m))
 		}
 	}
 }
@@ -376,14 +376,11 @@ func printObjects(w io.Writer, title string, objs []inspectObject, values bool) 
 	fmt.Fprintf(w, "\n%s:\n", title)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, o := range objs {
-		name := o.Name
-		if name == "" {
-			name = "(root)"
-		}
+		name := displayName(o.Name)
 		if values {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, o.Type, pyRepr(o.Value))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, clean(o.Type), clean(pyRepr(o.Value)))
 		} else {
-			fmt.Fprintf(tw, "  %s\t%s\n", name, o.Type)
+			fmt.Fprintf(tw, "  %s\t%s\n", name, clean(o.Type))
 		}
 	}
 	tw.Flush()
@@ -435,7 +432,7 @@ func groupLine(m map[string]int64) string {
 	keys := sortedKeys(m)
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %s", k, humanBytes(m[k])))
+		parts = append(parts, fmt.Sprintf("%s %s", clean(k), humanBytes(m[k])))
 	}
 	if len(parts) == 0 {
 		return "-"

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -12,6 +17,7 @@ import (
 // packages and third-party modules it may import.
 func TestLayers(t *testing.T) {
 	const mod = "github.com/ckpt-dev/ckpt/"
+	const rootPkg = "github.com/ckpt-dev/ckpt"
 	allowed := map[string][]string{
 		"pickle":      {"github.com/nlpodyssey/gopickle/"},
 		"safetensors": {},
@@ -22,7 +28,15 @@ func TestLayers(t *testing.T) {
 		"kernels":     {},
 		"torchzip":    {mod + "statedict", mod + "pickle"},
 		"convert":     {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", "github.com/klauspost/compress/"},
-		"cmd/ckpt":    {mod, "github.com/spf13/cobra", "github.com/spf13/pflag"},
+		// The root package ckpt owns the orchestration (open, plan,
+		// pre-flight, load, upload, saved digests).
+		rootPkg: {mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest"},
+		// The CLI: the ckpt facade, the packages whose types it reports,
+		// and cobra. See also TestCLIIsThin.
+		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle",
+			"github.com/spf13/cobra", "github.com/spf13/pflag"},
+		// The example service: the facade only.
+		"examples/tensorserver": {rootPkg + "$", mod + "statedict"},
 		// Test support: imported by _test.go files only (no package's
 		// entry above allows it, but cmd/ckpt's module-wide one).
 		"internal/testenv": {},
@@ -47,11 +61,61 @@ func TestLayers(t *testing.T) {
 				continue // standard library
 			}
 			for _, a := range allow {
-				if strings.HasPrefix(imp, a) {
+				if exact, ok := strings.CutSuffix(a, "$"); ok && imp == exact || !ok && strings.HasPrefix(imp, a) {
 					continue imports
 				}
 			}
 			t.Errorf("%s imports %s, which its layer does not allow", pkg, imp)
 		}
+	}
+}
+
+// TestCLIIsThin guards that the orchestration a service would also need
+// stays in the root package ckpt: cmd/ckpt (its non-test files) calls none
+// of the steps of a load itself, and opens checkpoints through ckpt.Open
+// (the one place a source string becomes a checkpoint).
+func TestCLIIsThin(t *testing.T) {
+	forbidden := map[string]map[string]bool{
+		"github.com/ckpt-dev/ckpt/statedict":  {"Open": true, "NewReader": true},
+		"github.com/ckpt-dev/ckpt/remap":      {"NewPlan": true, "DetectStrays": false},
+		"github.com/ckpt-dev/ckpt/devicecopy": {"Preflight": true, "LoadHost": true, "Upload": true},
+		"github.com/ckpt-dev/ckpt/convert":    {"ParseDigests": true},
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := map[string]string{} // local package name -> import path
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			n := path[strings.LastIndex(path, "/")+1:]
+			if imp.Name != nil {
+				n = imp.Name.Name
+			}
+			local[n] = path
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			id, ok := sel.X.(*ast.Ident)
+			if !ok {
+				return true
+			}
+			if forbidden[local[id.Name]][sel.Sel.Name] {
+				t.Errorf("%s: cmd/ckpt calls %s.%s itself; call the ckpt package instead", fset.Position(sel.Pos()), id.Name, sel.Sel.Name)
+			}
+			return true
+		})
 	}
 }

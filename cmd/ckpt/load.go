@@ -11,10 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ckpt-dev/ckpt/convert"
+	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/remap"
-	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/spf13/cobra"
 )
 
@@ -48,14 +47,14 @@ it must receive, then loads.
 
 With the CPU as the target it reads every storage once into host memory,
 checks each zip record's CRC32 where the file has one, computes the xxh64c
-digest of every storage (docs/checksum.md) and reports bytes, time and GB/s.
+digest of every storage (docs/checksum.md) and reports bytes, time and rate.
 
 With GPU targets (cuda:N) it uploads every storage once per device into one
 allocation per GPU, through page-locked staging buffers, checking CRC32s and
 computing digests on the host as it reads; then a checksum kernel hashes the
 bytes in device memory and the digests are compared with the host's, chunk
 by chunk (--no-verify skips the kernel). It reports bytes per device and
-GB/s for reading, uploading and verifying, and "verified" or every mismatch
+time and rate for reading, uploading and verifying, and "verified" or every mismatch
 (tensor, device, 64 KiB chunk). The GPU memory is freed when ckpt exits: the
 command proves a checkpoint loads and measures how fast.
 
@@ -216,38 +215,57 @@ type loadGPUStorJSON struct {
 	Tensors      []string `json:"tensors"`
 }
 
-// runLoad plans, checks and loads path, then writes the report.
+// runLoad plans, checks and loads path through the ckpt package, then
+// writes the report.
 func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv devicecopy.Inventory, drv *devicecopy.Driver, env devicecopy.Env) error {
 	var rules remap.Rules
 	if opts.MapLocation != "" {
 		var err error
 		if rules, err = remap.Parse(opts.MapLocation); err != nil {
-			return usageError{fmt.Errorf("--map-location: %w", err)}
+			return mapLocationError("load", opts.MapLocation, err)
 		}
 	}
-	ck, err := statedict.Open(path)
-	if err != nil {
+	bars := newStageBars(s, opts.JSON)
+	lopts := []ckpt.Option{ckpt.WithRules(rules), ckpt.WithInventory(inv), ckpt.WithEnv(env), ckpt.WithProgress(bars.update)}
+	if drv != nil {
+		lopts = append(lopts, ckpt.WithDriver(drv))
+	}
+	if opts.Strict {
+		lopts = append(lopts, ckpt.WithStrict())
+	}
+	if opts.NoVerify {
+		lopts = append(lopts, ckpt.WithoutVerify())
+	}
+	if opts.DryRun {
+		lopts = append(lopts, ckpt.WithDryRun())
+	}
+	m, err := ckpt.Load(ctx, path, lopts...)
+	bars.done()
+	var se *ckpt.StrayError
+	if errors.As(err, &se) {
+		return fmt.Errorf("--strict: %w", err)
+	}
+	// A verification failure still prints the report, then exits 1.
+	failed := err
+	if err != nil && (m == nil || !errors.Is(err, devicecopy.ErrVerify)) {
 		return err
 	}
-	defer ck.Close()
-	plan, err := remap.NewPlan(ck.Tensors, rules)
-	if err != nil {
-		return err
+	defer m.Close()
+	rep := &loadReport{File: path, MapLocation: rules.String(), DryRun: opts.DryRun, Plan: planJSON(m.Plan),
+		Warnings: append([]string{}, m.Checkpoint.Warnings...)}
+	if m.Preflight != nil {
+		rep.Preflight = preflightJSON(m.Preflight)
 	}
-	if opts.Strict && len(plan.Strays) > 0 {
-		return strayError(plan.Strays)
+	if m.Host != nil {
+		rep.Loaded = hostJSON(m.Host)
 	}
-	rep := &loadReport{File: path, MapLocation: rules.String(), DryRun: opts.DryRun, Plan: planJSON(plan),
-		Warnings: append([]string{}, ck.Warnings...)}
-	var failed error
-	if !opts.DryRun {
-		if err := preflightAndLoad(ctx, s, ck, plan, inv, env, rep); err != nil {
-			return err
-		}
-		// A verification failure still prints the report, then exits 1.
-		if failed = upload(ctx, s, ck, plan, drv, opts, rep); failed != nil && !errors.Is(failed, devicecopy.ErrVerify) {
-			return failed
-		}
+	var ve *devicecopy.VerifyError
+	switch {
+	case errors.As(failed, &ve):
+		rep.Uploaded = mismatchJSON(ve, m, !opts.NoVerify)
+		failed = verifyFailed{ve}
+	case m.Device != nil:
+		rep.Uploaded = deviceJSON(m.Device, !opts.NoVerify)
 	}
 	var werr error
 	if opts.JSON {
@@ -263,58 +281,26 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 	return werr
 }
 
-// upload sends the plan's GPU tensors to their devices (nothing when the
-// plan has none), verifies them unless --no-verify, fills rep.Uploaded and
-// frees the GPU memory again.
-func upload(ctx context.Context, s *streams, ck *statedict.Checkpoint, plan *remap.Plan, drv *devicecopy.Driver,
-	opts loadOptions, rep *loadReport) error {
+// mismatchJSON is the upload report of a failed verification.
+func mismatchJSON(ve *devicecopy.VerifyError, m *ckpt.Model, verify bool) *loadGPUJSON {
 	var total int64
-	for _, u := range plan.Devices() {
+	for _, u := range m.Plan.Devices() {
 		if u.Device.Type == "cuda" {
 			total += u.Bytes
 		}
 	}
-	if !hasGPUTarget(plan) {
-		return nil
+	j := &loadGPUJSON{Bytes: total, Verify: verify, Devices: []loadArenaJSON{}, Storages: []loadGPUStorJSON{}}
+	for _, mm := range ve.Mismatches {
+		j.Mismatches = append(j.Mismatches, loadMismatch{Kind: mm.Kind, Storage: mm.Storage, Tensors: mm.Tensors,
+			Device: mm.Device.String(), Chunks: append([]int64{}, mm.Chunks...), Bad: mm.BadChunks,
+			Want: mm.Want.String(), Got: mm.Got.String(), Message: mm.String()})
 	}
-	bar := newProgress(s, "uploading", total)
-	var last int64
-	uopts := []devicecopy.UploadOption{devicecopy.WithUploadProgress(func(done, _ int64) {
-		bar.Add(done - last)
-		last = done
-	})}
-	if drv != nil {
-		uopts = append(uopts, devicecopy.WithDriver(drv))
-	}
-	if opts.NoVerify {
-		uopts = append(uopts, devicecopy.WithoutVerify())
-	}
-	// Save-time digests that `ckpt convert` recorded are checked too.
-	saved, err := convert.ParseDigests(ck.Metadata)
-	if err != nil {
-		return err
-	}
-	if len(saved) > 0 {
-		uopts = append(uopts, devicecopy.WithSavedDigests(saved))
-	}
-	st, err := devicecopy.Upload(ctx, ck, plan, uopts...)
-	bar.Done()
-	var ve *devicecopy.VerifyError
-	if errors.As(err, &ve) {
-		j := &loadGPUJSON{Bytes: total, Verify: !opts.NoVerify, Devices: []loadArenaJSON{}, Storages: []loadGPUStorJSON{}}
-		for _, m := range ve.Mismatches {
-			j.Mismatches = append(j.Mismatches, loadMismatch{Kind: m.Kind, Storage: m.Storage, Tensors: m.Tensors,
-				Device: m.Device.String(), Chunks: append([]int64{}, m.Chunks...), Bad: m.BadChunks,
-				Want: m.Want.String(), Got: m.Got.String(), Message: m.String()})
-		}
-		rep.Uploaded = j
-		return verifyFailed{ve}
-	}
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	j := &loadGPUJSON{Bytes: st.Bytes, Tensors: len(st.Tensors), Verify: !opts.NoVerify, Verified: st.Verified,
+	return j
+}
+
+// deviceJSON is the report of a successful upload.
+func deviceJSON(st *devicecopy.DeviceState, verify bool) *loadGPUJSON {
+	j := &loadGPUJSON{Bytes: st.Bytes, Tensors: len(st.Tensors), Verify: verify, Verified: st.Verified,
 		ReadSeconds: st.ReadTime.Seconds(), UploadSeconds: st.UploadTime.Seconds(), VerifySeconds: st.VerifyTime.Seconds(),
 		ReadGBPerS: gbps(st.Bytes, st.ReadTime), UploadGBPerS: gbps(st.Bytes, st.UploadTime), VerifyGBPerS: gbps(st.Bytes, st.VerifyTime),
 		Devices: []loadArenaJSON{}, Mismatches: []loadMismatch{}, Storages: []loadGPUStorJSON{}}
@@ -330,17 +316,7 @@ func upload(ctx context.Context, s *streams, ck *statedict.Checkpoint, plan *rem
 		}
 		j.Storages = append(j.Storages, sj)
 	}
-	rep.Uploaded = j
-	return nil
-}
-
-func hasGPUTarget(plan *remap.Plan) bool {
-	for _, u := range plan.Devices() {
-		if u.Device.Type == "cuda" {
-			return true
-		}
-	}
-	return false
+	return j
 }
 
 // gbps is n bytes per d in 10^9 bytes per second; 0 for no time.
@@ -351,41 +327,20 @@ func gbps(n int64, d time.Duration) float64 {
 	return float64(n) / d.Seconds() / 1e9
 }
 
-// preflightAndLoad runs the pre-flight and loads the plan's cpu tensors
-// into host memory, if it has any.
-func preflightAndLoad(ctx context.Context, s *streams, ck *statedict.Checkpoint, plan *remap.Plan,
-	inv devicecopy.Inventory, env devicecopy.Env, rep *loadReport) error {
-	pre, err := devicecopy.Preflight(ctx, plan, inv, env)
-	if err != nil {
-		return err
-	}
-	rep.Preflight = &loadPreJSON{Targets: []loadTargetJSON{}}
-	var cpuBytes int64
-	hasCPU := false
+func preflightJSON(pre *devicecopy.PreflightReport) *loadPreJSON {
+	j := &loadPreJSON{Targets: []loadTargetJSON{}}
 	for _, t := range pre.Targets {
-		j := loadTargetJSON{Device: t.Device.String(), Name: t.Name, NeededBytes: t.Needed}
+		tj := loadTargetJSON{Device: t.Device.String(), Name: t.Name, NeededBytes: t.Needed}
 		if t.Known {
-			j.FreeBytes = &t.Free
+			free := t.Free
+			tj.FreeBytes = &free
 		}
-		rep.Preflight.Targets = append(rep.Preflight.Targets, j)
-		if t.Device.Type == "cpu" {
-			cpuBytes += t.Needed
-			hasCPU = true
-		}
+		j.Targets = append(j.Targets, tj)
 	}
-	if !hasCPU {
-		return nil
-	}
-	bar := newProgress(s, "loading", cpuBytes)
-	var last int64
-	host, err := devicecopy.LoadHost(ctx, ck, plan, devicecopy.WithProgress(func(done, _ int64) {
-		bar.Add(done - last)
-		last = done
-	}))
-	bar.Done()
-	if err != nil {
-		return err
-	}
+	return j
+}
+
+func hostJSON(host *devicecopy.HostResult) *loadHostJSON {
 	j := &loadHostJSON{Bytes: host.Bytes, Seconds: host.Elapsed.Seconds(), GBPerS: host.GBPerSecond(),
 		Tensors: len(host.Tensors), Storages: []loadStorageJSON{}}
 	for _, hs := range host.Storages {
@@ -397,8 +352,7 @@ func preflightAndLoad(ctx context.Context, s *streams, ck *statedict.Checkpoint,
 			j.CRCChecked++
 		}
 	}
-	rep.Loaded = j
-	return nil
+	return j
 }
 
 func planJSON(p *remap.Plan) loadPlanJSON {
@@ -415,35 +369,17 @@ func planJSON(p *remap.Plan) loadPlanJSON {
 	return j
 }
 
-// strayError is the --strict refusal, naming every stray.
-func strayError(strays []remap.Stray) error {
-	parts := make([]string, len(strays))
-	for i, st := range strays {
-		parts[i] = fmt.Sprintf("%q (%s, %s)", st.Name, st.Tag, humanBytes(st.NBytes))
-	}
-	noun := "tensors were"
-	if len(strays) == 1 {
-		noun = "tensor was"
-	}
-	return fmt.Errorf("--strict: %d %s saved on another device than the rest of the checkpoint (%s): %s",
-		len(strays), noun, strays[0].Dominant, strings.Join(parts, ", "))
-}
-
 func writeLoadText(w io.Writer, rep *loadReport) error {
 	var b strings.Builder
 	ml := rep.MapLocation
 	if ml == "" {
 		ml = "none (tensors go where they were saved)"
 	}
-	fmt.Fprintf(&b, "%s\nMap location: %s\n\n", rep.File, ml)
+	fmt.Fprintf(&b, "%s\nMap location: %s\n\n", clean(rep.File), ml)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENSOR\tSAVED\tTARGET\tBYTES")
 	for _, e := range rep.Plan.Tensors {
-		name := e.Name
-		if name == "" {
-			name = `""`
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, e.Source, e.Target, humanBytes(e.NBytes))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", displayName(e.Name), clean(e.Source), e.Target, humanBytes(e.NBytes))
 	}
 	tw.Flush()
 	b.WriteString("\nPer target device (each storage counted once):\n")
@@ -451,15 +387,15 @@ func writeLoadText(w io.Writer, rep *loadReport) error {
 		fmt.Fprintf(&b, "  %-8s %s in %d storage(s), %d tensor(s)\n", d.Device, humanBytes(d.Bytes), d.Storages, d.Tensors)
 	}
 	if len(rep.Plan.Strays) > 0 {
-		fmt.Fprintf(&b, "\nStray tensors (saved on another device than the rest, which is %s):\n", rep.Plan.Strays[0].Dominant)
+		fmt.Fprintf(&b, "\n%s\n", strayHeading(rep.Plan.Strays))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		for _, st := range rep.Plan.Strays {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", st.Name, st.Tag, humanBytes(st.NBytes))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", displayName(st.Name), clean(st.Tag), humanBytes(st.NBytes))
 		}
 		tw.Flush()
 	}
 	for _, wn := range rep.Warnings {
-		fmt.Fprintf(&b, "\nWarning: %s\n", wn)
+		fmt.Fprintf(&b, "\nWarning: %s\n", clean(wn))
 	}
 	if rep.DryRun {
 		b.WriteString("\nDry run: no pre-flight, nothing read.\n")
@@ -475,8 +411,8 @@ func writeLoadText(w io.Writer, rep *loadReport) error {
 		}
 	}
 	if h := rep.Loaded; h != nil {
-		fmt.Fprintf(&b, "\nLoaded %s (%d storages, %d tensors) into host memory in %s: %.2f GB/s\n",
-			humanBytes(h.Bytes), len(h.Storages), h.Tensors, time.Duration(h.Seconds*float64(time.Second)).Round(time.Microsecond), h.GBPerS)
+		fmt.Fprintf(&b, "\nLoaded %s (%d storages, %d tensors) into host memory %s\n",
+			humanBytes(h.Bytes), len(h.Storages), h.Tensors, timeAndRate(h.Bytes, seconds(h.Seconds)))
 		fmt.Fprintf(&b, "CRC32 checked: %d of %d storages (the others have no CRC32 in the file); xxh64c digests computed for all\n",
 			h.CRCChecked, len(h.Storages))
 	}
@@ -491,13 +427,13 @@ func writeUploadText(b *strings.Builder, g *loadGPUJSON) {
 	if len(g.Mismatches) > 0 {
 		fmt.Fprintf(b, "\nVerification FAILED: %d mismatch(es)\n", len(g.Mismatches))
 		for _, m := range g.Mismatches {
-			fmt.Fprintf(b, "  %s\n", m.Message)
+			fmt.Fprintf(b, "  %s\n", clean(m.Message))
 		}
 		return
 	}
 	fmt.Fprintf(b, "\nUploaded %s (%d storages, %d tensors) to the GPU:\n", humanBytes(g.Bytes), len(g.Storages), g.Tensors)
 	for _, d := range g.Devices {
-		fmt.Fprintf(b, "  %-8s %s in %d storage(s)\n", d.Device, humanBytes(d.Bytes), d.Storages)
+		fmt.Fprintf(b, "  %-8s %s in %d storage(s)\n", clean(d.Device), humanBytes(d.Bytes), d.Storages)
 	}
 	crc := 0
 	for _, s := range g.Storages {
@@ -505,13 +441,13 @@ func writeUploadText(b *strings.Builder, g *loadGPUJSON) {
 			crc++
 		}
 	}
-	fmt.Fprintf(b, "Read:   %8.3fs  %7.2f GB/s (time spent reading the file)\n", g.ReadSeconds, g.ReadGBPerS)
-	fmt.Fprintf(b, "Upload: %8.3fs  %7.2f GB/s (read, hash and copy, overlapped, until the last copy finished)\n", g.UploadSeconds, g.UploadGBPerS)
+	fmt.Fprintf(b, "Read:   %s: time spent reading the file\n", timeAndRate(g.Bytes, seconds(g.ReadSeconds)))
+	fmt.Fprintf(b, "Upload: %s: read, hash and copy, overlapped, until the last copy finished\n", timeAndRate(g.Bytes, seconds(g.UploadSeconds)))
 	switch {
 	case !g.Verify:
 		b.WriteString("Verify: skipped (--no-verify)\n")
 	default:
-		fmt.Fprintf(b, "Verify: %8.3fs  %7.2f GB/s (time added after the last copy)\n", g.VerifySeconds, g.VerifyGBPerS)
+		fmt.Fprintf(b, "Verify: %s: time added after the last copy\n", timeAndRate(g.Bytes, seconds(g.VerifySeconds)))
 	}
 	fmt.Fprintf(b, "CRC32 checked: %d of %d storages; xxh64c digests computed for all on the host\n", crc, len(g.Storages))
 	if g.Verified {
@@ -528,3 +464,6 @@ func (v verifyFailed) Error() string {
 }
 
 func (v verifyFailed) Unwrap() error { return v.ve }
+
+// seconds turns a report's seconds back into a duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

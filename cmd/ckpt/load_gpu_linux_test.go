@@ -121,7 +121,7 @@ func TestLoadCUDAFake(t *testing.T) {
 func TestLoadCUDASavedDigests(t *testing.T) {
 	env := fakeCUDA(t)
 	out := filepath.Join(t.TempDir(), "m.safetensors")
-	if code, _, errs := runCLI(t, "convert", "--map-location", "cpu", fx+"training.pt", out); code != exitOK {
+	if code, _, errs := runCLI(t, "convert", fx+"training.pt", out); code != exitOK {
 		t.Fatalf("convert: exit %d: %s", code, errs)
 	}
 	rep := loadJSON(t, env, out, "--map-location", "cuda:0")

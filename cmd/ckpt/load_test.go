@@ -56,7 +56,8 @@ stray        cpu     cpu     4 B
 Per target device (each storage counted once):
   cpu      56 B in 4 storage(s), 5 tensor(s)
 
-Stray tensors (saved on another device than the rest, which is cuda:1):
+Stray tensors (home: cuda:1, which holds the most bytes; a stray is a CPU tensor, or a tensor on another
+accelerator holding under 10% of the bytes or alone among many):
   stray  cpu  4 B
 
 Dry run: no pre-flight, nothing read.
@@ -75,7 +76,8 @@ Per target device (each storage counted once):
   cpu      4 B in 1 storage(s), 1 tensor(s)
   cuda:1   52 B in 3 storage(s), 4 tensor(s)
 
-Stray tensors (saved on another device than the rest, which is cuda:1):
+Stray tensors (home: cuda:1, which holds the most bytes; a stray is a CPU tensor, or a tensor on another
+accelerator holding under 10% of the bytes or alone among many):
   stray  cpu  4 B
 
 Dry run: no pre-flight, nothing read.
@@ -239,7 +241,7 @@ func TestLoadUsage(t *testing.T) {
 	for _, args := range [][]string{{cudaTagged, "--map-location", "cuda1"}, {cudaTagged, "--map-location", "gpu"}, {}, {cudaTagged, "extra"}, {cudaTagged, "--nope"}} {
 		var errb bytes.Buffer
 		code := run(context.Background(), append([]string{"load"}, args...), newStreams(strings.NewReader(""), &bytes.Buffer{}, &errb))
-		if code != exitUsage || !strings.Contains(errb.String(), "Run 'ckpt --help'") {
+		if code != exitUsage || !strings.Contains(errb.String(), "(see 'ckpt load --help')") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
 	}

@@ -6,10 +6,38 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ckpt-dev/ckpt"
 )
 
-// progress draws a one-line progress bar on a terminal; on anything else
-// (a pipe, a file) it draws nothing.
+// Progress bars follow these conventions (see wantBar): a bar is drawn only
+// on a terminal (stderr is a character device), never with --json or
+// --quiet, never when TERM is "dumb" or unset, and never when CKPT_NO_PROGRESS
+// is set to anything. NO_COLOR does not hide the bar: the bar has no
+// colours (no-color.org asks only that colour be left out).
+
+// barEnv is what decides whether a bar is drawn.
+type barEnv struct {
+	TTY        bool   // stderr is a terminal
+	Term       string // $TERM
+	NoProgress bool   // $CKPT_NO_PROGRESS is set
+	JSON       bool   // --json
+	Quiet      bool   // --quiet
+}
+
+// wantBar is the one decision whether progress is drawn.
+func wantBar(e barEnv) bool {
+	switch {
+	case !e.TTY, e.JSON, e.Quiet, e.NoProgress:
+		return false
+	case e.Term == "" || e.Term == "dumb":
+		return false
+	}
+	return true
+}
+
+// progress draws a one-line progress bar on a terminal; otherwise it draws
+// nothing.
 type progress struct {
 	mu     sync.Mutex
 	w      io.Writer
@@ -23,8 +51,10 @@ type progress struct {
 	minGap time.Duration
 }
 
-func newProgress(s *streams, label string, total int64) *progress {
-	return &progress{w: s.Err, on: s.ErrIsTTY, label: label, total: total, start: time.Now(), minGap: 100 * time.Millisecond}
+// newProgress returns a bar for label; quiet is --json or --quiet.
+func newProgress(s *streams, label string, total int64, quiet bool) *progress {
+	on := wantBar(barEnv{TTY: s.ErrIsTTY, Term: s.Term, NoProgress: s.NoProgress, JSON: quiet, Quiet: s.Quiet})
+	return &progress{w: s.Err, on: on, label: label, total: total, start: time.Now(), minGap: 100 * time.Millisecond}
 }
 
 // Add records n more bytes done and redraws at most ten times a second.
@@ -44,6 +74,17 @@ func (p *progress) Add(n int64) {
 	p.draw(now)
 }
 
+// Set records that done bytes are done in all.
+func (p *progress) Set(done int64) {
+	if p == nil || !p.on {
+		return
+	}
+	p.mu.Lock()
+	n := done - p.done
+	p.mu.Unlock()
+	p.Add(n)
+}
+
 func (p *progress) draw(now time.Time) {
 	frac := 0.0
 	if p.total > 0 {
@@ -51,9 +92,8 @@ func (p *progress) draw(now time.Time) {
 	}
 	const width = 30
 	fill := int(frac * width)
-	rate := float64(p.done) / max(now.Sub(p.start).Seconds(), 1e-9)
-	fmt.Fprintf(p.w, "\r%s [%s%s] %3.0f%% %s/%s %s/s ", p.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill),
-		frac*100, humanBytes(p.done), humanBytes(p.total), humanBytes(int64(rate)))
+	fmt.Fprintf(p.w, "\r%s [%s%s] %3.0f%% %s/%s %s ", p.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill),
+		frac*100, humanBytes(p.done), humanBytes(p.total), humanRate(p.done, now.Sub(p.start)))
 	p.drawn = true
 }
 
@@ -67,4 +107,80 @@ func (p *progress) Done() {
 	if p.drawn {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
+}
+
+// stageBars draws one bar per stage of ckpt.Load, from its progress
+// callback.
+type stageBars struct {
+	s     *streams
+	quiet bool
+	mu    sync.Mutex
+	cur   ckpt.Stage
+	bar   *progress
+}
+
+func newStageBars(s *streams, quiet bool) *stageBars { return &stageBars{s: s, quiet: quiet} }
+
+var stageLabels = map[ckpt.Stage]string{ckpt.StageHost: "loading", ckpt.StageUpload: "uploading"}
+
+func (b *stageBars) update(p ckpt.Progress) {
+	b.mu.Lock()
+	if b.bar == nil || b.cur != p.Stage {
+		b.bar.Done()
+		b.cur, b.bar = p.Stage, newProgress(b.s, stageLabels[p.Stage], p.Total, b.quiet)
+	}
+	bar := b.bar
+	b.mu.Unlock()
+	bar.Set(p.Done)
+}
+
+func (b *stageBars) done() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bar.Done()
+}
+
+// minRateBytes and minRateTime: below either, a rate is noise (a few KiB
+// in microseconds) and is not printed.
+const (
+	minRateBytes = 1 << 20
+	minRateTime  = 10 * time.Millisecond
+)
+
+// humanRate is n bytes per d in the units of humanBytes ("1.52 GiB/s"), or
+// "" when the amount or the time is too small to mean anything.
+func humanRate(n int64, d time.Duration) string {
+	if n < minRateBytes || d < minRateTime {
+		return ""
+	}
+	return humanBytes(int64(float64(n)/d.Seconds())) + "/s"
+}
+
+// humanDuration prints every duration one way: "850 ms" below a second,
+// "12.3 s" below a minute, "4m05s" above.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	}
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+// timeAndRate prints "in 1.2 s (850 MiB/s)", the rate left out when it
+// would be noise.
+func timeAndRate(n int64, d time.Duration) string { return "in " + durationAndRate(n, d) }
+
+// durationAndRate prints "1.2 s (850 MiB/s)", the rate left out when it
+// would be noise.
+func durationAndRate(n int64, d time.Duration) string {
+	s := humanDuration(d)
+	if r := humanRate(n, d); r != "" {
+		s += " (" + r + ")"
+	}
+	return s
 }

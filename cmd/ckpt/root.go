@@ -2,23 +2,28 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 )
 
-// streams carries the command's standard streams and whether stderr is a
-// terminal (progress bars are drawn only there).
+// streams carries the command's standard streams and what decides whether
+// progress bars are drawn (see wantBar).
 type streams struct {
-	In       io.Reader
-	Out      io.Writer
-	Err      io.Writer
-	ErrIsTTY bool
+	In         io.Reader
+	Out        io.Writer
+	Err        io.Writer
+	ErrIsTTY   bool   // stderr is a terminal
+	Term       string // $TERM
+	NoProgress bool   // $CKPT_NO_PROGRESS is set
+	Quiet      bool   // --quiet
 }
 
 func newStreams(in io.Reader, out, errw io.Writer) *streams {
-	s := &streams{In: in, Out: out, Err: errw}
+	s := &streams{In: in, Out: out, Err: errw, Term: os.Getenv("TERM")}
+	_, s.NoProgress = os.LookupEnv("CKPT_NO_PROGRESS")
 	if f, ok := errw.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			s.ErrIsTTY = true
@@ -39,17 +44,23 @@ wrapped) without Python and without running any code from the file. It shows wha
 is inside, on which device every tensor was saved, and plans device remapping
 before a single byte is copied.
 
+Progress bars are drawn on stderr when it is a terminal, except with --json,
+--quiet, TERM=dumb (or unset) or CKPT_NO_PROGRESS set.
+
 Exit codes:
   0  success
   1  unreadable, unsafe or failing input (one line on stderr)
   2  usage error`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionString(),
 	}
+	root.SetVersionTemplate("ckpt {{.Version}}\n")
+	root.PersistentFlags().BoolVarP(&s.Quiet, "quiet", "q", false, "draw no progress bar")
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	root.SetIn(s.In)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err: err, help: c.CommandPath()} })
 	for _, mk := range commands {
 		root.AddCommand(mk(s))
 	}
@@ -59,6 +70,24 @@ Exit codes:
 func run(ctx context.Context, args []string, s *streams) int {
 	root := newRootCmd(s)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	c, err := root.ExecuteContextC(ctx)
+	if err != nil && c != nil {
+		err = withHelp(err, c.CommandPath())
+	}
 	return reportError(s.Err, err)
+}
+
+// withHelp points a usage error that names no command at the one that ran.
+func withHelp(err error, path string) error {
+	ue, isUsage := err.(usageError)
+	switch {
+	case isUsage:
+		if ue.help == "" {
+			ue.help = path
+			return ue
+		}
+	case !errors.As(err, &ue) && isCobraUsage(err.Error()):
+		return usageError{err: err, help: path}
+	}
+	return err
 }

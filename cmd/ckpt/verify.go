@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/convert"
-	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/spf13/cobra"
 )
 
@@ -72,7 +72,7 @@ type verifyReport struct {
 }
 
 func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) error {
-	a, err := statedict.Open(o.A)
+	a, err := ckpt.Open(ctx, o.A)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) erro
 		}
 		bad = len(rep.CheckReport.Mismatches)
 	} else {
-		b, err := statedict.Open(o.B)
+		b, err := ckpt.Open(ctx, o.B)
 		if err != nil {
 			return err
 		}
@@ -116,18 +116,18 @@ func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) erro
 func printVerify(w io.Writer, r *verifyReport) {
 	var list []convert.Mismatch
 	if c := r.CheckReport; c != nil {
-		fmt.Fprintf(w, "%s: %d CRC32s and %d digests recomputed", r.A, c.CRC32s, c.Digests)
+		fmt.Fprintf(w, "%s: %d CRC32s and %d digests recomputed", clean(r.A), c.CRC32s, c.Digests)
 		if len(c.Unverified) > 0 {
 			fmt.Fprintf(w, "; %d tensors carry no checksum", len(c.Unverified))
 		}
 		fmt.Fprintln(w)
 		list = c.Mismatches
 	} else {
-		fmt.Fprintf(w, "%s vs %s: %d tensors compared\n", r.A, r.B, r.CompareReport.Compared)
+		fmt.Fprintf(w, "%s vs %s: %d tensors compared\n", clean(r.A), clean(r.B), r.CompareReport.Compared)
 		list = r.CompareReport.Differences
 	}
 	for _, m := range list {
-		fmt.Fprintf(w, "  %s: %s: %s\n", m.Name, m.Kind, m.Detail)
+		fmt.Fprintf(w, "  %s: %s: %s\n", displayName(m.Name), m.Kind, clean(m.Detail))
 	}
 	if r.OK {
 		fmt.Fprintln(w, "OK")
