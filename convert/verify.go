@@ -100,8 +100,16 @@ func fileDigests(ck *statedict.Checkpoint, s *statedict.Storage, cache map[strin
 // mismatch is reported by tensor name; tensors no checksum covers are
 // listed as unverified. The error is for failures to read, not for
 // mismatches.
-func Check(ctx context.Context, ck *statedict.Checkpoint) (*CheckReport, error) {
+func Check(ctx context.Context, ck *statedict.Checkpoint, opts ...CheckOption) (*CheckReport, error) {
+	var cfg checkConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	rep := &CheckReport{Unverified: []string{}, Mismatches: []Mismatch{}}
+	report, err := checkProgress(ck, cfg.progress)
+	if err != nil {
+		return nil, err
+	}
 	users := map[*statedict.Storage][]string{}
 	for _, t := range ck.Tensors {
 		if t.Storage != nil {
@@ -114,7 +122,7 @@ func Check(ctx context.Context, ck *statedict.Checkpoint) (*CheckReport, error) 
 		if !s.HasCRC {
 			continue
 		}
-		got, err := storageCRC(ctx, s)
+		got, err := storageCRC(ctx, s, report)
 		if err != nil {
 			return nil, err
 		}
@@ -149,6 +157,7 @@ func Check(ctx context.Context, ck *statedict.Checkpoint) (*CheckReport, error) 
 		if err != nil {
 			return nil, &TensorError{Name: t.Name, Err: err}
 		}
+		report(raw.Size())
 		rep.Digests++
 		covered[t.Name] = true
 		if got != want {
@@ -164,14 +173,61 @@ func Check(ctx context.Context, ck *statedict.Checkpoint) (*CheckReport, error) 
 	return rep, nil
 }
 
-func storageCRC(ctx context.Context, s *statedict.Storage) (uint32, error) {
+// CheckOption configures Check.
+type CheckOption func(*checkConfig)
+
+type checkConfig struct {
+	progress func(done, total int64)
+}
+
+// WithCheckProgress has fn called with the bytes checked so far and the
+// total Check will read, as it reads (every piece of a CRC32'd record,
+// every digested tensor).
+func WithCheckProgress(fn func(done, total int64)) CheckOption {
+	return func(c *checkConfig) { c.progress = fn }
+}
+
+// checkProgress returns the function Check reports bytes read to: a no-op
+// without fn, otherwise one that adds to a running count of the total
+// Check will read.
+func checkProgress(ck *statedict.Checkpoint, fn func(done, total int64)) (func(int64), error) {
+	if fn == nil {
+		return func(int64) {}, nil
+	}
+	var total int64
+	for _, s := range ck.Storages {
+		if s.HasCRC {
+			total += max(s.NBytes, 0)
+		}
+	}
+	cache := map[string]map[string]digest.Value{}
+	for _, t := range ck.Tensors {
+		if t.Storage == nil {
+			continue
+		}
+		ds, err := fileDigests(ck, t.Storage, cache)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := ds[t.Name]; ok {
+			total += max(t.NBytes(), 0)
+		}
+	}
+	var done int64
+	return func(n int64) {
+		done += n
+		fn(done, total)
+	}, nil
+}
+
+func storageCRC(ctx context.Context, s *statedict.Storage, report func(int64)) (uint32, error) {
 	rc, err := s.Open()
 	if err != nil {
 		return 0, &TensorError{Name: s.Record, Err: err}
 	}
 	defer rc.Close()
 	h := crc32.NewIEEE()
-	n, err := io.Copy(h, ctxReader{ctx, rc})
+	n, err := io.Copy(progressWriter{h, report}, ctxReader{ctx, rc})
 	if err != nil {
 		return 0, &TensorError{Name: s.Record, Err: err}
 	}
@@ -189,6 +245,12 @@ type CompareOptions struct {
 	// and dtypes the same.
 	Tolerance  bool
 	Atol, Rtol float64
+	// Progress, when set, is called with the bytes of A compared so far
+	// and the bytes of A's tensors present in B, from the comparing
+	// goroutines one call at a time.
+	Progress func(done, total int64)
+
+	report func(n int64) // Compare's running count behind Progress
 }
 
 // CompareReport is the result of Compare.
@@ -253,6 +315,20 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 		}
 		pairs = append(pairs, i)
 		rep.Compared++
+	}
+	if fn := opts.Progress; fn != nil {
+		var total, done int64
+		for _, i := range pairs {
+			total += max(a.Tensors[i].NBytes(), 0)
+		}
+		var mu sync.Mutex
+		opts.Progress = nil
+		opts.report = func(n int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			done += n
+			fn(done, total)
+		}
 	}
 	work, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -339,6 +415,9 @@ func compareTensor(ctx context.Context, a, b *statedict.Tensor, opts CompareOpti
 		}
 		if _, err := io.ReadFull(rb, bufB[:k*int64(sb)]); err != nil {
 			return nil, &TensorError{Name: b.Name, Err: err}
+		}
+		if opts.report != nil {
+			opts.report(k * int64(sa))
 		}
 		if (!numeric || a.DType == b.DType) && bytes.Equal(bufA[:k*int64(sa)], bufB[:k*int64(sb)]) {
 			done += k // the common case, at memcmp speed (equal bits are equal values, NaN too)

@@ -249,3 +249,23 @@ func TestControlCharactersEscaped(t *testing.T) {
 		t.Errorf("clean invalid UTF-8: %q", got)
 	}
 }
+
+// verify draws a bar on a terminal (one check and one comparison), and
+// none with --json.
+func TestVerifyBar(t *testing.T) {
+	defer func(d time.Duration) { barDelay = d }(barDelay)
+	barDelay = 0
+	for _, o := range []*verifyOptions{
+		{A: fx + "training.pt"}, {A: fx + "training.pt", B: fx + "training.pt"}, {A: fx + "training.pt", JSON: true},
+	} {
+		var out, errb bytes.Buffer
+		s := &streams{Out: &out, Err: &errb, ErrIsTTY: true, Term: "xterm"}
+		if err := runVerify(context.Background(), s, o, false); err != nil {
+			t.Fatal(err)
+		}
+		drew := strings.Contains(errb.String(), "\rverifying [")
+		if drew == o.JSON || (drew && !strings.HasSuffix(errb.String(), "\r\033[K")) {
+			t.Errorf("%+v: stderr %q", o, errb.String())
+		}
+	}
+}

@@ -16,6 +16,9 @@ import (
 // is set to anything. NO_COLOR does not hide the bar: the bar has no
 // colours (no-color.org asks only that colour be left out).
 
+// barDelay is how long work runs before its bar appears.
+var barDelay = 500 * time.Millisecond
+
 // barEnv is what decides whether a bar is drawn.
 type barEnv struct {
 	TTY        bool   // stderr is a terminal
@@ -67,7 +70,7 @@ func (p *progress) Add(n int64) {
 	p.done += n
 	now := time.Now()
 	// Draw only for work that lasts: nothing in the first half second.
-	if now.Sub(p.start) < 500*time.Millisecond || now.Sub(p.last) < p.minGap {
+	if now.Sub(p.start) < barDelay || now.Sub(p.last) < p.minGap {
 		return
 	}
 	p.last = now
@@ -121,7 +124,7 @@ type stageBars struct {
 
 func newStageBars(s *streams, quiet bool) *stageBars { return &stageBars{s: s, quiet: quiet} }
 
-var stageLabels = map[ckpt.Stage]string{ckpt.StageHost: "loading", ckpt.StageUpload: "uploading"}
+var stageLabels = map[ckpt.Stage]string{ckpt.StageHost: "loading", ckpt.StageUpload: "uploading", "verify": "verifying"}
 
 func (b *stageBars) update(p ckpt.Progress) {
 	b.mu.Lock()
@@ -135,6 +138,9 @@ func (b *stageBars) update(p ckpt.Progress) {
 }
 
 func (b *stageBars) done() {
+	if b == nil {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.bar.Done()

@@ -79,8 +79,11 @@ func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) erro
 	defer a.Close()
 	rep := verifyReport{A: o.A, B: o.B}
 	var bad int
+	bar := newStageBars(s, o.JSON)
+	progress := func(done, total int64) { bar.update(ckpt.Progress{Stage: "verify", Done: done, Total: total}) }
 	if o.B == "" {
-		rep.CheckReport, err = convert.Check(ctx, a)
+		rep.CheckReport, err = convert.Check(ctx, a, convert.WithCheckProgress(progress))
+		bar.done()
 		if err != nil {
 			return err
 		}
@@ -91,7 +94,8 @@ func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) erro
 			return err
 		}
 		defer b.Close()
-		rep.CompareReport, err = convert.Compare(ctx, a, b, convert.CompareOptions{Tolerance: tol, Atol: o.Atol, Rtol: o.Rtol})
+		rep.CompareReport, err = convert.Compare(ctx, a, b, convert.CompareOptions{Tolerance: tol, Atol: o.Atol, Rtol: o.Rtol, Progress: progress})
+		bar.done()
 		if err != nil {
 			return err
 		}
