@@ -17,19 +17,34 @@ demo:
 
 ## test: vet, unit and interop tests (interop skips without torch unless CKPT_REQUIRE_INTEROP=1), short fuzz runs
 test: vet unit fuzz
+	@echo "== make test: passed (vet; unit and interop tests as tallied above; fuzz targets $(FUZZTIME) each)"
 
 vet:
+	@echo "== vet: gofmt -l and go vet ./..."
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+# What the interop tests will do, said before they run.
+INTEROP_STATUS = py=$${CKPT_PYTHON:-$(PYTHON)}; \
+	if v=$$($$py -c 'import torch, numpy; print(torch.__version__)' 2>/dev/null); then \
+	  echo "== interop tests: against torch $$v ($$py)"; \
+	elif [ -n "$${CKPT_REQUIRE_INTEROP:-}" ]; then \
+	  echo "== interop tests: $$py cannot import torch and numpy, and CKPT_REQUIRE_INTEROP is set: they will FAIL"; \
+	else \
+	  echo "== interop tests: SKIPPED: $$py cannot import torch and numpy (apt-get install python3-torch python3-numpy; CKPT_REQUIRE_INTEROP=1 makes this an error)"; \
+	fi
+
 unit:
-	$(GO) test -count=1 ./...
+	@$(INTEROP_STATUS)
+	@echo "== unit tests: go test ./... (a first run compiles the dependencies first: a minute of silence)"
+	$(GO) test -count=1 -json ./... | $(GO) run ./internal/testsummary -label "unit and interop"
 
 # Each fuzz target runs briefly from its seed corpus (testdata); see
 # scripts/fuzz.sh for longer runs and how Go 1.26's fuzz-coordinator race
 # (golang/go#75804) is told apart from a finding.
 fuzz:
+	@echo "== fuzz: every Fuzz target for $(FUZZTIME) from its seed corpus (scripts/fuzz.sh)"
 	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 ## interop: the tests that load our output in real PyTorch, required to run
@@ -40,7 +55,8 @@ interop:
 ## Debian trixie chroot that scripts/torch2-chroot.sh builds once (root, deb.debian.org)
 interop-torch2:
 	scripts/torch2-chroot.sh
-	CKPT_PYTHON=$(CURDIR)/scripts/torch2-python CKPT_REQUIRE_INTEROP=all $(GO) test -count=1 -run 'Interop|Lazy' ./...
+	CKPT_PYTHON=$(CURDIR)/scripts/torch2-python CKPT_REQUIRE_INTEROP=all $(GO) test -count=1 -json -run 'Interop|Lazy' ./... \
+	  | $(GO) run ./internal/testsummary -label "torch 2.x interop"
 
 ## fixtures: regenerate testdata/fixtures with real torch.save (1.13, then 2.x from the trixie chroot)
 fixtures:

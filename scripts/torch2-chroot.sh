@@ -6,13 +6,37 @@
 # and no safetensors). Needs root, network access to deb.debian.org, and
 # debootstrap (installed when missing). Re-running only re-mounts.
 #
-#   scripts/torch2-chroot.sh [ROOT]      (default /var/tmp/ckpt-trixie)
+#   scripts/torch2-chroot.sh [ROOT]             (default /var/tmp/ckpt-trixie)
+#   scripts/torch2-chroot.sh --unmount [ROOT]   undo the mounts (CI does, when the stage ends)
 #
 # Mounts /proc, /sys, /dev, /tmp (and $TMPDIR) and this repository at the
 # same paths inside, so tests' files and working directories are visible.
 set -eu
+unmount=
+if [ "${1:-}" = "--unmount" ]; then
+	unmount=1
+	shift
+fi
 root=${1:-${CKPT_TRIXIE:-/var/tmp/ckpt-trixie}}
 repo=$(cd "$(dirname "$0")/.." && pwd)
+
+# mounts_under prints the mount points inside $root, deepest first.
+mounts_under() {
+	awk -v r="$root" 'index($2, r "/") == 1 {print $2}' /proc/mounts | sort -r
+}
+if [ -n "$unmount" ]; then
+	for m in $(mounts_under); do
+		# A busy mount (a process still running inside) is detached lazily.
+		umount "$m" 2>/dev/null || umount -l "$m"
+	done
+	if [ -n "$(mounts_under)" ]; then
+		echo "torch2-chroot: still mounted under $root:" >&2
+		mounts_under >&2
+		exit 1
+	fi
+	echo "torch2-chroot: nothing mounted under $root any more"
+	exit 0
+fi
 if ! chroot "$root" /usr/bin/python3 -c 'import torch, numpy, safetensors' >/dev/null 2>&1; then
 	if ! command -v debootstrap >/dev/null; then
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
@@ -21,7 +45,7 @@ if ! chroot "$root" /usr/bin/python3 -c 'import torch, numpy, safetensors' >/dev
 	# A broken earlier chroot may still have /tmp and the repository
 	# bind-mounted inside: unmount everything first, and never remove
 	# while anything is mounted there.
-	for m in $(awk -v r="$root" 'index($2, r "/") == 1 {print $2}' /proc/mounts | sort -r); do
+	for m in $(mounts_under); do
 		umount "$m"
 	done
 	if awk -v r="$root" 'index($2, r "/") == 1 {found = 1} END {exit !found}' /proc/mounts; then

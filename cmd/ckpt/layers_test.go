@@ -40,6 +40,8 @@ func TestLayers(t *testing.T) {
 		// Test support: imported by _test.go files only (no package's
 		// entry above allows it, but cmd/ckpt's module-wide one).
 		"internal/testenv": {},
+		// make test's reader of go test -json (standard library only).
+		"internal/testsummary": {},
 		// A benchmark harness for the peer that ckpt itself does not use.
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},
 	}
