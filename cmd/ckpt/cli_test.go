@@ -269,3 +269,15 @@ func TestVerifyBar(t *testing.T) {
 		}
 	}
 }
+
+// --no-verify acts only on GPU targets: with none it is reported, not
+// silently ignored.
+func TestLoadNoVerifyWithoutGPU(t *testing.T) {
+	_, code, errs := cli("load", cudaTagged, "--map-location", "cpu", "--no-verify")
+	if code != exitOK || !strings.Contains(errs, "warning: --no-verify has no effect: no tensor goes to a GPU") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	if _, _, errs := cli("load", cudaTagged, "--map-location", "cpu"); errs != "" {
+		t.Errorf("stderr without the flag: %q", errs)
+	}
+}

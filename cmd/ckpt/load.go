@@ -251,6 +251,9 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 		return err
 	}
 	defer m.Close()
+	if opts.NoVerify && !hasGPUTarget(m.Plan) {
+		fmt.Fprintln(s.Err, "ckpt: warning: --no-verify has no effect: no tensor goes to a GPU (CRC32s and digests are checked regardless)")
+	}
 	rep := &loadReport{File: path, MapLocation: rules.String(), DryRun: opts.DryRun, Plan: planJSON(m.Plan),
 		Warnings: append([]string{}, m.Checkpoint.Warnings...)}
 	if m.Preflight != nil {
@@ -467,3 +470,13 @@ func (v verifyFailed) Unwrap() error { return v.ve }
 
 // seconds turns a report's seconds back into a duration.
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// hasGPUTarget reports whether the plan sends anything to a GPU.
+func hasGPUTarget(plan *remap.Plan) bool {
+	for _, u := range plan.Devices() {
+		if u.Device.Type == "cuda" {
+			return true
+		}
+	}
+	return false
+}
