@@ -134,3 +134,49 @@ func ExampleWithStrict() {
 	fmt.Println(errors.Is(err, ckpt.ErrStray), errors.As(err, &se) && se.Strays[0].Name == "stray")
 	// Output: true true
 }
+
+// WithProgress reports the bytes read so far per stage.
+func ExampleWithProgress() {
+	var last ckpt.Progress
+	m, err := ckpt.Load(context.Background(), "testdata/fixtures/zip_basic.pt",
+		ckpt.WithProgress(func(p ckpt.Progress) { last = p }))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	fmt.Println(last.Stage, last.Done, last.Total)
+	// Output: load 139 139
+}
+
+// WithDryRun plans and stops: targets are known, nothing is read.
+func ExampleWithDryRun() {
+	m, err := ckpt.Load(context.Background(), "testdata/fixtures/cuda_tagged.pt",
+		ckpt.WithMapLocation("cuda=cpu"), ckpt.WithDryRun())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	t, _ := m.Tensor("gpu1.index")
+	_, err = t.Bytes()
+	fmt.Println(t.Saved, "->", t.Device, errors.Is(err, ckpt.ErrNotOnHost))
+	// Output: cuda:1 -> cpu true
+}
+
+// Tensor.Bytes gives any host tensor's logical bytes, little-endian, in C
+// order: gathered for a strided view, where View refuses.
+func ExampleTensor_Bytes() {
+	m, err := ckpt.Load(context.Background(), "testdata/fixtures/tied.pt",
+		ckpt.WithFilter(func(name string) bool { return name == "transpose" }))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	t, _ := m.Tensor("transpose")
+	b, err := t.Bytes()
+	_, verr := ckpt.View[float32](t)
+	fmt.Println(t.Shape, t.Strides, len(b), err, errors.Is(verr, ckpt.ErrNotContiguous))
+	// Output: [4 3] [1 4] 48 <nil> true
+}
