@@ -49,6 +49,8 @@ func versionString() string {
 		if at != "" {
 			v += ", " + at
 		}
+	} else {
+		v += ", no VCS revision recorded (built outside a git clone, or with -buildvcs=false)"
 	}
 	return v + ", " + runtime.Version()
 }
