@@ -196,7 +196,9 @@ func load(ctx context.Context, ck *statedict.Checkpoint, cfg *config) (*Model, e
 				m.index()
 				return m, err
 			}
-			m.Host.Release()
+			if m.Host != nil {
+				m.Host.Release()
+			}
 			return nil, err
 		}
 	}
@@ -226,19 +228,27 @@ func hostSavedMismatches(h *devicecopy.HostResult, saved map[string]digest.Value
 func (m *Model) index() {
 	m.byName = make(map[string]*Tensor, len(m.Plan.Entries))
 	m.Tensors = make([]*Tensor, 0, len(m.Plan.Entries))
+	host := map[*statedict.Tensor]*devicecopy.HostTensor{}
+	if m.Host != nil {
+		for i := range m.Host.Tensors {
+			host[m.Host.Tensors[i].Tensor] = &m.Host.Tensors[i]
+		}
+	}
+	dev := map[string]*devicecopy.DeviceTensor{}
+	if m.Device != nil {
+		for i := range m.Device.Tensors {
+			if _, dup := dev[m.Device.Tensors[i].Name]; !dup {
+				dev[m.Device.Tensors[i].Name] = &m.Device.Tensors[i]
+			}
+		}
+	}
 	for i, e := range m.Plan.Entries {
 		src := m.session.Tensors[i]
 		t := &Tensor{Name: e.Name, Saved: e.Source, Device: e.Target, DType: src.DType, Shape: src.Shape,
-			Strides: src.Strides, Offset: src.Offset, NBytes: src.NBytes(), Source: src, m: m}
-		if m.Host != nil {
-			if ht, ok := m.Host.Tensor(e.Name); ok && ht.Tensor == src {
-				t.host = &ht
-			}
-		}
-		if m.Device != nil {
-			if dt, ok := m.Device.Tensor(e.Name); ok {
-				t.dev = &dt
-			}
+			Strides: src.Strides, Offset: src.Offset, NBytes: src.NBytes(), Source: src, m: m,
+			host: host[src]}
+		if e.Target.Type == "cuda" {
+			t.dev = dev[e.Name]
 		}
 		m.Tensors = append(m.Tensors, t)
 		if _, dup := m.byName[e.Name]; !dup {
