@@ -44,6 +44,8 @@ func TestLayers(t *testing.T) {
 		"internal/testsummary": {},
 		// A benchmark harness for the peer that ckpt itself does not use.
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},
+		// The library side of bench/host_load.sh.
+		"bench/hostload": {rootPkg + "$"},
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", mod+"...").Output()
 	if err != nil {
