@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -36,6 +37,12 @@ func TestVersion(t *testing.T) {
 		if code != exitOK || !strings.HasPrefix(out, want) || strings.Count(out, "\n") != 1 {
 			t.Errorf("%v: exit %d, %q, stderr %q", args, code, out, errs)
 		}
+	}
+	out, code, _ := cli("version", "--json")
+	var v versionInfo
+	if err := json.Unmarshal([]byte(out), &v); code != exitOK || err != nil || v.Version != "v1.2.3" ||
+		v.Revision != "0123456789abcdef0123" || !v.Modified || v.Time != "2026-11-23T10:00:00Z" || !strings.HasPrefix(v.Go, "go") {
+		t.Errorf("--json: exit %d, %v, %+v", code, err, v)
 	}
 	buildInfo = func() (*debug.BuildInfo, bool) { return &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, true }
 	if out, _, _ := cli("version"); !strings.HasPrefix(out, "ckpt (devel), no VCS revision recorded (built outside a git clone, or with -buildvcs=false), go") {
