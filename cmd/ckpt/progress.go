@@ -68,13 +68,7 @@ func (p *progress) Add(n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.done += n
-	now := time.Now()
-	// Draw only for work that lasts: nothing in the first half second.
-	if now.Sub(p.start) < barDelay || now.Sub(p.last) < p.minGap {
-		return
-	}
-	p.last = now
-	p.draw(now)
+	p.maybeDraw()
 }
 
 // Set records that done bytes are done in all.
@@ -83,9 +77,21 @@ func (p *progress) Set(done int64) {
 		return
 	}
 	p.mu.Lock()
-	n := done - p.done
-	p.mu.Unlock()
-	p.Add(n)
+	defer p.mu.Unlock()
+	p.done = done
+	p.maybeDraw()
+}
+
+// maybeDraw draws when the work has lasted and the last draw is old enough.
+// p.mu is held.
+func (p *progress) maybeDraw() {
+	now := time.Now()
+	// Draw only for work that lasts: nothing in the first half second.
+	if now.Sub(p.start) < barDelay || now.Sub(p.last) < p.minGap {
+		return
+	}
+	p.last = now
+	p.draw(now)
 }
 
 func (p *progress) draw(now time.Time) {
