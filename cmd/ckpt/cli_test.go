@@ -66,6 +66,8 @@ func TestMapLocationSuggestions(t *testing.T) {
 		{"load", "cuda1", `did you mean cuda:1?`},
 		{"load", "gpu:0", `did you mean cuda:0?`},
 		{"convert", "CUDA:0", `did you mean cuda:0?`},
+		{"load", "", `--map-location "": empty rules; want a device`},
+		{"convert", "", `--map-location "": empty rules; want a device`},
 	} {
 		args := []string{c.cmd, cudaTagged, "--map-location", c.flag}
 		if c.cmd == "convert" {

@@ -137,7 +137,7 @@ func (o *convertOptions) options() ([]convert.Option, error) {
 	default:
 		return nil, usagef("--to %q: want safetensors or pth", o.To)
 	}
-	if o.MapLocation != "" {
+	if o.MapLocation != "" || o.cmd != nil && o.cmd.Flags().Changed("map-location") {
 		r, err := remap.Parse(o.MapLocation)
 		if err != nil {
 			return nil, mapLocationError("convert", o.MapLocation, err)

@@ -22,6 +22,7 @@ func init() { commands = append(commands, newLoadCmd) }
 // loadOptions holds the parsed flags of `ckpt load`.
 type loadOptions struct {
 	MapLocation string
+	MapSet      bool // --map-location was given (an empty value is an error, not the default)
 	Strict      bool
 	DryRun      bool
 	JSON        bool
@@ -93,6 +94,7 @@ verification mismatch; 2 usage.`,
 				}
 				drv, inv = d, d
 			}
+			opts.MapSet = cmd.Flags().Changed("map-location")
 			return runLoad(cmd.Context(), s, args[0], *opts, inv, drv, devicecopy.Environment(lookup))
 		},
 	}
@@ -219,7 +221,7 @@ type loadGPUStorJSON struct {
 // writes the report.
 func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv devicecopy.Inventory, drv *devicecopy.Driver, env devicecopy.Env) error {
 	var rules remap.Rules
-	if opts.MapLocation != "" {
+	if opts.MapLocation != "" || opts.MapSet {
 		var err error
 		if rules, err = remap.Parse(opts.MapLocation); err != nil {
 			return mapLocationError("load", opts.MapLocation, err)
