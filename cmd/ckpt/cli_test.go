@@ -290,3 +290,34 @@ func TestLoadNoVerifyWithoutGPU(t *testing.T) {
 		t.Errorf("stderr without the flag: %q", errs)
 	}
 }
+
+// A byte flipped in a safetensors file that ckpt convert wrote fails the
+// host load against the saved digest: exit 1, the report names the tensor.
+func TestLoadHostSavedDigestMismatch(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "m.safetensors")
+	if _, code, errs := cli("convert", fx+"zip_basic.pt", out); code != exitOK {
+		t.Fatalf("convert: %d %s", code, errs)
+	}
+	if _, code, errs := cli("load", out, "--map-location", "cpu"); code != exitOK {
+		t.Fatalf("clean file: %d %s", code, errs)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 1 // the last tensor's last byte
+	if err := os.WriteFile(out, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text, code, errs := cli("load", out, "--map-location", "cpu")
+	if code != exitError || !strings.Contains(text, "Verification FAILED: 1 mismatch(es) with the digests saved in the file") ||
+		!strings.Contains(errs, "1 storage(s) failed verification") {
+		t.Errorf("exit %d:\n%s\n%s", code, text, errs)
+	}
+	js, code, _ := cli("load", out, "--map-location", "cpu", "--json")
+	var rep loadReport
+	if err := json.Unmarshal([]byte(js), &rep); err != nil || code != exitError || rep.Loaded == nil ||
+		len(rep.Loaded.Mismatches) != 1 || rep.Loaded.Mismatches[0].Kind != "saved" || rep.Uploaded != nil {
+		t.Errorf("json: exit %d, %v, %s", code, err, js)
+	}
+}

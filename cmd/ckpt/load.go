@@ -157,6 +157,7 @@ type loadHostJSON struct {
 	Tensors    int               `json:"tensors"`
 	CRCChecked int               `json:"crc_checked"`
 	Storages   []loadStorageJSON `json:"storages"`
+	Mismatches []loadMismatch    `json:"mismatches"`
 }
 
 type loadStorageJSON struct {
@@ -266,6 +267,10 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 	}
 	var ve *devicecopy.VerifyError
 	switch {
+	case errors.As(failed, &ve) && m.Device == nil && !hasGPUTarget(m.Plan):
+		// Save-time digests that disagree with the bytes read to the host.
+		rep.Loaded.Mismatches = mismatchesJSON(ve)
+		failed = verifyFailed{ve}
 	case errors.As(failed, &ve):
 		rep.Uploaded = mismatchJSON(ve, m, !opts.NoVerify)
 		failed = verifyFailed{ve}
@@ -294,13 +299,18 @@ func mismatchJSON(ve *devicecopy.VerifyError, m *ckpt.Model, verify bool) *loadG
 			total += u.Bytes
 		}
 	}
-	j := &loadGPUJSON{Bytes: total, Verify: verify, Devices: []loadArenaJSON{}, Storages: []loadGPUStorJSON{}}
+	return &loadGPUJSON{Bytes: total, Verify: verify, Devices: []loadArenaJSON{}, Storages: []loadGPUStorJSON{},
+		Mismatches: mismatchesJSON(ve)}
+}
+
+func mismatchesJSON(ve *devicecopy.VerifyError) []loadMismatch {
+	out := []loadMismatch{}
 	for _, mm := range ve.Mismatches {
-		j.Mismatches = append(j.Mismatches, loadMismatch{Kind: mm.Kind, Storage: mm.Storage, Tensors: mm.Tensors,
+		out = append(out, loadMismatch{Kind: mm.Kind, Storage: mm.Storage, Tensors: mm.Tensors,
 			Device: mm.Device.String(), Chunks: append([]int64{}, mm.Chunks...), Bad: mm.BadChunks,
 			Want: mm.Want.String(), Got: mm.Got.String(), Message: mm.String()})
 	}
-	return j
+	return out
 }
 
 // deviceJSON is the report of a successful upload.
@@ -347,7 +357,7 @@ func preflightJSON(pre *devicecopy.PreflightReport) *loadPreJSON {
 
 func hostJSON(host *devicecopy.HostResult) *loadHostJSON {
 	j := &loadHostJSON{Bytes: host.Bytes, Seconds: host.Elapsed.Seconds(), GBPerS: host.GBPerSecond(),
-		Tensors: len(host.Tensors), Storages: []loadStorageJSON{}}
+		Tensors: len(host.Tensors), Storages: []loadStorageJSON{}, Mismatches: []loadMismatch{}}
 	for _, hs := range host.Storages {
 		st := hs.Storage
 		tensors := append([]string{}, hs.Tensors...)
@@ -420,6 +430,12 @@ func writeLoadText(w io.Writer, rep *loadReport) error {
 			humanBytes(h.Bytes), len(h.Storages), h.Tensors, timeAndRate(h.Bytes, seconds(h.Seconds)))
 		fmt.Fprintf(&b, "CRC32 checked: %d of %d storages (the others have no CRC32 in the file); xxh64c digests computed for all\n",
 			h.CRCChecked, len(h.Storages))
+		if len(h.Mismatches) > 0 {
+			fmt.Fprintf(&b, "\nVerification FAILED: %d mismatch(es) with the digests saved in the file\n", len(h.Mismatches))
+			for _, m := range h.Mismatches {
+				fmt.Fprintf(&b, "  %s\n", clean(m.Message))
+			}
+		}
 	}
 	if g := rep.Uploaded; g != nil {
 		writeUploadText(&b, g)
@@ -465,7 +481,12 @@ func writeUploadText(b *strings.Builder, g *loadGPUJSON) {
 type verifyFailed struct{ ve *devicecopy.VerifyError }
 
 func (v verifyFailed) Error() string {
-	return fmt.Sprintf("%d storage(s) failed verification: the bytes on the GPU are not the bytes of the file, or not what was saved", len(v.ve.Mismatches))
+	for _, m := range v.ve.Mismatches {
+		if m.Kind != devicecopy.MismatchSaved {
+			return fmt.Sprintf("%d storage(s) failed verification: the bytes on the GPU are not the bytes of the file, or not what was saved", len(v.ve.Mismatches))
+		}
+	}
+	return fmt.Sprintf("%d storage(s) failed verification: the file's bytes are not what was saved (the digests ckpt convert recorded)", len(v.ve.Mismatches))
 }
 
 func (v verifyFailed) Unwrap() error { return v.ve }
