@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ckpt-dev/ckpt"
+	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/remap"
 )
 
@@ -179,4 +180,65 @@ func ExampleTensor_Bytes() {
 	_, verr := ckpt.View[float32](t)
 	fmt.Println(t.Shape, t.Strides, len(b), err, errors.Is(verr, ckpt.ErrNotContiguous))
 	// Output: [4 3] [1 4] 48 <nil> true
+}
+
+// A map location that does not parse is an error of package remap, seen
+// through errors.Is.
+func ExampleWithMapLocation() {
+	_, err := ckpt.Load(context.Background(), "testdata/fixtures/zip_basic.pt", ckpt.WithMapLocation("cuda1"))
+	fmt.Println(errors.Is(err, remap.ErrDevice))
+	m, err := ckpt.Load(context.Background(), "testdata/fixtures/cuda_tagged.pt",
+		ckpt.WithMapLocation("cuda:0=cpu,cuda:1=cpu,cpu=cpu"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	fmt.Println(len(m.Tensors), m.Host.Bytes)
+	// Output:
+	// true
+	// 5 56
+}
+
+// WithMaxHostBytes refuses, before allocating, a load larger than allowed.
+func ExampleWithMaxHostBytes() {
+	_, err := ckpt.Load(context.Background(), "testdata/fixtures/zip_basic.pt", ckpt.WithMaxHostBytes(100))
+	var le *devicecopy.LimitError
+	fmt.Println(errors.As(err, &le), le.Needed, le.Limit)
+	// Output: true 139 100
+}
+
+// WithFilter loads only the tensors a service needs.
+func ExampleWithFilter() {
+	m, err := ckpt.Load(context.Background(), "testdata/fixtures/zip_basic.pt",
+		ckpt.WithFilter(func(name string) bool { return name == "steps" || name == "mask" }))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer m.Close()
+	for _, t := range m.Tensors {
+		fmt.Println(t.Name, t.NBytes)
+	}
+	fmt.Println(m.Host.Bytes)
+	// Output:
+	// steps 40
+	// mask 3
+	// 43
+}
+
+// Close frees the loaded memory; data asked for afterwards is an error.
+func ExampleModel_Close() {
+	m, err := ckpt.Load(context.Background(), "testdata/fixtures/zip_basic.pt")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	t, _ := m.Tensor("ids")
+	fmt.Println(m.Close())
+	_, err = ckpt.View[int32](t)
+	fmt.Println(errors.Is(err, ckpt.ErrClosed))
+	// Output:
+	// <nil>
+	// true
 }
