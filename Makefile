@@ -50,7 +50,7 @@ fixtures:
 
 ## kernels: rebuild kernels/xxh64c.ptx from kernels/xxh64c.cu with clang (no CUDA toolkit needed); commit the result
 kernels:
-	$(CLANGXX) -x cuda --cuda-device-only --cuda-gpu-arch=sm_70 -nocudainc -nocudalib -O3 -S \
+	$(CLANGXX) -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -O3 -S \
 	  -o kernels/xxh64c.ptx kernels/xxh64c.cu
 
 clean:
