@@ -17,8 +17,13 @@ var (
 	// ErrInvalidDevice matches CUDA_ERROR_INVALID_DEVICE and ordinals out
 	// of range.
 	ErrInvalidDevice = errors.New("devicecopy: invalid device ordinal")
-	// ErrOutOfMemory matches CUDA_ERROR_OUT_OF_MEMORY.
+	// ErrOutOfMemory matches CUDA_ERROR_OUT_OF_MEMORY from a device
+	// allocation.
 	ErrOutOfMemory = errors.New("devicecopy: out of device memory")
+	// ErrHostMemory matches CUDA_ERROR_OUT_OF_MEMORY from page-locking host
+	// memory (cuMemHostAlloc, cuMemHostRegister): host RAM or the
+	// locked-memory limit ran out, not the GPU's memory.
+	ErrHostMemory = errors.New("devicecopy: out of page-locked host memory")
 	// ErrNotInitialized matches CUDA_ERROR_NOT_INITIALIZED.
 	ErrNotInitialized = errors.New("devicecopy: CUDA driver not initialized")
 	// ErrInsufficientDriver matches the codes that say the installed
@@ -44,6 +49,8 @@ type CUDAError struct {
 	Op      string // the driver function that failed, e.g. "cuInit"
 	Meaning string // what it means, in plain language
 	Hint    string // what to do about it; may be empty
+
+	sentinel error // overrides the table's sentinel where the call gives the code another meaning
 }
 
 // Error returns a one-line message with the call, meaning, name, code and hint.
@@ -57,6 +64,9 @@ func (e *CUDAError) Error() string {
 
 // Is lets errors.Is match a CUDAError against the package's sentinels.
 func (e *CUDAError) Is(target error) bool {
+	if e.sentinel != nil {
+		return e.sentinel == target
+	}
 	info, ok := cudaCodes[e.Code]
 	return ok && info.sentinel != nil && info.sentinel == target
 }

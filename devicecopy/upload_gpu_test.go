@@ -98,6 +98,11 @@ func TestGPUCorruption(t *testing.T) {
 	if err := c.MemsetD8(dt.Ptr+DevicePtr(off), b[0]^1, 1); err != nil {
 		t.Fatal(err)
 	}
+	// cuMemsetD8 runs on the legacy NULL stream, which does not order with
+	// the non-blocking verify stream: wait for it before verifying.
+	if err := c.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
 	err = st.Verify(context.Background())
 	var ve *VerifyError
 	if !errors.As(err, &ve) || len(ve.Mismatches) != 1 || !slices.Equal(ve.Mismatches[0].Chunks, []int64{5}) ||
@@ -106,6 +111,9 @@ func TestGPUCorruption(t *testing.T) {
 	}
 	t.Log(err)
 	if err := c.MemsetD8(dt.Ptr+DevicePtr(off), b[0], 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Verify(context.Background()); err != nil {
