@@ -5,9 +5,8 @@
  * CUresult cuInit returns (default 0), and clears the injected faults and
  * modes below.
  *
- * Faults and modes, each set by a fake_* function (the environment
- * variables FAKECUDA_JIT, FAKECUDA_CTX_FAIL=dev:code and FAKECUDA_ASYNC=1
- * set the same at cuInit, for tests that run the ckpt binary):
+ * Faults and modes, each set by a fake_* function (tests of the ckpt
+ * command call them too, through their own dlopen of the same library):
  *   - fake_fail_nth(kind, n, code): the n-th call from now of cuMemAlloc
  *     (kind 0) or cuMemHostAlloc (kind 1) fails with code;
  *   - fake_fail_ctx(dev, code): cuDevicePrimaryCtxRetain fails on dev;
@@ -167,15 +166,7 @@ void fake_configure(int n, int init) {
 	memset(free_cap, 0, sizeof free_cap);
 }
 
-static void from_env(void) {
-	const char *e;
-	if ((e = getenv("FAKECUDA_JIT")) != NULL) jit_result = atoi(e);
-	if ((e = getenv("FAKECUDA_ASYNC")) != NULL) async_mode = atoi(e);
-	if ((e = getenv("FAKECUDA_CTX_FAIL")) != NULL) {
-		int dev, code;
-		if (sscanf(e, "%d:%d", &dev, &code) == 2 && dev >= 0 && dev < MAXDEV) fail_ctx_code[dev] = code;
-	}
-}
+
 
 int fake_ctx_refs(int dev) { return refs[dev]; }
 uintptr_t fake_current(void) { return current; }
@@ -185,7 +176,6 @@ CUresult cuInit(unsigned flags) {
 	int r = init_result;
 	if (flags != 0) return 1;
 	if (r == 0 && ndev() == 0) r = 100;
-	if (r == 0 && !initialised) from_env();
 	if (r == 0) initialised = 1;
 	return r;
 }
