@@ -258,6 +258,7 @@ func (devicesFailWriter) Write([]byte) (int, error) { return 0, errors.New("disk
 // command. On a machine without a driver (like CI) it must report that
 // cleanly and exit 0; on a GPU machine it must list the driver.
 func TestDevicesRealBinding(t *testing.T) {
+	t.Setenv(envLibCUDA, "") // the system's driver, whatever the caller's environment says
 	_, openErr := devicecopy.Open()
 	noDriver := errors.Is(openErr, devicecopy.ErrNoDriver)
 	for _, args := range [][]string{{"devices"}, {"devices", "--json"}} {
