@@ -146,6 +146,14 @@ func runDevices(ctx context.Context, w io.Writer, opts devicesOptions, src devic
 			if ctx.Err() != nil {
 				break
 			}
+			// The driver tells a MIG instance by its two UUIDs (see
+			// devicecopy.DeviceInfo); where it cannot, a MIG entry of
+			// CUDA_VISIBLE_DEVICES for this ordinal says the same.
+			if id := d.Ordinal; !d.MIG && id >= 0 && id < len(env.IDs) && env.IDs[id].Kind == devicecopy.IDMIG {
+				if rest, ok := strings.CutPrefix(d.UUID, "GPU-"); ok {
+					d.MIG, d.UUID = true, "MIG-"+rest
+				}
+			}
 			if d.Err == nil && !d.FreeKnown && reader != nil {
 				free, ferr := reader.FreeMemory(ctx, d.Ordinal)
 				if ferr != nil {

@@ -216,6 +216,19 @@ func TestDevicesOneBad(t *testing.T) {
 	}
 }
 
+// TestDevicesMIGFromEnvironment: where the driver cannot tell a MIG
+// instance apart, the MIG entry of CUDA_VISIBLE_DEVICES does.
+func TestDevicesMIGFromEnvironment(t *testing.T) {
+	out, _, _ := devicesExec(t, devicesTwoGPUs, map[string]string{"CUDA_VISIBLE_DEVICES": "MIG-5c2f3b1a-0000-4d3e-9a61-7e0f6a1b2c3d"}, "--json")
+	var rep devicesReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Devices[0].MIG || rep.Devices[0].UUID != "MIG-8932f937-d72c-4106-c12f-20bd9faed9f6" || rep.Devices[1].MIG || !strings.HasPrefix(rep.Devices[1].UUID, "GPU-") {
+		t.Errorf("devices: %+v", rep.Devices)
+	}
+}
+
 func TestDevicesDriverWithoutGPU(t *testing.T) {
 	noDev := &devicecopy.CUDAError{Code: 100, Name: "CUDA_ERROR_NO_DEVICE", Op: "cuInit", Meaning: "the driver found no CUDA-capable GPU", Hint: "check CUDA_VISIBLE_DEVICES"}
 	src := devicesFake{info: devicecopy.DriverInfo{CUDAVersion: 12080}, drvErr: noDev}
