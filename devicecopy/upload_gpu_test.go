@@ -211,3 +211,50 @@ func BenchmarkGPUPinnedHtoD(b *testing.B) {
 		})
 	}
 }
+
+// TestGPUPreflightExactFit fills device 0 until about DeviceNeed bytes are
+// free: when pre-flight passes, the upload must not fail in cuMemAlloc or
+// cuModuleLoadData. It logs what the upload really took, against which
+// VerifyReserve is judged.
+func TestGPUPreflightExactFit(t *testing.T) {
+	d := gpuDriver(t)
+	c := holdContext(t, d)
+	ck := openCk(t, bigModel(t))
+	plan := planFor(t, ck, remap.To(cuda0))
+	need := uint64(DeviceNeed(plan.Devices()[0]))
+	for slack := uint64(0); slack <= 64<<20; slack += 2 << 20 {
+		free := freeMem(t, c)
+		if free < need+slack {
+			t.Skipf("only %d bytes free", free)
+		}
+		filler, err := c.MemAlloc(free - need - slack)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Preflight(context.Background(), plan, d, Env{})
+		if errors.Is(err, ErrPreflightMemory) {
+			c.MemFree(filler) // allocation rounding left less than asked: leave more room
+			continue
+		}
+		if err != nil {
+			c.MemFree(filler)
+			t.Fatal(err)
+		}
+		before := freeMem(t, c)
+		st, err := Upload(context.Background(), ck, plan, WithDriver(d))
+		if err != nil {
+			c.MemFree(filler)
+			t.Fatalf("pre-flight passed (%d free, %d needed) but the upload failed: %v", rep.Targets[0].Free, need, err)
+		}
+		took := before - freeMem(t, c)
+		t.Logf("free %d, DeviceNeed %d (storage bytes %d, VerifyReserve %d): the upload took %d bytes of device memory",
+			before, need, plan.Devices()[0].Bytes, VerifyReserve, took)
+		if took > need {
+			t.Errorf("the upload took %d bytes, more than DeviceNeed's %d", took, need)
+		}
+		st.Close()
+		c.MemFree(filler)
+		return
+	}
+	t.Error("pre-flight refused even with 64 MiB of slack above DeviceNeed")
+}
