@@ -4,7 +4,7 @@ FUZZTIME ?= 5s
 PYTHON   ?= /usr/bin/python3
 CLANGXX  ?= clang++
 
-.PHONY: all build demo test unit fuzz vet interop interop-torch2 fixtures bench clean kernels
+.PHONY: all build demo test unit fuzz vet interop interop-torch2 fixtures bench clean kernels gpu-bundle
 
 all: build
 
@@ -66,8 +66,24 @@ fixtures:
 
 ## kernels: rebuild kernels/xxh64c.ptx from kernels/xxh64c.cu with clang (no CUDA toolkit needed); commit the result
 kernels:
-	$(CLANGXX) -x cuda --cuda-device-only --cuda-gpu-arch=sm_70 -nocudainc -nocudalib -O3 -S \
+	$(CLANGXX) -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -O3 -S \
 	  -o kernels/xxh64c.ptx kernels/xxh64c.cu
+
+## gpu-bundle: cross-build for a linux/amd64 GPU machine without Go (CGO_ENABLED=0: the driver is
+## bound at run time through purego) the ckpt binary and the -tags gpu test binaries, into
+## bin/gpu-bundle (git-ignored; carry it to the device machine, where bench/gpu_proof.sh runs them)
+GPU_BUNDLE ?= bin/gpu-bundle
+GPU_TEST_PKGS ?= devicecopy cmd/ckpt kernels
+gpu-bundle:
+	rm -rf $(GPU_BUNDLE) && mkdir -p $(GPU_BUNDLE)
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags='-s -w' -o $(GPU_BUNDLE)/ckpt ./cmd/ckpt
+	for p in $(GPU_TEST_PKGS); do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -c -tags gpu -trimpath -ldflags='-s -w' \
+	    -o $(GPU_BUNDLE)/$$(echo $$p | tr / _).test ./$$p || exit 1; \
+	done
+	git rev-parse HEAD > $(GPU_BUNDLE)/COMMIT
+	git status --porcelain >> $(GPU_BUNDLE)/COMMIT
+	du -sh $(GPU_BUNDLE)
 
 clean:
 	rm -rf bin

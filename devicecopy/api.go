@@ -40,7 +40,8 @@ type api struct {
 	cuEventDestroy            func(e uintptr) cuResult
 	cuEventRecord             func(e, s uintptr) cuResult
 	cuEventSynchronize        func(e uintptr) cuResult
-	cuEventElapsedTime        func(ms *float32, start, end uintptr) cuResult
+	cuEventElapsedTime        func(ms *float32, start, end uintptr) cuResult // optional: timing only
+	cuDeviceGetUuidLegacy     func(uuid *[16]byte, dev int32) cuResult       // optional: tells MIG instances apart
 	cuModuleLoadData          func(m *uintptr, image unsafe.Pointer) cuResult
 	cuModuleGetFunction       func(f *uintptr, m uintptr, name *byte) cuResult
 	cuModuleUnload            func(m uintptr) cuResult
@@ -50,52 +51,56 @@ type api struct {
 }
 
 // symbols lists, for each api field, the versioned symbol names to try in
-// order (the bare names of the _v2 functions are legacy 32-bit ABIs).
+// order (the bare names of the _v2 functions are legacy 32-bit ABIs), and
+// whether the field may stay nil when the library has none of them.
 func (a *api) symbols() []struct {
-	fptr  any
-	names []string
+	fptr     any
+	names    []string
+	optional bool
 } {
 	type s = struct {
-		fptr  any
-		names []string
+		fptr     any
+		names    []string
+		optional bool
 	}
 	return []s{
-		{&a.cuInit, []string{"cuInit"}},
-		{&a.cuDriverGetVersion, []string{"cuDriverGetVersion"}},
-		{&a.cuDeviceGetCount, []string{"cuDeviceGetCount"}},
-		{&a.cuDeviceGet, []string{"cuDeviceGet"}},
-		{&a.cuDeviceGetName, []string{"cuDeviceGetName"}},
-		{&a.cuDeviceTotalMem, []string{"cuDeviceTotalMem_v2"}},
-		{&a.cuDeviceGetAttribute, []string{"cuDeviceGetAttribute"}},
-		{&a.cuDeviceGetUuid, []string{"cuDeviceGetUuid_v2", "cuDeviceGetUuid"}},
-		{&a.cuDevicePrimaryCtxRetain, []string{"cuDevicePrimaryCtxRetain"}},
-		{&a.cuDevicePrimaryCtxRelease, []string{"cuDevicePrimaryCtxRelease_v2"}},
-		{&a.cuCtxGetCurrent, []string{"cuCtxGetCurrent"}},
-		{&a.cuCtxSetCurrent, []string{"cuCtxSetCurrent"}},
-		{&a.cuCtxSynchronize, []string{"cuCtxSynchronize"}},
-		{&a.cuMemGetInfo, []string{"cuMemGetInfo_v2"}},
-		{&a.cuMemAlloc, []string{"cuMemAlloc_v2"}},
-		{&a.cuMemFree, []string{"cuMemFree_v2"}},
-		{&a.cuMemHostAlloc, []string{"cuMemHostAlloc"}},
-		{&a.cuMemFreeHost, []string{"cuMemFreeHost"}},
-		{&a.cuMemHostRegister, []string{"cuMemHostRegister_v2"}},
-		{&a.cuMemHostUnregister, []string{"cuMemHostUnregister"}},
-		{&a.cuMemcpyHtoDAsync, []string{"cuMemcpyHtoDAsync_v2"}},
-		{&a.cuMemcpyDtoH, []string{"cuMemcpyDtoH_v2"}},
-		{&a.cuMemsetD8, []string{"cuMemsetD8_v2"}},
-		{&a.cuStreamCreate, []string{"cuStreamCreate"}},
-		{&a.cuStreamDestroy, []string{"cuStreamDestroy_v2"}},
-		{&a.cuStreamSynchronize, []string{"cuStreamSynchronize"}},
-		{&a.cuEventCreate, []string{"cuEventCreate"}},
-		{&a.cuEventDestroy, []string{"cuEventDestroy_v2"}},
-		{&a.cuEventRecord, []string{"cuEventRecord"}},
-		{&a.cuEventSynchronize, []string{"cuEventSynchronize"}},
-		{&a.cuEventElapsedTime, []string{"cuEventElapsedTime"}},
-		{&a.cuModuleLoadData, []string{"cuModuleLoadData"}},
-		{&a.cuModuleGetFunction, []string{"cuModuleGetFunction"}},
-		{&a.cuModuleUnload, []string{"cuModuleUnload"}},
-		{&a.cuLaunchKernel, []string{"cuLaunchKernel"}},
-		{&a.cuGetErrorName, []string{"cuGetErrorName"}},
-		{&a.cuGetErrorString, []string{"cuGetErrorString"}},
+		{&a.cuInit, []string{"cuInit"}, false},
+		{&a.cuDriverGetVersion, []string{"cuDriverGetVersion"}, false},
+		{&a.cuDeviceGetCount, []string{"cuDeviceGetCount"}, false},
+		{&a.cuDeviceGet, []string{"cuDeviceGet"}, false},
+		{&a.cuDeviceGetName, []string{"cuDeviceGetName"}, false},
+		{&a.cuDeviceTotalMem, []string{"cuDeviceTotalMem_v2"}, false},
+		{&a.cuDeviceGetAttribute, []string{"cuDeviceGetAttribute"}, false},
+		{&a.cuDeviceGetUuid, []string{"cuDeviceGetUuid_v2", "cuDeviceGetUuid"}, false},
+		{&a.cuDevicePrimaryCtxRetain, []string{"cuDevicePrimaryCtxRetain"}, false},
+		{&a.cuDevicePrimaryCtxRelease, []string{"cuDevicePrimaryCtxRelease_v2"}, false},
+		{&a.cuCtxGetCurrent, []string{"cuCtxGetCurrent"}, false},
+		{&a.cuCtxSetCurrent, []string{"cuCtxSetCurrent"}, false},
+		{&a.cuCtxSynchronize, []string{"cuCtxSynchronize"}, false},
+		{&a.cuMemGetInfo, []string{"cuMemGetInfo_v2"}, false},
+		{&a.cuMemAlloc, []string{"cuMemAlloc_v2"}, false},
+		{&a.cuMemFree, []string{"cuMemFree_v2"}, false},
+		{&a.cuMemHostAlloc, []string{"cuMemHostAlloc"}, false},
+		{&a.cuMemFreeHost, []string{"cuMemFreeHost"}, false},
+		{&a.cuMemHostRegister, []string{"cuMemHostRegister_v2"}, false},
+		{&a.cuMemHostUnregister, []string{"cuMemHostUnregister"}, false},
+		{&a.cuMemcpyHtoDAsync, []string{"cuMemcpyHtoDAsync_v2"}, false},
+		{&a.cuMemcpyDtoH, []string{"cuMemcpyDtoH_v2"}, false},
+		{&a.cuMemsetD8, []string{"cuMemsetD8_v2"}, false},
+		{&a.cuStreamCreate, []string{"cuStreamCreate"}, false},
+		{&a.cuStreamDestroy, []string{"cuStreamDestroy_v2"}, false},
+		{&a.cuStreamSynchronize, []string{"cuStreamSynchronize"}, false},
+		{&a.cuEventCreate, []string{"cuEventCreate"}, false},
+		{&a.cuEventDestroy, []string{"cuEventDestroy_v2"}, false},
+		{&a.cuEventRecord, []string{"cuEventRecord"}, false},
+		{&a.cuEventSynchronize, []string{"cuEventSynchronize"}, false},
+		{&a.cuEventElapsedTime, []string{"cuEventElapsedTime_v2", "cuEventElapsedTime"}, true},
+		{&a.cuDeviceGetUuidLegacy, []string{"cuDeviceGetUuid"}, true},
+		{&a.cuModuleLoadData, []string{"cuModuleLoadData"}, false},
+		{&a.cuModuleGetFunction, []string{"cuModuleGetFunction"}, false},
+		{&a.cuModuleUnload, []string{"cuModuleUnload"}, false},
+		{&a.cuLaunchKernel, []string{"cuLaunchKernel"}, false},
+		{&a.cuGetErrorName, []string{"cuGetErrorName"}, false},
+		{&a.cuGetErrorString, []string{"cuGetErrorString"}, false},
 	}
 }

@@ -2,8 +2,9 @@
 // CUDA driver API (libcuda.so.1) loaded at run time with purego, so that one
 // binary, built without cgo, runs on machines with and without a GPU; the
 // translation of CUDA result codes into plain-language errors; the listing
-// of visible devices behind the Inventory interface; and the reading of
-// CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER.
+// of visible devices behind the Inventory interface (attribute queries only,
+// each device with its own error, so one failing GPU hides no other); and
+// the reading of CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER.
 //
 // Nothing is loaded until the first call to Open (never in init). On a
 // machine without the NVIDIA driver Open returns an error matching
@@ -15,7 +16,7 @@
 // previous context, so callers never manage threads or contexts themselves.
 //
 // On top of the binding: Preflight checks a remap.Plan against the devices
-// before anything is copied; LoadHost reads cpu-bound storages into host
+// it uses (and only those) before anything is copied; LoadHost reads cpu-bound storages into host
 // memory with CRC32 and xxh64c checks; Upload copies GPU-bound storages
 // through page-locked staging buffers into one arena per device and
 // verifies them on the device with the kernel of package kernels.

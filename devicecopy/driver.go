@@ -128,17 +128,31 @@ func (d *Driver) DeviceCount() (int, error) {
 
 // DeviceInfo describes one visible GPU.
 type DeviceInfo struct {
-	Ordinal           int    // index inside this process (cuda:N), after CUDA_VISIBLE_DEVICES
-	Name              string // marketing name, e.g. "NVIDIA H100 80GB HBM3"
-	UUID              string // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints it
+	Ordinal int    // index inside this process (cuda:N), after CUDA_VISIBLE_DEVICES
+	Name    string // marketing name, e.g. "NVIDIA H100 80GB HBM3"
+	// UUID is "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" as nvidia-smi
+	// prints it, or "MIG-..." for a MIG instance.
+	UUID              string
+	MIG               bool   // the device is a MIG instance of a larger GPU
 	ComputeCapability [2]int // major, minor: {9, 0} for sm_90
 	TotalMemory       uint64 // bytes
-	FreeMemory        uint64 // bytes free when listed
-	PCIBusID          string // "0000:65:00.0"
+	FreeMemory        uint64 // bytes free when measured; valid when FreeKnown
+	// FreeKnown is set once free memory was measured: Driver.Devices lists
+	// without measuring it (that needs a context on the device), see
+	// Driver.FreeMemory.
+	FreeKnown bool
+	PCIBusID  string // "0000:65:00.0"
+	// Err is why this device could not be described (the fields after
+	// Ordinal may then be empty), or nil. One failing GPU does not hide the
+	// others: Devices lists each with its own error.
+	Err error
 }
 
-// Devices lists every visible GPU in ordinal order. Reading free memory
-// retains each device's primary context for the duration of the call.
+// Devices lists every visible GPU in ordinal order, from attribute queries
+// only: no context is created, so a GPU that is busy in exclusive-process
+// mode, full, or faulted is still listed, with its own Err; free memory is
+// not measured (FreeKnown is false; see FreeMemory). The error is for the
+// whole listing: the device count could not be read, or ctx ended.
 func (d *Driver) Devices(ctx context.Context) ([]DeviceInfo, error) {
 	n, err := d.DeviceCount()
 	if err != nil {
@@ -151,7 +165,7 @@ func (d *Driver) Devices(ctx context.Context) ([]DeviceInfo, error) {
 		}
 		info, err := d.Device(i)
 		if err != nil {
-			return nil, err
+			info = DeviceInfo{Ordinal: i, Err: err}
 		}
 		out = append(out, info)
 	}
@@ -173,7 +187,8 @@ func (d *Driver) device(ordinal int) (int32, error) {
 	return dev, nil
 }
 
-// Device describes the GPU with the given ordinal.
+// Device describes the GPU with the given ordinal from attribute queries,
+// without creating a context (free memory is left unmeasured).
 func (d *Driver) Device(ordinal int) (DeviceInfo, error) {
 	dev, err := d.device(ordinal)
 	if err != nil {
@@ -190,10 +205,19 @@ func (d *Driver) Device(ordinal int) (DeviceInfo, error) {
 		return DeviceInfo{}, err
 	}
 	var uuid [16]byte
-	if err := d.check("cuDeviceGetUuid", d.api.cuDeviceGetUuid(&uuid, dev)); err != nil {
+	if err := d.check("cuDeviceGetUuid_v2", d.api.cuDeviceGetUuid(&uuid, dev)); err != nil {
 		return DeviceInfo{}, err
 	}
+	// cuDeviceGetUuid_v2 returns a MIG instance's own UUID, the legacy
+	// cuDeviceGetUuid its parent GPU's: they differ only on MIG.
+	var parent [16]byte
+	if f := d.api.cuDeviceGetUuidLegacy; f != nil && f(&parent, dev) == 0 && parent != uuid {
+		info.MIG = true
+	}
 	info.UUID = FormatUUID(uuid)
+	if info.MIG {
+		info.UUID = FormatMIGUUID(uuid)
+	}
 	var attrs [5]int32
 	for i, a := range []int32{attrCCMajor, attrCCMinor, attrPCIDomainID, attrPCIBusID, attrPCIDeviceID} {
 		if err := d.check("cuDeviceGetAttribute", d.api.cuDeviceGetAttribute(&attrs[i], a, dev)); err != nil {
@@ -202,25 +226,46 @@ func (d *Driver) Device(ordinal int) (DeviceInfo, error) {
 	}
 	info.ComputeCapability = [2]int{int(attrs[0]), int(attrs[1])}
 	info.PCIBusID = FormatPCIBusID(int(attrs[2]), int(attrs[3]), int(attrs[4]))
+	return info, nil
+}
+
+// FreeMemory measures the free memory of the GPU with the given ordinal.
+// That needs the device's primary context: it is retained for the call
+// (created if nobody holds it, which itself takes some device memory) and
+// released. It fails where a context cannot be had: a GPU busy in
+// exclusive-process mode, one too full for a context, a faulted one.
+func (d *Driver) FreeMemory(ctx context.Context, ordinal int) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	c, err := d.PrimaryContext(ordinal)
 	if err != nil {
-		return DeviceInfo{}, err
+		return 0, err
 	}
 	free, _, err := c.MemGetInfo()
 	if rerr := c.Release(); err == nil {
 		err = rerr
 	}
 	if err != nil {
-		return DeviceInfo{}, err
+		return 0, err
 	}
-	info.FreeMemory = free
-	return info, nil
+	return free, nil
 }
 
 // FormatUUID writes a device UUID the way nvidia-smi does:
 // "GPU-" and 8-4-4-4-12 lower-case hex digits.
 func FormatUUID(u [16]byte) string {
-	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+	return "GPU-" + formatUUID(u)
+}
+
+// FormatMIGUUID writes a MIG instance's UUID the way nvidia-smi does:
+// "MIG-" and 8-4-4-4-12 lower-case hex digits.
+func FormatMIGUUID(u [16]byte) string {
+	return "MIG-" + formatUUID(u)
+}
+
+func formatUUID(u [16]byte) string {
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
 // FormatPCIBusID writes a PCI address as "domain:bus:device.function" with

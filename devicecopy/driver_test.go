@@ -111,7 +111,9 @@ func TestCUDAErrorTable(t *testing.T) {
 		{101, "CUDA_ERROR_INVALID_DEVICE", ErrInvalidDevice},
 		{2, "CUDA_ERROR_OUT_OF_MEMORY", ErrOutOfMemory},
 		{3, "CUDA_ERROR_NOT_INITIALIZED", ErrNotInitialized},
-		{35, "CUDA_ERROR_INSUFFICIENT_DRIVER", ErrInsufficientDriver},
+		{36, "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER", ErrInsufficientDriver},
+		{221, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND", ErrBadKernel},
+		{223, "CUDA_ERROR_JIT_COMPILATION_DISABLED", ErrBadKernel},
 		{804, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", ErrDriverMismatch},
 		{803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", ErrDriverMismatch},
 		{222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", ErrBadKernel},
@@ -140,6 +142,33 @@ func TestCUDAErrorTable(t *testing.T) {
 	e = newCUDAError("cuX", 12345, "CUDA_ERROR_NEW", "something new")
 	if e.Name != "CUDA_ERROR_NEW" || e.Meaning != "something new" {
 		t.Errorf("driver-named code: %+v", e)
+	}
+}
+
+// cudaH13 is the CUresult enum of CUDA 13's cuda.h, for the codes ckpt's
+// table explains.
+var cudaH13 = map[string]int{
+	"CUDA_ERROR_INVALID_VALUE": 1, "CUDA_ERROR_OUT_OF_MEMORY": 2, "CUDA_ERROR_NOT_INITIALIZED": 3,
+	"CUDA_ERROR_DEINITIALIZED": 4, "CUDA_ERROR_STUB_LIBRARY": 34, "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER": 36,
+	"CUDA_ERROR_DEVICE_UNAVAILABLE": 46, "CUDA_ERROR_NO_DEVICE": 100, "CUDA_ERROR_INVALID_DEVICE": 101,
+	"CUDA_ERROR_INVALID_IMAGE": 200, "CUDA_ERROR_INVALID_CONTEXT": 201, "CUDA_ERROR_NO_BINARY_FOR_GPU": 209,
+	"CUDA_ERROR_INVALID_PTX": 218, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND": 221, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": 222,
+	"CUDA_ERROR_JIT_COMPILATION_DISABLED": 223, "CUDA_ERROR_INVALID_HANDLE": 400, "CUDA_ERROR_NOT_FOUND": 500,
+	"CUDA_ERROR_NOT_READY": 600, "CUDA_ERROR_ILLEGAL_ADDRESS": 700, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": 701,
+	"CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED": 712, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED": 713,
+	"CUDA_ERROR_LAUNCH_FAILED": 719, "CUDA_ERROR_NOT_PERMITTED": 800, "CUDA_ERROR_NOT_SUPPORTED": 801,
+	"CUDA_ERROR_SYSTEM_NOT_READY": 802, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH": 803,
+	"CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": 804, "CUDA_ERROR_UNKNOWN": 999,
+}
+
+// TestCUDAErrorTableMatchesHeader checks every entry of the table against
+// cuda.h's numbering: a name at the wrong number (35 is no driver code)
+// would explain an error the driver never returns as something else.
+func TestCUDAErrorTableMatchesHeader(t *testing.T) {
+	for code, info := range cudaCodes {
+		if want, ok := cudaH13[info.name]; !ok || want != code {
+			t.Errorf("table: %d is %s; cuda.h: %s is %d (known: %v)", code, info.name, info.name, want, ok)
+		}
 	}
 }
 

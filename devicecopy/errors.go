@@ -17,8 +17,13 @@ var (
 	// ErrInvalidDevice matches CUDA_ERROR_INVALID_DEVICE and ordinals out
 	// of range.
 	ErrInvalidDevice = errors.New("devicecopy: invalid device ordinal")
-	// ErrOutOfMemory matches CUDA_ERROR_OUT_OF_MEMORY.
+	// ErrOutOfMemory matches CUDA_ERROR_OUT_OF_MEMORY from a device
+	// allocation.
 	ErrOutOfMemory = errors.New("devicecopy: out of device memory")
+	// ErrHostMemory matches CUDA_ERROR_OUT_OF_MEMORY from page-locking host
+	// memory (cuMemHostAlloc, cuMemHostRegister): host RAM or the
+	// locked-memory limit ran out, not the GPU's memory.
+	ErrHostMemory = errors.New("devicecopy: out of page-locked host memory")
 	// ErrNotInitialized matches CUDA_ERROR_NOT_INITIALIZED.
 	ErrNotInitialized = errors.New("devicecopy: CUDA driver not initialized")
 	// ErrInsufficientDriver matches the codes that say the installed
@@ -28,8 +33,11 @@ var (
 	// CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: the user-space library and
 	// kernel module do not belong together.
 	ErrDriverMismatch = errors.New("devicecopy: CUDA library and kernel driver do not match")
-	// ErrBadKernel matches CUDA_ERROR_INVALID_PTX,
-	// CUDA_ERROR_UNSUPPORTED_PTX_VERSION and CUDA_ERROR_INVALID_IMAGE.
+	// ErrBadKernel matches the codes with which the driver refuses to load
+	// a kernel image: CUDA_ERROR_INVALID_IMAGE, CUDA_ERROR_NO_BINARY_FOR_GPU,
+	// CUDA_ERROR_INVALID_PTX, CUDA_ERROR_JIT_COMPILER_NOT_FOUND,
+	// CUDA_ERROR_UNSUPPORTED_PTX_VERSION and
+	// CUDA_ERROR_JIT_COMPILATION_DISABLED.
 	ErrBadKernel = errors.New("devicecopy: the driver rejected the kernel image")
 )
 
@@ -41,6 +49,8 @@ type CUDAError struct {
 	Op      string // the driver function that failed, e.g. "cuInit"
 	Meaning string // what it means, in plain language
 	Hint    string // what to do about it; may be empty
+
+	sentinel error // overrides the table's sentinel where the call gives the code another meaning
 }
 
 // Error returns a one-line message with the call, meaning, name, code and hint.
@@ -54,6 +64,9 @@ func (e *CUDAError) Error() string {
 
 // Is lets errors.Is match a CUDAError against the package's sentinels.
 func (e *CUDAError) Is(target error) bool {
+	if e.sentinel != nil {
+		return e.sentinel == target
+	}
 	info, ok := cudaCodes[e.Code]
 	return ok && info.sentinel != nil && info.sentinel == target
 }
@@ -63,10 +76,9 @@ type codeInfo struct {
 	sentinel            error
 }
 
-// cudaCodes explains the CUresult values a user of ckpt can meet. Names are
-// those of cuda.h (driver API); 35 is the runtime API's
-// cudaErrorInsufficientDriver, listed because tools report it for the same
-// situation.
+// cudaCodes explains the CUresult values a user of ckpt can meet. Names and
+// numbers are those of CUDA 13's cuda.h (driver API), which has no 35 (that
+// is the runtime API's cudaErrorInsufficientDriver; the driver API says 36).
 var cudaCodes = map[int]codeInfo{
 	1: {"CUDA_ERROR_INVALID_VALUE", "an argument was out of range", "this is a bug in ckpt; please report it", nil},
 	2: {"CUDA_ERROR_OUT_OF_MEMORY", "the GPU does not have enough free memory",
@@ -75,8 +87,6 @@ var cudaCodes = map[int]codeInfo{
 	4: {"CUDA_ERROR_DEINITIALIZED", "the CUDA driver is shutting down", "", nil},
 	34: {"CUDA_ERROR_STUB_LIBRARY", "the libcuda.so.1 found is the CUDA toolkit's stub, not the driver",
 		"remove the toolkit's stubs directory from LD_LIBRARY_PATH so the driver's own libcuda.so.1 is loaded", ErrNoDriver},
-	35: {"CUDA_ERROR_INSUFFICIENT_DRIVER", "the installed NVIDIA driver is older than the CUDA version required",
-		"update the NVIDIA driver", ErrInsufficientDriver},
 	36: {"CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER", "this call needs a newer NVIDIA driver", "update the NVIDIA driver", ErrInsufficientDriver},
 	46: {"CUDA_ERROR_DEVICE_UNAVAILABLE", "the GPU is busy or unavailable",
 		"the device may be in exclusive-process compute mode and used by another process (see nvidia-smi)", nil},
@@ -88,8 +98,12 @@ var cudaCodes = map[int]codeInfo{
 	201: {"CUDA_ERROR_INVALID_CONTEXT", "no valid CUDA context is current", "this is a bug in ckpt; please report it", nil},
 	209: {"CUDA_ERROR_NO_BINARY_FOR_GPU", "the kernel image has no code for this GPU", "", ErrBadKernel},
 	218: {"CUDA_ERROR_INVALID_PTX", "the driver could not compile the PTX kernel", "this is a bug in ckpt's kernels; please report it", ErrBadKernel},
+	221: {"CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "the driver's PTX JIT compiler library (libnvidia-ptxjitcompiler.so) was not found",
+		"install the NVIDIA driver's PTX JIT compiler library (in containers: the compute capability of the NVIDIA container toolkit)", ErrBadKernel},
 	222: {"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the PTX kernel needs a newer driver than the one installed",
 		"update the NVIDIA driver", ErrBadKernel},
+	223: {"CUDA_ERROR_JIT_COMPILATION_DISABLED", "PTX JIT compilation is disabled on this machine",
+		"unset CUDA_DISABLE_PTX_JIT if it is set", ErrBadKernel},
 	400: {"CUDA_ERROR_INVALID_HANDLE", "a CUDA handle (stream, event, module) was not valid", "this is a bug in ckpt; please report it", nil},
 	500: {"CUDA_ERROR_NOT_FOUND", "a named symbol (such as a kernel) was not found", "", nil},
 	600: {"CUDA_ERROR_NOT_READY", "the asynchronous work has not finished yet", "", nil},

@@ -37,21 +37,48 @@ var (
 		modules      func() int32
 		launches     func() int32
 		failAlloc    func(dev int32)
+		// Faults and modes (see the comment at the top of fakecuda.c).
+		failNth  func(kind, n, code int32)
+		failCtx  func(dev, code int32)
+		failAttr func(dev, code int32)
+		jit      func(code int32)
+		mig      func(dev, on int32)
+		setFree  func(dev int32, bytes uint64)
+		async    func(on int32)
+		pending  func() int32
 	}
 )
+
+// Kinds of fakeHook.failNth.
+const (
+	failMemAlloc     = 0
+	failMemHostAlloc = 1
+)
+
+// buildFake compiles testdata/fakecuda.c into a shared library in dir with
+// the given extra compiler arguments (such as -D macros).
+func buildFake(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		return "", err
+	}
+	lib := filepath.Join(dir, "libfakecuda.so")
+	cmd := append([]string{"-shared", "-fPIC", "-o", lib}, args...)
+	out, err := exec.Command(cc, append(cmd, "testdata/fakecuda.c")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("building fake driver: %v\n%s", err, out)
+	}
+	return lib, nil
+}
 
 func fakeDriver(t *testing.T, devices, initResult int32) (*Driver, error) {
 	t.Helper()
 	fakeOnce.Do(func() {
-		cc, err := exec.LookPath("cc")
+		lib, err := buildFake(t, t.TempDir())
 		if err != nil {
 			fakeErr = err
 			return
-		}
-		lib := filepath.Join(t.TempDir(), "libfakecuda.so")
-		out, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, "testdata/fakecuda.c").CombinedOutput()
-		if err != nil {
-			t.Fatalf("building fake driver: %v\n%s", err, out)
 		}
 		if fakeAPI, fakeErr = loadLibrary(lib); fakeErr != nil {
 			return
@@ -72,6 +99,14 @@ func fakeDriver(t *testing.T, devices, initResult int32) (*Driver, error) {
 		purego.RegisterLibFunc(&fakeHook.modules, h, "fake_modules")
 		purego.RegisterLibFunc(&fakeHook.launches, h, "fake_launches")
 		purego.RegisterLibFunc(&fakeHook.failAlloc, h, "fake_fail_alloc")
+		purego.RegisterLibFunc(&fakeHook.failNth, h, "fake_fail_nth")
+		purego.RegisterLibFunc(&fakeHook.failCtx, h, "fake_fail_ctx")
+		purego.RegisterLibFunc(&fakeHook.failAttr, h, "fake_fail_attr")
+		purego.RegisterLibFunc(&fakeHook.jit, h, "fake_jit")
+		purego.RegisterLibFunc(&fakeHook.mig, h, "fake_mig")
+		purego.RegisterLibFunc(&fakeHook.setFree, h, "fake_set_free")
+		purego.RegisterLibFunc(&fakeHook.async, h, "fake_async")
+		purego.RegisterLibFunc(&fakeHook.pending, h, "fake_pending")
 	})
 	if fakeErr != nil {
 		if os.Getenv("CKPT_REQUIRE_CC") == "1" {
@@ -97,8 +132,10 @@ func TestFakeDevices(t *testing.T) {
 	}
 	const gib = 1 << 30
 	want := []DeviceInfo{
-		{0, "Fake GPU 0", "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f", [2]int{9, 0}, 80 * gib, 79 * gib, "0000:65:1f.0"},
-		{1, "Fake GPU 1", "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f", [2]int{9, 1}, 80 * gib, 78 * gib, "0010:66:1f.0"},
+		{Ordinal: 0, Name: "Fake GPU 0", UUID: "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f", ComputeCapability: [2]int{9, 0},
+			TotalMemory: 80 * gib, PCIBusID: "0000:65:1f.0"},
+		{Ordinal: 1, Name: "Fake GPU 1", UUID: "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f", ComputeCapability: [2]int{9, 1},
+			TotalMemory: 80 * gib, PCIBusID: "0010:66:1f.0"},
 	}
 	if len(devs) != len(want) {
 		t.Fatalf("got %d devices", len(devs))
@@ -109,6 +146,13 @@ func TestFakeDevices(t *testing.T) {
 		}
 		if r := fakeHook.refs(int32(i)); r != 0 {
 			t.Errorf("device %d: primary context left retained %d times", i, r)
+		}
+		free, err := d.FreeMemory(context.Background(), i)
+		if want := uint64(79-i) * gib; err != nil || free != want {
+			t.Errorf("FreeMemory(%d) = %d, %v; want %d", i, free, err, want)
+		}
+		if r := fakeHook.refs(int32(i)); r != 0 {
+			t.Errorf("device %d: FreeMemory left the context retained %d times", i, r)
 		}
 	}
 	if _, err := d.Device(2); !errors.Is(err, ErrInvalidDevice) {
@@ -215,7 +259,7 @@ func TestFakeMemoryAndLaunch(t *testing.T) {
 	must(c.SynchronizeEvent(start))
 	ms, err := c.ElapsedMillis(start, start)
 	must(err)
-	if ms != 1.5 {
+	if ms != 2.5 { // cuEventElapsedTime_v2, preferred over the legacy name
 		t.Errorf("ElapsedMillis = %v", ms)
 	}
 	back := make([]byte, n)

@@ -7,9 +7,18 @@ import (
 )
 
 // Inventory lists the GPUs this process can use. The load pre-flight
-// depends on this interface so that tests can fake the hardware.
+// depends on this interface so that tests can fake the hardware. Devices
+// reports a device it cannot describe in that DeviceInfo's Err, and
+// returns an error only when it cannot list at all.
 type Inventory interface {
 	Devices(ctx context.Context) ([]DeviceInfo, error)
+}
+
+// FreeMemoryReader is an Inventory that can measure a device's free memory
+// on demand (a Driver, System). Pre-flight asks it only for the devices a
+// plan uses, and only where Devices left FreeKnown unset.
+type FreeMemoryReader interface {
+	FreeMemory(ctx context.Context, ordinal int) (uint64, error)
 }
 
 // DriverInfo describes the installed driver.
@@ -20,24 +29,55 @@ type DriverInfo struct {
 
 // System is the Inventory backed by the installed CUDA driver. Its zero
 // value is ready to use; nothing is loaded until a method is called.
-type System struct{}
+type System struct {
+	// Library is the CUDA driver library to load instead of libcuda.so.1
+	// (a path, as with OpenLibrary); empty for the system's driver.
+	Library string
+}
 
-// Devices opens the driver and lists the visible GPUs. Without a driver the
-// error matches ErrNoDriver; with a driver but no visible GPU, ErrNoDevice.
-func (System) Devices(ctx context.Context) ([]DeviceInfo, error) {
-	d, err := Open()
+// open loads the library and initialises the driver.
+func (s System) open() (*Driver, error) {
+	if s.Library != "" {
+		return OpenLibrary(s.Library)
+	}
+	return Open()
+}
+
+// load loads the library without initialising the driver.
+func (s System) load() (*api, error) {
+	if s.Library != "" {
+		return loadLibrary(s.Library)
+	}
+	return loadDriver()
+}
+
+// Devices opens the driver and lists the visible GPUs (see
+// Driver.Devices). Without a driver the error matches ErrNoDriver; with a
+// driver but no visible GPU, ErrNoDevice.
+func (s System) Devices(ctx context.Context) ([]DeviceInfo, error) {
+	d, err := s.open()
 	if err != nil {
 		return nil, err
 	}
 	return d.Devices(ctx)
 }
 
+// FreeMemory opens the driver and measures a device's free memory (see
+// Driver.FreeMemory).
+func (s System) FreeMemory(ctx context.Context, ordinal int) (uint64, error) {
+	d, err := s.open()
+	if err != nil {
+		return 0, err
+	}
+	return d.FreeMemory(ctx, ordinal)
+}
+
 // Driver opens the driver and describes it. A driver that loads but whose
 // cuInit fails (no GPU visible, mismatched kernel module) still reports
 // what it can, with the error.
-func (System) Driver(ctx context.Context) (DriverInfo, error) {
+func (s System) Driver(ctx context.Context) (DriverInfo, error) {
 	info := DriverInfo{Release: KernelModuleRelease()}
-	a, err := loadDriver()
+	a, err := s.load()
 	if err != nil {
 		return info, err
 	}

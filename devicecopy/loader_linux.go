@@ -18,7 +18,8 @@ func loadDriver() (*api, error) {
 	return loadedAPI, loadErr
 }
 
-// loadLibrary opens the library at name and binds every symbol of api. The
+// loadLibrary opens the library at name and binds every symbol of api
+// (optional ones only where the library has them). The
 // handle is never closed: the driver stays loaded for the process's life,
 // as CUDA requires.
 func loadLibrary(name string) (*api, error) {
@@ -33,6 +34,9 @@ func loadLibrary(name string) (*api, error) {
 			if addr, err = purego.Dlsym(h, n); err == nil {
 				break
 			}
+		}
+		if addr == 0 && s.optional {
+			continue
 		}
 		if addr == 0 {
 			purego.Dlclose(h)

@@ -1,7 +1,9 @@
 package devicecopy
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
 	"unsafe"
 )
 
@@ -71,7 +73,7 @@ func (c *Context) MemHostAlloc(n int, flags uint32) ([]byte, error) {
 	var p unsafe.Pointer
 	err := c.do("cuMemHostAlloc", func() cuResult { return c.d.api.cuMemHostAlloc(&p, uint64(n), flags) })
 	if err != nil {
-		return nil, err
+		return nil, hostMemoryError(err)
 	}
 	return unsafe.Slice((*byte)(p), n), nil
 }
@@ -90,9 +92,22 @@ func (c *Context) MemHostRegister(b []byte, flags uint32) error {
 	if len(b) == 0 {
 		return nil
 	}
-	return c.do("cuMemHostRegister_v2", func() cuResult {
+	return hostMemoryError(c.do("cuMemHostRegister_v2", func() cuResult {
 		return c.d.api.cuMemHostRegister(unsafe.Pointer(&b[0]), uint64(len(b)), flags)
-	})
+	}))
+}
+
+// hostMemoryError rewrites CUDA_ERROR_OUT_OF_MEMORY from a host page-lock
+// call: it is host memory that ran out, not the GPU's.
+func hostMemoryError(err error) error {
+	var ce *CUDAError
+	if errors.As(err, &ce) && ce.Code == 2 {
+		ce.Meaning = "the host could not page-lock (pin) that much memory"
+		ce.Hint = "page-locked host memory is limited by free RAM and by the locked-memory limit (ulimit -l, RLIMIT_MEMLOCK; " +
+			"containers often set it low): free host memory, raise the limit, or use fewer or smaller staging buffers"
+		ce.sentinel = ErrHostMemory
+	}
+	return err
 }
 
 // MemHostUnregister undoes MemHostRegister.
@@ -164,8 +179,16 @@ func (c *Context) SynchronizeEvent(e Event) error {
 	return c.do("cuEventSynchronize", func() cuResult { return c.d.api.cuEventSynchronize(uintptr(e)) })
 }
 
-// ElapsedMillis returns the time between two recorded events in ms.
+// ElapsedMillis returns the time between two recorded events in ms. It is
+// for measurements only; with a driver that lacks cuEventElapsedTime(_v2)
+// it returns a *LoadError matching ErrDriverTooOld.
 func (c *Context) ElapsedMillis(start, end Event) (float32, error) {
+	if err := c.usable("ElapsedMillis"); err != nil {
+		return 0, err
+	}
+	if c.d.api.cuEventElapsedTime == nil {
+		return 0, &LoadError{Library: driverLibraryName, Symbol: "cuEventElapsedTime_v2", Err: ErrDriverTooOld}
+	}
 	var ms float32
 	err := c.do("cuEventElapsedTime", func() cuResult { return c.d.api.cuEventElapsedTime(&ms, uintptr(start), uintptr(end)) })
 	return ms, err
@@ -196,10 +219,19 @@ func (c *Context) Function(m Module, name string) (Function, error) {
 // Launch queues kernel f on s with the given grid and block sizes and
 // dynamic shared memory. args holds one pointer per kernel parameter, each
 // to a value of that parameter's exact C type; the driver copies the values
-// during the call.
+// during the call. The array of pointers and the values are Go memory
+// handed to C: they are pinned (runtime.Pinner) for the call, so the
+// garbage collector neither moves nor frees them while the driver reads
+// them.
 func (c *Context) Launch(f Function, grid, block [3]uint32, sharedMem uint32, s Stream, args ...unsafe.Pointer) error {
 	var params unsafe.Pointer
+	var pin runtime.Pinner
+	defer pin.Unpin()
 	if len(args) > 0 {
+		for _, a := range args {
+			pin.Pin(a)
+		}
+		pin.Pin(&args[0])
 		params = unsafe.Pointer(&args[0])
 	}
 	return c.do("cuLaunchKernel", func() cuResult {

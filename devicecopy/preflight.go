@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/remap"
 )
 
@@ -31,7 +33,36 @@ var (
 	// ErrPreflightUnsupported: a target is of a device type ckpt cannot
 	// load to (only cpu and cuda are supported). See *UnsupportedError.
 	ErrPreflightUnsupported = errors.New("devicecopy: pre-flight: unsupported target device")
+	// ErrPreflightDevice: a target GPU exists but cannot be used (busy in
+	// exclusive-process mode, no memory left for a context, faulted). See
+	// *DeviceError.
+	ErrPreflightDevice = errors.New("devicecopy: pre-flight: target device cannot be used")
 )
+
+// VerifyReserve is the device memory pre-flight keeps free on each target
+// GPU beyond the arena: the checksum module, the two streams and the
+// rounding of the arena allocation to the driver's 2 MiB pages.
+const VerifyReserve = 8 << 20
+
+// DeviceNeed returns an upper bound of the device memory an upload of u
+// (one entry of remap.Plan.Devices) takes on its GPU: the arena (each
+// storage at a 256-byte aligned offset, then 8 bytes of checksum per
+// 64 KiB chunk of each storage) plus VerifyReserve. It saturates at the
+// largest int64.
+func DeviceNeed(u remap.DeviceUse) int64 {
+	const most = math.MaxInt64
+	if u.Bytes < 0 || u.Storages < 0 {
+		return most
+	}
+	storages := uint64(u.Storages)
+	padding := storages * (arenaAlign - 1)
+	chunks := uint64(u.Bytes)/digest.ChunkSize + storages
+	total := uint64(u.Bytes) + padding + chunks*8 + 2*arenaAlign + VerifyReserve
+	if storages > maxArena || total > maxArena || total < uint64(u.Bytes) {
+		return most
+	}
+	return int64(total)
+}
 
 // PreflightReport is what a successful pre-flight found: per target
 // device, what it must receive and what it has.
@@ -44,7 +75,11 @@ type PreflightReport struct {
 // TargetCheck is one target device of a plan with its memory.
 type TargetCheck struct {
 	Device remap.Device
-	Needed int64  // bytes the plan puts there (each storage once)
+	// Needed is the memory the target must have free: the bytes the plan
+	// puts there (each storage once) for the cpu; for a GPU, DeviceNeed:
+	// those bytes plus alignment, checksums and VerifyReserve.
+	Needed int64
+	Data   int64  // bytes the plan puts there (each storage once)
 	Free   uint64 // free bytes: device memory, or MemAvailable for the cpu
 	Known  bool   // Free is known (false for the cpu where /proc/meminfo is unreadable)
 	Name   string // the GPU's name; "" for the cpu
@@ -164,18 +199,54 @@ func (e *UnsupportedError) Error() string {
 // Unwrap returns ErrPreflight and ErrPreflightUnsupported.
 func (e *UnsupportedError) Unwrap() []error { return []error{ErrPreflight, ErrPreflightUnsupported} }
 
+// DeviceError reports target GPUs that exist but could not be described or
+// measured. Only the plan's targets are judged: a failing GPU the plan does
+// not use is no error. It matches ErrPreflight, ErrPreflightDevice and each
+// device's error.
+type DeviceError struct {
+	Failed []DeviceInfo // the failing targets, ascending, each with its Err
+}
+
+// Error names each failing device and why.
+func (e *DeviceError) Error() string {
+	parts := make([]string, len(e.Failed))
+	for i, d := range e.Failed {
+		name := fmt.Sprintf("cuda:%d", d.Ordinal)
+		if d.Name != "" {
+			name += " (" + d.Name + ")"
+		}
+		parts[i] = fmt.Sprintf("%s: %v", name, d.Err)
+	}
+	return "devicecopy: pre-flight: a target GPU cannot be used: " + strings.Join(parts, "; ") +
+		"; run `ckpt devices` to see every GPU, or send the tensors elsewhere with the map location"
+}
+
+// Unwrap returns ErrPreflight, ErrPreflightDevice and the devices' errors.
+func (e *DeviceError) Unwrap() []error {
+	errs := []error{ErrPreflight, ErrPreflightDevice}
+	for _, d := range e.Failed {
+		errs = append(errs, d.Err)
+	}
+	return errs
+}
+
 // Preflight checks, before any byte is read, that plan can be carried out
 // here: every target is cpu or a GPU this process sees (inv lists them;
-// env says how CUDA_VISIBLE_DEVICES shaped that list), and every target
-// has at least as much free memory as the plan puts there. The inventory
-// is asked only when a target is a GPU.
+// env says how CUDA_VISIBLE_DEVICES shaped that list), each target GPU
+// works, and every target has as much free memory as the plan needs there
+// (TargetCheck.Needed). The inventory is asked only when a target is a
+// GPU, and only the target GPUs are judged: another GPU that is busy or
+// broken does not matter.
 //
 // The checks come in this order, and the first that fails is returned:
 // unsupported device types (*UnsupportedError), CUDA unusable
-// (*NoCUDAError), missing GPUs (*MissingDeviceError), memory
-// (*MemoryError). Free GPU memory is as the inventory measured it; the
-// cpu's is MemAvailable of /proc/meminfo, and is not checked where that
-// cannot be read. Errors from ctx are returned as they are.
+// (*NoCUDAError), missing GPUs (*MissingDeviceError), target GPUs that
+// fail (*DeviceError), memory (*MemoryError). Free GPU memory is as the
+// inventory listed it or, where it did not, as inv measures it when it is a
+// FreeMemoryReader (which needs a context on the target only); it is not
+// checked where neither is known. The cpu's is MemAvailable of
+// /proc/meminfo, not checked where that cannot be read. Errors from ctx are
+// returned as they are.
 func Preflight(ctx context.Context, plan *remap.Plan, inv Inventory, env Env) (*PreflightReport, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -190,7 +261,11 @@ func Preflight(ctx context.Context, plan *remap.Plan, inv Inventory, env Env) (*
 		default:
 			unsupported = append(unsupported, u.Device)
 		}
-		rep.Targets = append(rep.Targets, TargetCheck{Device: u.Device, Needed: u.Bytes})
+		t := TargetCheck{Device: u.Device, Needed: u.Bytes, Data: u.Bytes}
+		if u.Device.Type == "cuda" {
+			t.Needed = DeviceNeed(u)
+		}
+		rep.Targets = append(rep.Targets, t)
 	}
 	if len(unsupported) > 0 {
 		return nil, &UnsupportedError{Devices: unsupported}
@@ -214,6 +289,9 @@ func Preflight(ctx context.Context, plan *remap.Plan, inv Inventory, env Env) (*
 		if err := missing(plan, gpus, byOrdinal, env, nil); err != nil {
 			return nil, err
 		}
+		if err := judgeTargets(ctx, gpus, inv, rep.Devices, byOrdinal); err != nil {
+			return nil, err
+		}
 	}
 	host, hostKnown := hostAvailable()
 	var short []TargetCheck
@@ -223,7 +301,7 @@ func Preflight(ctx context.Context, plan *remap.Plan, inv Inventory, env Env) (*
 			t.Free, t.Known = host, hostKnown
 		} else {
 			d := byOrdinal[t.Device.Index]
-			t.Free, t.Known, t.Name = d.FreeMemory, true, d.Name
+			t.Free, t.Known, t.Name = d.FreeMemory, d.FreeKnown, d.Name
 		}
 		if t.Known && uint64(t.Needed) > t.Free {
 			short = append(short, *t)
@@ -233,6 +311,47 @@ func Preflight(ctx context.Context, plan *remap.Plan, inv Inventory, env Env) (*
 		return nil, &MemoryError{Short: short}
 	}
 	return rep, nil
+}
+
+// judgeTargets measures the free memory of the target GPUs where the
+// listing did not (updating devs and byOrdinal) and returns a *DeviceError
+// for the targets that failed either.
+func judgeTargets(ctx context.Context, gpus []remap.Device, inv Inventory, devs []DeviceInfo, byOrdinal map[int]DeviceInfo) error {
+	reader, _ := inv.(FreeMemoryReader)
+	var failed []DeviceInfo
+	done := map[int]bool{}
+	for _, g := range gpus {
+		if done[g.Index] {
+			continue
+		}
+		done[g.Index] = true
+		d := byOrdinal[g.Index]
+		if d.Err == nil && !d.FreeKnown && reader != nil {
+			free, err := reader.FreeMemory(ctx, g.Index)
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return ctxErr
+			}
+			if err != nil {
+				d.Err = err
+			} else {
+				d.FreeMemory, d.FreeKnown = free, true
+			}
+			byOrdinal[g.Index] = d
+			for i := range devs {
+				if devs[i].Ordinal == g.Index {
+					devs[i] = d
+				}
+			}
+		}
+		if d.Err != nil {
+			failed = append(failed, d)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	sort.Slice(failed, func(i, j int) bool { return failed[i].Ordinal < failed[j].Ordinal })
+	return &DeviceError{Failed: failed}
 }
 
 // missing returns a *MissingDeviceError when a GPU target has no visible

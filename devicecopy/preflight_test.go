@@ -29,7 +29,7 @@ func (f fakeInventory) Devices(context.Context) ([]devicecopy.DeviceInfo, error)
 }
 
 func gpu(ordinal int, name string, free uint64) devicecopy.DeviceInfo {
-	return devicecopy.DeviceInfo{Ordinal: ordinal, Name: name, TotalMemory: free + 1<<30, FreeMemory: free}
+	return devicecopy.DeviceInfo{Ordinal: ordinal, Name: name, TotalMemory: free + 1<<30, FreeMemory: free, FreeKnown: true}
 }
 
 func envOf(m map[string]string) devicecopy.Env {
@@ -179,34 +179,99 @@ func TestPreflightSuggestKeepsPlacement(t *testing.T) {
 }
 
 func TestPreflightMemory(t *testing.T) {
-	inv := fakeInventory{devs: []devicecopy.DeviceInfo{gpu(0, "NVIDIA H100 80GB HBM3", 999), gpu(1, "NVIDIA H200", 300)}}
+	// A GPU needs more than the storage bytes: alignment, checksums and
+	// the kernel's reserve (DeviceNeed).
+	need0 := devicecopy.DeviceNeed(remap.DeviceUse{Device: dev("cuda:0"), Bytes: 1000, Tensors: 1, Storages: 1})
+	need1 := devicecopy.DeviceNeed(remap.DeviceUse{Device: dev("cuda:1"), Bytes: 300, Tensors: 1, Storages: 1})
+	if need0 < 1000+256+8+devicecopy.VerifyReserve || need1 < 300+256+8+devicecopy.VerifyReserve {
+		t.Fatalf("DeviceNeed: %d and %d", need0, need1)
+	}
+	inv := fakeInventory{devs: []devicecopy.DeviceInfo{gpu(0, "NVIDIA H100 80GB HBM3", uint64(need0-1)), gpu(1, "NVIDIA H200", uint64(need1))}}
 	plan := mustPlan(t, taggedTensors(), "")
 	_, err := devicecopy.Preflight(context.Background(), plan, inv, envOf(nil))
 	var me *devicecopy.MemoryError
 	if !errors.As(err, &me) || !errors.Is(err, devicecopy.ErrPreflight) || !errors.Is(err, devicecopy.ErrPreflightMemory) {
 		t.Fatalf("got %v", err)
 	}
-	want := []devicecopy.TargetCheck{{Device: dev("cuda:0"), Needed: 1000, Free: 999, Known: true, Name: "NVIDIA H100 80GB HBM3"}}
+	want := []devicecopy.TargetCheck{{Device: dev("cuda:0"), Needed: need0, Data: 1000, Free: uint64(need0 - 1), Known: true, Name: "NVIDIA H100 80GB HBM3"}}
 	if !reflect.DeepEqual(me.Short, want) {
 		t.Errorf("short %+v, want %+v", me.Short, want)
 	}
-	msg := "devicecopy: pre-flight: not enough free memory: cuda:0 (NVIDIA H100 80GB HBM3) needs 1000 bytes (0.00 GiB) but has 999 bytes (0.00 GiB) free; free memory there, or send some tensors elsewhere with the map location"
+	msg := fmt.Sprintf("devicecopy: pre-flight: not enough free memory: cuda:0 (NVIDIA H100 80GB HBM3) needs %d bytes (0.01 GiB) but has %d bytes (0.01 GiB) free; free memory there, or send some tensors elsewhere with the map location", need0, need0-1)
 	if err.Error() != msg {
 		t.Errorf("message\n got %s\nwant %s", err, msg)
 	}
-	// Exactly enough is enough (cuda:1 needs 300 and has 300).
-	inv.devs[0].FreeMemory = 1000
+	// Exactly enough is enough.
+	inv.devs[0].FreeMemory = uint64(need0)
 	rep, err := devicecopy.Preflight(context.Background(), plan, inv, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Targets) != 3 || rep.Targets[1] != (devicecopy.TargetCheck{Device: dev("cuda:0"), Needed: 1000, Free: 1000, Known: true, Name: "NVIDIA H100 80GB HBM3"}) ||
-		rep.Targets[2] != (devicecopy.TargetCheck{Device: dev("cuda:1"), Needed: 300, Free: 300, Known: true, Name: "NVIDIA H200"}) ||
+	if len(rep.Targets) != 3 || rep.Targets[1] != (devicecopy.TargetCheck{Device: dev("cuda:0"), Needed: need0, Data: 1000, Free: uint64(need0), Known: true, Name: "NVIDIA H100 80GB HBM3"}) ||
+		rep.Targets[2] != (devicecopy.TargetCheck{Device: dev("cuda:1"), Needed: need1, Data: 300, Free: uint64(need1), Known: true, Name: "NVIDIA H200"}) ||
 		rep.Targets[0].Device != dev("cpu") || rep.Targets[0].Needed != 4 {
 		t.Errorf("targets %+v", rep.Targets)
 	}
 	if len(rep.Devices) != 2 {
 		t.Errorf("devices %+v", rep.Devices)
+	}
+}
+
+// readerInventory is a fakeInventory that measures free memory on demand,
+// as Driver does, and records which devices it was asked about.
+type readerInventory struct {
+	fakeInventory
+	free  map[int]uint64
+	errs  map[int]error
+	asked *[]int
+}
+
+func (r readerInventory) FreeMemory(_ context.Context, ordinal int) (uint64, error) {
+	*r.asked = append(*r.asked, ordinal)
+	return r.free[ordinal], r.errs[ordinal]
+}
+
+// TestPreflightJudgesOnlyTargets: a GPU the plan does not use may be broken
+// or busy; a target that is gets a *DeviceError naming it; free memory is
+// measured only on targets.
+func TestPreflightJudgesOnlyTargets(t *testing.T) {
+	busy := fmt.Errorf("cuDevicePrimaryCtxRetain failed: the GPU is busy")
+	faulted := errors.New("cuDeviceGetName failed: unknown")
+	var asked []int
+	inv := readerInventory{
+		fakeInventory: fakeInventory{devs: []devicecopy.DeviceInfo{
+			{Ordinal: 0, Name: "GPU A", TotalMemory: 80 << 30},
+			{Ordinal: 1, Name: "GPU B", TotalMemory: 80 << 30},
+			{Ordinal: 2, Err: faulted},
+		}},
+		free:  map[int]uint64{0: 70 << 30, 1: 70 << 30},
+		errs:  map[int]error{1: busy},
+		asked: &asked,
+	}
+	rep, err := devicecopy.Preflight(context.Background(), mustPlan(t, taggedTensors(), "cuda:0"), inv, envOf(nil))
+	if err != nil {
+		t.Fatalf("plan on the working GPU: %v", err)
+	}
+	if !reflect.DeepEqual(asked, []int{0}) || rep.Targets[0].Free != 70<<30 || !rep.Targets[0].Known || !rep.Devices[0].FreeKnown {
+		t.Errorf("asked %v, targets %+v", asked, rep.Targets)
+	}
+	for _, c := range []struct {
+		rules string
+		want  []int
+		cause error
+	}{{"cuda:1", []int{1}, busy}, {"cuda:0=cuda:2,cuda:1=cuda:0,cpu=cuda:1", []int{1, 2}, faulted}} {
+		_, err = devicecopy.Preflight(context.Background(), mustPlan(t, taggedTensors(), c.rules), inv, envOf(nil))
+		var de *devicecopy.DeviceError
+		if !errors.As(err, &de) || !errors.Is(err, devicecopy.ErrPreflight) || !errors.Is(err, devicecopy.ErrPreflightDevice) || !errors.Is(err, c.cause) {
+			t.Fatalf("%s: got %v", c.rules, err)
+		}
+		var got []int
+		for _, d := range de.Failed {
+			got = append(got, d.Ordinal)
+		}
+		if !reflect.DeepEqual(got, c.want) || !strings.Contains(err.Error(), "cuda:1 (GPU B): cuDevicePrimaryCtxRetain failed: the GPU is busy") {
+			t.Errorf("%s: failed %v: %v", c.rules, got, err)
+		}
 	}
 }
 

@@ -407,21 +407,26 @@ type uploader struct {
 // run allocates, streams every storage and verifies. On error the caller
 // frees st's arenas; run frees the staging buffers itself.
 func (u *uploader) run(ctx context.Context, d *Driver, start time.Time) (err error) {
-	if err := u.allocate(d); err != nil {
-		return err
-	}
+	// Registered before allocating: the staging buffers allocated before a
+	// failing one are freed too.
 	defer func() {
 		// Hashing jobs read the staging buffers: wait for them first.
 		u.jobs.Wait()
 		for _, a := range u.st.Arenas {
-			a.ctx.SynchronizeStream(a.copyStream)
+			if a.ctx != nil && a.copyStream != 0 {
+				a.ctx.SynchronizeStream(a.copyStream)
+			}
 		}
 		for _, b := range u.staging {
 			if ferr := u.owner.MemFreeHost(b); err == nil {
 				err = ferr
 			}
 		}
+		u.staging = nil
 	}()
+	if err := u.allocate(d); err != nil {
+		return err
+	}
 	verifyQ := map[*Arena]chan verifyItem{}
 	var vwg sync.WaitGroup
 	if u.cfg.verify {
@@ -525,16 +530,47 @@ func (u *uploader) allocate(d *Driver) error {
 	return nil
 }
 
-// loadKernel loads the checksum PTX into the arena's context.
+// loadKernel loads the checksum PTX into the arena's context. A driver
+// that refuses it (no PTX JIT, JIT disabled, PTX too new) makes a
+// *VerifyUnavailableError.
 func (a *Arena) loadKernel() error {
 	m, err := a.ctx.LoadModule(kernels.XXH64CPTX)
 	if err != nil {
+		if errors.Is(err, ErrBadKernel) {
+			return &VerifyUnavailableError{Device: a.Device, Err: err}
+		}
 		return err
 	}
 	a.module = m
 	a.kernel, err = a.ctx.Function(m, kernels.XXH64CChunks)
 	return err
 }
+
+// ErrVerifyUnavailable reports that the on-device checksum kernel cannot
+// run on this machine. See *VerifyUnavailableError.
+var ErrVerifyUnavailable = errors.New("devicecopy: on-device verification cannot run on this machine")
+
+// VerifyUnavailableError reports that the driver would not load the
+// checksum kernel (package kernels ships it as PTX, which the driver's JIT
+// compiles): the JIT compiler is missing or disabled, or the PTX is newer
+// than the driver. The upload itself does not need the kernel: WithoutVerify
+// (ckpt load --no-verify) uploads without loading it, still checking the
+// host digests and zip CRC32s. It matches ErrVerifyUnavailable and the
+// driver's error (ErrBadKernel, a *CUDAError).
+type VerifyUnavailableError struct {
+	Device remap.Device // the GPU that refused the kernel
+	Err    error        // the driver's error
+}
+
+// Error says what failed, why, and how to upload anyway.
+func (e *VerifyUnavailableError) Error() string {
+	return fmt.Sprintf("devicecopy: on-device verification cannot run on %s on this machine: the driver would not load the checksum kernel: %v; "+
+		"to upload without on-device verification use ckpt load --no-verify (WithoutVerify): "+
+		"the bytes read are still checked against the file's CRC32s and saved digests", e.Device, e.Err)
+}
+
+// Unwrap returns ErrVerifyUnavailable and the driver's error.
+func (e *VerifyUnavailableError) Unwrap() []error { return []error{ErrVerifyUnavailable, e.Err} }
 
 // stream reads every storage through the staging buffers and queues the
 // copies; a storage whose copies are queued goes to its arena's verify

@@ -7,7 +7,9 @@ package devicecopy
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -98,6 +100,11 @@ func TestGPUCorruption(t *testing.T) {
 	if err := c.MemsetD8(dt.Ptr+DevicePtr(off), b[0]^1, 1); err != nil {
 		t.Fatal(err)
 	}
+	// cuMemsetD8 runs on the legacy NULL stream, which does not order with
+	// the non-blocking verify stream: wait for it before verifying.
+	if err := c.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
 	err = st.Verify(context.Background())
 	var ve *VerifyError
 	if !errors.As(err, &ve) || len(ve.Mismatches) != 1 || !slices.Equal(ve.Mismatches[0].Chunks, []int64{5}) ||
@@ -106,6 +113,9 @@ func TestGPUCorruption(t *testing.T) {
 	}
 	t.Log(err)
 	if err := c.MemsetD8(dt.Ptr+DevicePtr(off), b[0], 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Verify(context.Background()); err != nil {
@@ -144,4 +154,107 @@ func TestGPUFailureReleases(t *testing.T) {
 		t.Errorf("CRC failure: free memory %d before, %d after", before, after)
 	}
 
+}
+
+// BenchmarkGPUPinnedHtoD measures the physical limit an upload is judged
+// against: cuMemcpyHtoDAsync from page-locked memory (cuMemHostAlloc) to
+// device 0, in copies of the staging buffer size (16 MiB) and of 256 MiB,
+// queued back to back on one stream. bench/gpu_proof.sh runs it.
+func BenchmarkGPUPinnedHtoD(b *testing.B) {
+	d, err := Open()
+	if err != nil {
+		b.Fatalf("the gpu tag needs a working CUDA driver: %v", err)
+	}
+	c, err := d.PrimaryContext(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Release()
+	for _, n := range []int{16 << 20, 256 << 20} {
+		b.Run(fmt.Sprintf("%dMiB", n>>20), func(b *testing.B) {
+			host, err := c.MemHostAlloc(n, HostAllocPortable)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.MemFreeHost(host)
+			rng := rand.New(rand.NewPCG(1, 2)) // not zeros: real data
+			for i := 0; i+8 <= n; i += 8 {
+				binary.LittleEndian.PutUint64(host[i:], rng.Uint64())
+			}
+			dev, err := c.MemAlloc(uint64(n))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.MemFree(dev)
+			s, err := c.NewStream(StreamNonBlocking)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.DestroyStream(s)
+			if err := c.MemcpyHtoDAsync(dev, host, s); err != nil { // warm-up
+				b.Fatal(err)
+			}
+			if err := c.SynchronizeStream(s); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(n))
+			b.ResetTimer()
+			for range b.N {
+				if err := c.MemcpyHtoDAsync(dev, host, s); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := c.SynchronizeStream(s); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+		})
+	}
+}
+
+// TestGPUPreflightExactFit fills device 0 until about DeviceNeed bytes are
+// free: when pre-flight passes, the upload must not fail in cuMemAlloc or
+// cuModuleLoadData. It logs what the upload really took, against which
+// VerifyReserve is judged.
+func TestGPUPreflightExactFit(t *testing.T) {
+	d := gpuDriver(t)
+	c := holdContext(t, d)
+	ck := openCk(t, bigModel(t))
+	plan := planFor(t, ck, remap.To(cuda0))
+	need := uint64(DeviceNeed(plan.Devices()[0]))
+	for slack := uint64(0); slack <= 64<<20; slack += 2 << 20 {
+		free := freeMem(t, c)
+		if free < need+slack {
+			t.Skipf("only %d bytes free", free)
+		}
+		filler, err := c.MemAlloc(free - need - slack)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Preflight(context.Background(), plan, d, Env{})
+		if errors.Is(err, ErrPreflightMemory) {
+			c.MemFree(filler) // allocation rounding left less than asked: leave more room
+			continue
+		}
+		if err != nil {
+			c.MemFree(filler)
+			t.Fatal(err)
+		}
+		before := freeMem(t, c)
+		st, err := Upload(context.Background(), ck, plan, WithDriver(d))
+		if err != nil {
+			c.MemFree(filler)
+			t.Fatalf("pre-flight passed (%d free, %d needed) but the upload failed: %v", rep.Targets[0].Free, need, err)
+		}
+		took := before - freeMem(t, c)
+		t.Logf("free %d, DeviceNeed %d (storage bytes %d, VerifyReserve %d): the upload took %d bytes of device memory",
+			before, need, plan.Devices()[0].Bytes, VerifyReserve, took)
+		if took > need {
+			t.Errorf("the upload took %d bytes, more than DeviceNeed's %d", took, need)
+		}
+		st.Close()
+		c.MemFree(filler)
+		return
+	}
+	t.Error("pre-flight refused even with 64 MiB of slack above DeviceNeed")
 }

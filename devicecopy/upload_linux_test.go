@@ -208,6 +208,9 @@ func TestUploadFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Copies and kernels land only when waited for, as on a GPU.
+	fakeHook.async(1)
+	defer fakeHook.async(0)
 	big := bigModel(t)
 	for _, name := range []string{"zip_basic.pt", "tied.pt", "zip_bigendian.pt", "zip_deflated.pt", "legacy.pt", "tar.pt",
 		"training.pt", "quantized.pt", "sparse.pt", "model.safetensors", "sharded_st", big} {
@@ -358,6 +361,8 @@ func TestUploadCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fakeHook.async(1)
+	defer fakeHook.async(0)
 	ck := openCk(t, bigModel(t))
 	st, err := Upload(context.Background(), ck, planFor(t, ck, remap.To(remap.Device{Type: "cuda", Index: 1})), WithDriver(d))
 	if err != nil {
@@ -373,6 +378,11 @@ func TestUploadCorruption(t *testing.T) {
 	flip := func(off int64) {
 		b := deviceBytes(t, d, 1, dt.Ptr+DevicePtr(off), 1)
 		if err := c.MemsetD8(dt.Ptr+DevicePtr(off), b[0]^0x10, 1); err != nil {
+			t.Fatal(err)
+		}
+		// cuMemsetD8 runs on the legacy stream, which does not order
+		// with the non-blocking verify stream: wait for it.
+		if err := c.Synchronize(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -88,13 +88,20 @@ func (e *VerifyError) Unwrap() error { return ErrVerify }
 // compares the result with the host digests computed during Upload. It
 // returns a *VerifyError when device memory changed or was damaged since,
 // and sets Verified and VerifyTime. Kernels for the devices are loaded on
-// first use when Upload ran WithoutVerify.
+// first use when Upload ran WithoutVerify. Verify first waits for all work
+// already queued in the devices' contexts, on any stream.
 func (s *DeviceState) Verify(ctx context.Context) error {
 	if s.closed {
 		return ErrClosed
 	}
 	start := time.Now()
 	for _, a := range s.Arenas {
+		// Work queued before Verify, on any stream of the context (such as
+		// a cuMemsetD8 on the legacy stream, which does not order with the
+		// non-blocking verify stream), must land before the kernel reads.
+		if err := a.ctx.Synchronize(); err != nil {
+			return err
+		}
 		if a.module == 0 {
 			var err error
 			if a.verify, err = a.ctx.NewStream(StreamNonBlocking); err != nil {

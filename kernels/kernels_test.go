@@ -15,7 +15,7 @@ import (
 )
 
 func TestPTXEmbedded(t *testing.T) {
-	for _, want := range []string{".version 6.0", ".target sm_70", ".address_size 64", ".visible .entry " + kernels.XXH64CChunks + "("} {
+	for _, want := range []string{".version 6.3", ".target sm_75", ".address_size 64", ".visible .entry " + kernels.XXH64CChunks + "("} {
 		if !bytes.Contains(kernels.XXH64CPTX, []byte(want)) {
 			t.Errorf("embedded PTX lacks %q", want)
 		}

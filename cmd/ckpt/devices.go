@@ -39,11 +39,16 @@ func devicesCommand(s *streams, src devicesSource, lookup func(string) (string, 
 		Short: "List the NVIDIA GPUs this process can use, and why not if none",
 		Long: `devices reports whether an NVIDIA driver is installed, its release and the
 newest CUDA version it supports, and every GPU visible to this process: ordinal
-(cuda:N), name, compute capability, total and free memory, PCI bus id and UUID.
-It ends with how CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER shape that list.
+(cuda:N), name, compute capability, total and free memory, PCI bus id and UUID
+(MIG-... for a MIG instance). A GPU that fails (busy in exclusive-process
+mode, too full for a context, faulted) is listed with its own error; the
+others are listed as usual. It ends with how CUDA_VISIBLE_DEVICES and
+CUDA_DEVICE_ORDER shape that list.
 
-The driver is loaded at run time (libcuda.so.1); no CUDA toolkit is needed.
-Reading free memory creates each GPU's primary context for a moment.
+The driver is loaded at run time (libcuda.so.1, or the library that
+CKPT_LIBCUDA names); no CUDA toolkit is needed. The list comes from attribute
+queries; only reading free memory creates each GPU's primary context for a
+moment.
 
 A machine without a driver or without a visible GPU is a normal answer, not a
 failure: devices prints why and exits 0. It exits 1 only if it cannot write
@@ -58,6 +63,12 @@ its report (or is interrupted), and 2 on usage errors.`,
   CUDA_VISIBLE_DEVICES=2,3 ckpt devices`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			src := src
+			if lib, ok := lookup(envLibCUDA); ok && lib != "" {
+				if _, system := src.(devicecopy.System); system {
+					src = devicecopy.System{Library: lib}
+				}
+			}
 			return runDevices(cmd.Context(), s.Out, *opts, src, devicecopy.Environment(lookup))
 		},
 	}
@@ -80,13 +91,15 @@ type devicesDriverJSON struct {
 }
 
 type devicesGPUJSON struct {
-	Ordinal           int    `json:"ordinal"`
-	Name              string `json:"name"`
-	ComputeCapability string `json:"compute_capability"`
-	TotalMemoryBytes  uint64 `json:"total_memory_bytes"`
-	FreeMemoryBytes   uint64 `json:"free_memory_bytes"`
-	PCIBusID          string `json:"pci_bus_id"`
-	UUID              string `json:"uuid"`
+	Ordinal           int               `json:"ordinal"`
+	Name              string            `json:"name"`
+	ComputeCapability string            `json:"compute_capability"`
+	TotalMemoryBytes  uint64            `json:"total_memory_bytes"`
+	FreeMemoryBytes   *uint64           `json:"free_memory_bytes"`
+	PCIBusID          string            `json:"pci_bus_id"`
+	UUID              string            `json:"uuid"`
+	MIG               bool              `json:"mig"`
+	Error             *devicesErrorJSON `json:"error"`
 }
 
 type devicesErrorJSON struct {
@@ -128,16 +141,46 @@ func runDevices(ctx context.Context, w io.Writer, opts devicesOptions, src devic
 	if err == nil {
 		var devs []devicecopy.DeviceInfo
 		devs, err = src.Devices(ctx)
+		reader, _ := src.(devicecopy.FreeMemoryReader)
 		for _, d := range devs {
-			rep.Devices = append(rep.Devices, devicesGPUJSON{
-				Ordinal:           d.Ordinal,
-				Name:              d.Name,
-				ComputeCapability: fmt.Sprintf("%d.%d", d.ComputeCapability[0], d.ComputeCapability[1]),
-				TotalMemoryBytes:  d.TotalMemory,
-				FreeMemoryBytes:   d.FreeMemory,
-				PCIBusID:          d.PCIBusID,
-				UUID:              d.UUID,
-			})
+			if ctx.Err() != nil {
+				break
+			}
+			// The driver tells a MIG instance by its two UUIDs (see
+			// devicecopy.DeviceInfo); where it cannot, a MIG entry of
+			// CUDA_VISIBLE_DEVICES for this ordinal says the same.
+			if id := d.Ordinal; !d.MIG && id >= 0 && id < len(env.IDs) && env.IDs[id].Kind == devicecopy.IDMIG {
+				if rest, ok := strings.CutPrefix(d.UUID, "GPU-"); ok {
+					d.MIG, d.UUID = true, "MIG-"+rest
+				}
+			}
+			if d.Err == nil && !d.FreeKnown && reader != nil {
+				free, ferr := reader.FreeMemory(ctx, d.Ordinal)
+				if ferr != nil {
+					d.Err = fmt.Errorf("free memory unknown: %w", ferr)
+				} else {
+					d.FreeMemory, d.FreeKnown = free, true
+				}
+			}
+			j := devicesGPUJSON{
+				Ordinal:  d.Ordinal,
+				Name:     d.Name,
+				PCIBusID: d.PCIBusID,
+				UUID:     d.UUID,
+				MIG:      d.MIG,
+			}
+			if d.Name != "" || d.Err == nil {
+				j.ComputeCapability = fmt.Sprintf("%d.%d", d.ComputeCapability[0], d.ComputeCapability[1])
+				j.TotalMemoryBytes = d.TotalMemory
+			}
+			if d.FreeKnown {
+				free := d.FreeMemory
+				j.FreeMemoryBytes = &free
+			}
+			if d.Err != nil {
+				j.Error = devicesError(d.Err)
+			}
+			rep.Devices = append(rep.Devices, j)
 		}
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -221,10 +264,22 @@ func writeDevicesText(w io.Writer, rep devicesReport, env devicecopy.Env) error 
 	if rep.Driver.Found {
 		fmt.Fprintf(&b, "\nDevices: %d visible\n", len(rep.Devices))
 		for _, d := range rep.Devices {
+			if d.Name == "" && d.Error != nil {
+				fmt.Fprintf(&b, "  cuda:%d  (cannot be described)\n", d.Ordinal)
+				fmt.Fprintf(&b, "          error: %s\n", d.Error.Message)
+				continue
+			}
 			fmt.Fprintf(&b, "  cuda:%d  %s\n", d.Ordinal, d.Name)
-			fmt.Fprintf(&b, "          compute capability %s, memory %s total, %s free\n",
-				d.ComputeCapability, humanBytes(int64(d.TotalMemoryBytes)), humanBytes(int64(d.FreeMemoryBytes)))
+			free := "free unknown"
+			if d.FreeMemoryBytes != nil {
+				free = humanBytes(int64(*d.FreeMemoryBytes)) + " free"
+			}
+			fmt.Fprintf(&b, "          compute capability %s, memory %s total, %s\n",
+				d.ComputeCapability, humanBytes(int64(d.TotalMemoryBytes)), free)
 			fmt.Fprintf(&b, "          PCI %s  %s\n", d.PCIBusID, d.UUID)
+			if d.Error != nil {
+				fmt.Fprintf(&b, "          error: %s\n", d.Error.Message)
+			}
 		}
 		if e := rep.Error; e != nil {
 			fmt.Fprintf(&b, "  %s\n", e.Message)

@@ -30,9 +30,9 @@ var devicesTwoGPUs = devicesFake{
 	info: devicecopy.DriverInfo{CUDAVersion: 13000, Release: "580.65.06"},
 	devs: []devicecopy.DeviceInfo{
 		{Ordinal: 0, Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", ComputeCapability: [2]int{9, 0},
-			TotalMemory: 85520809984, FreeMemory: 84974239744, PCIBusID: "0000:65:00.0"},
+			TotalMemory: 85520809984, FreeMemory: 84974239744, FreeKnown: true, PCIBusID: "0000:65:00.0"},
 		{Ordinal: 1, Name: "NVIDIA H200", UUID: "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f", ComputeCapability: [2]int{9, 0},
-			TotalMemory: 150754820096, FreeMemory: 1 << 30, PCIBusID: "0000:b3:00.0"},
+			TotalMemory: 150754820096, FreeMemory: 1 << 30, FreeKnown: true, PCIBusID: "0000:b3:00.0"},
 	},
 }
 
@@ -123,7 +123,11 @@ func TestDevicesJSON(t *testing.T) {
 	if !rep.Driver.Found || rep.Driver.Release != "580.65.06" || rep.Driver.CUDAVersion != "13.0" || rep.Error != nil {
 		t.Errorf("driver: %+v error %+v", rep.Driver, rep.Error)
 	}
-	if len(rep.Devices) != 2 || rep.Devices[1] != (devicesGPUJSON{1, "NVIDIA H200", "9.0", 150754820096, 1 << 30, "0000:b3:00.0", "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"}) {
+	if len(rep.Devices) != 2 || rep.Devices[1].FreeMemoryBytes == nil || *rep.Devices[1].FreeMemoryBytes != 1<<30 {
+		t.Fatalf("devices: %+v", rep.Devices)
+	}
+	rep.Devices[1].FreeMemoryBytes = nil
+	if rep.Devices[1] != (devicesGPUJSON{1, "NVIDIA H200", "9.0", 150754820096, nil, "0000:b3:00.0", "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f", false, nil}) {
 		t.Errorf("devices: %+v", rep.Devices)
 	}
 	env := rep.Environment
@@ -139,6 +143,89 @@ func TestDevicesJSON(t *testing.T) {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("key %q missing", k)
 		}
+	}
+}
+
+// devicesMeasured is a devicesSource whose listing leaves free memory
+// unmeasured, as the driver's does, and that measures it on demand.
+type devicesMeasured struct {
+	devicesFake
+	free map[int]uint64
+	errs map[int]error
+}
+
+func (f devicesMeasured) FreeMemory(_ context.Context, ordinal int) (uint64, error) {
+	return f.free[ordinal], f.errs[ordinal]
+}
+
+// TestDevicesOneBad: every GPU is listed, each with its own error, in text
+// and JSON.
+func TestDevicesOneBad(t *testing.T) {
+	busy := &devicecopy.CUDAError{Code: 46, Name: "CUDA_ERROR_DEVICE_UNAVAILABLE", Op: "cuDevicePrimaryCtxRetain",
+		Meaning: "the GPU is busy or unavailable", Hint: "the device may be in exclusive-process compute mode"}
+	faulted := &devicecopy.CUDAError{Code: 999, Name: "CUDA_ERROR_UNKNOWN", Op: "cuDeviceGetName", Meaning: "an unknown internal driver error"}
+	src := devicesMeasured{
+		devicesFake: devicesFake{info: devicecopy.DriverInfo{CUDAVersion: 13000}, devs: []devicecopy.DeviceInfo{
+			{Ordinal: 0, Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", ComputeCapability: [2]int{9, 0}, TotalMemory: 80 << 30},
+			{Ordinal: 1, Name: "NVIDIA H100 80GB HBM3", UUID: "MIG-00010203-0405-0607-0809-0a0b0c0d0e0f", MIG: true, ComputeCapability: [2]int{9, 0}, TotalMemory: 80 << 30},
+			{Ordinal: 2, Err: faulted},
+		}},
+		free: map[int]uint64{0: 70 << 30},
+		errs: map[int]error{1: busy},
+	}
+	out, code, _ := devicesExec(t, src, nil)
+	for _, want := range []string{
+		"Devices: 3 visible",
+		"cuda:0  NVIDIA H100 80GB HBM3\n          compute capability 9.0, memory 80.0 GiB total, 70.0 GiB free",
+		"cuda:1  NVIDIA H100 80GB HBM3\n          compute capability 9.0, memory 80.0 GiB total, free unknown",
+		"MIG-00010203-0405-0607-0809-0a0b0c0d0e0f\n          error: free memory unknown: devicecopy: cuDevicePrimaryCtxRetain failed: the GPU is busy",
+		"cuda:2  (cannot be described)\n          error: devicecopy: cuDeviceGetName failed: an unknown internal driver error (CUDA_ERROR_UNKNOWN, code 999)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code != exitOK {
+		t.Errorf("exit %d", code)
+	}
+	out, _, _ = devicesExec(t, src, nil, "--json")
+	var rep devicesReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Error != nil || len(rep.Devices) != 3 {
+		t.Fatalf("report: %s", out)
+	}
+	d0, d1, d2 := rep.Devices[0], rep.Devices[1], rep.Devices[2]
+	if d0.Error != nil || d0.FreeMemoryBytes == nil || *d0.FreeMemoryBytes != 70<<30 || d0.MIG {
+		t.Errorf("cuda:0: %+v", d0)
+	}
+	if d1.Error == nil || d1.Error.Kind != "cuda" || d1.Error.Code != 46 || d1.Error.Op != "cuDevicePrimaryCtxRetain" || d1.FreeMemoryBytes != nil ||
+		!d1.MIG || d1.TotalMemoryBytes != 80<<30 {
+		t.Errorf("cuda:1: %+v %+v", d1, d1.Error)
+	}
+	if d2.Error == nil || d2.Error.Code != 999 || d2.Name != "" || d2.ComputeCapability != "" {
+		t.Errorf("cuda:2: %+v", d2)
+	}
+	var raw struct {
+		Devices []map[string]any `json:"devices"`
+	}
+	json.Unmarshal([]byte(out), &raw)
+	if v, ok := raw.Devices[1]["free_memory_bytes"]; !ok || v != nil {
+		t.Errorf("free_memory_bytes of the busy GPU: %v, present %v", v, ok)
+	}
+}
+
+// TestDevicesMIGFromEnvironment: where the driver cannot tell a MIG
+// instance apart, the MIG entry of CUDA_VISIBLE_DEVICES does.
+func TestDevicesMIGFromEnvironment(t *testing.T) {
+	out, _, _ := devicesExec(t, devicesTwoGPUs, map[string]string{"CUDA_VISIBLE_DEVICES": "MIG-5c2f3b1a-0000-4d3e-9a61-7e0f6a1b2c3d"}, "--json")
+	var rep devicesReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Devices[0].MIG || rep.Devices[0].UUID != "MIG-8932f937-d72c-4106-c12f-20bd9faed9f6" || rep.Devices[1].MIG || !strings.HasPrefix(rep.Devices[1].UUID, "GPU-") {
+		t.Errorf("devices: %+v", rep.Devices)
 	}
 }
 
@@ -184,6 +271,7 @@ func (devicesFailWriter) Write([]byte) (int, error) { return 0, errors.New("disk
 // command. On a machine without a driver (like CI) it must report that
 // cleanly and exit 0; on a GPU machine it must list the driver.
 func TestDevicesRealBinding(t *testing.T) {
+	t.Setenv(envLibCUDA, "") // the system's driver, whatever the caller's environment says
 	_, openErr := devicecopy.Open()
 	noDriver := errors.Is(openErr, devicecopy.ErrNoDriver)
 	for _, args := range [][]string{{"devices"}, {"devices", "--json"}} {

@@ -44,7 +44,8 @@ func loadCommand(s *streams, inv devicecopy.Inventory, lookup func(string) (stri
 		Short: "Load a checkpoint where --map-location says, after a pre-flight check",
 		Long: `load plans where every tensor goes (like torch.load's map_location), checks
 before reading a byte that every target device exists and has the free memory
-it must receive, then loads.
+it must receive, then loads. Only the GPUs the plan uses are judged; a GPU
+needs the storage bytes plus alignment, checksums and an 8 MiB reserve.
 
 With the CPU as the target it reads every storage once into host memory,
 checks each zip record's CRC32 where the file has one, computes the xxh64c
@@ -54,7 +55,8 @@ With GPU targets (cuda:N) it uploads every storage once per device into one
 allocation per GPU, through page-locked staging buffers, checking CRC32s and
 computing digests on the host as it reads; then a checksum kernel hashes the
 bytes in device memory and the digests are compared with the host's, chunk
-by chunk (--no-verify skips the kernel). It reports bytes per device and
+by chunk (--no-verify skips the kernel, and is the way where the driver
+cannot compile it: no PTX JIT). It reports bytes per device and
 time and rate for reading, uploading and verifying, and "verified" or every mismatch
 (tensor, device, 64 KiB chunk). The GPU memory is freed when ckpt exits: the
 command proves a checkpoint loads and measures how fast.
