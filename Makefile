@@ -9,7 +9,7 @@ CLANGXX  ?= clang++
 all: build
 
 build:
-	$(GO) build -o bin/ckpt ./cmd/ckpt
+	$(GO) build -buildvcs=auto -o bin/ckpt ./cmd/ckpt
 
 ## demo: inspect a bundled training checkpoint
 demo:
