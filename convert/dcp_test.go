@@ -1,0 +1,83 @@
+package convert
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/internal/testenv"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+const dcpFixture = "../testdata/dcp/basic"
+
+// TestConvertDCP: a DCP directory converts to safetensors and .pth whose
+// tensors equal the DCP tensors byte for byte (verify A B).
+func TestConvertDCP(t *testing.T) {
+	dir := t.TempDir()
+	for _, out := range []string{"o.safetensors", "o.pth", "sharded/model.safetensors.index.json"} {
+		var opts []Option
+		if filepath.Dir(out) != "." {
+			opts = append(opts, WithMaxShardSize(300))
+		}
+		sum := convert(t, dcpFixture, filepath.Join(dir, out), opts...)
+		if sum.Tensors != 17 {
+			t.Errorf("%s: %d tensors", out, sum.Tensors)
+		}
+		compareFiles(t, dcpFixture, filepath.Join(dir, out))
+	}
+}
+
+func compareFiles(t *testing.T, a, b string) {
+	t.Helper()
+	ca, err := statedict.Open(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close()
+	cb, err := statedict.Open(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	if len(ca.Tensors) != len(cb.Tensors) {
+		t.Fatalf("%s: %d tensors, %s: %d", a, len(ca.Tensors), b, len(cb.Tensors))
+	}
+	for _, ta := range ca.Tensors {
+		tb := cb.Tensor(ta.Name)
+		if tb == nil {
+			t.Errorf("%s: no tensor %q", b, ta.Name)
+			continue
+		}
+		x, err1 := ta.ReadAll()
+		y, err2 := tb.ReadAll()
+		if err1 != nil || err2 != nil || !bytes.Equal(x, y) || ta.DType != tb.DType {
+			t.Errorf("%s: %q differs (%v, %v)", b, ta.Name, err1, err2)
+		}
+	}
+}
+
+// TestInteropDCP: torch 2.x loads ckpt's conversions of a 4-rank DCP save
+// (safetensors, .pth, sharded safetensors) equal, bit for bit, to what
+// torch's own dcp_to_torch_save makes of the same directory.
+func TestInteropDCP(t *testing.T) {
+	testenv.RequireFeature(t, "torch with torch.distributed.checkpoint.format_utils (2.2+) and safetensors",
+		"from torch.distributed.checkpoint.format_utils import dcp_to_torch_save; import safetensors")
+	dir := t.TempDir()
+	st := filepath.Join(dir, "o.safetensors")
+	pth := filepath.Join(dir, "o.pth")
+	idx := filepath.Join(dir, "sharded", "model.safetensors.index.json")
+	convert(t, dcpFixture, st)
+	convert(t, dcpFixture, pth)
+	convert(t, dcpFixture, idx, WithMaxShardSize(300))
+	var stderr bytes.Buffer
+	abs, _ := filepath.Abs(dcpFixture)
+	cmd := exec.Command(testenv.Python(), "testdata/dcp_interop.py", abs, dir, st, pth, idx)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dcp_interop.py: %v\n%s%s", err, out, stderr.String())
+	}
+	t.Logf("%s", out)
+}
