@@ -82,6 +82,8 @@ type inspectTensor struct {
 	Subclass      string         `json:"subclass,omitempty"`
 	Stats         *inspectStats  `json:"stats,omitempty"`
 	Quant         map[string]any `json:"quantization,omitempty"`
+	Chunks        []inspectChunk `json:"chunks,omitempty"`  // DCP: the chunks the tensor is assembled from
+	Problem       string         `json:"problem,omitempty"` // DCP: why the tensor cannot be read
 }
 
 type inspectStore struct {
@@ -198,6 +200,7 @@ func buildInspectReport(ck *statedict.Checkpoint, opts *inspectOptions) *inspect
 			it.Shared = shared[t.Storage]
 			it.Storage = &inspectStore{Key: t.Storage.Key, NBytes: t.Storage.NBytes, Location: t.Storage.Location, Record: t.Storage.Record}
 		}
+		it.Chunks, it.Problem = dcpInfo(t)
 		if q := t.Quant; q != nil {
 			it.Quant = map[string]any{"scheme": q.Scheme}
 			if q.Scales == nil {
@@ -428,6 +431,7 @@ func tensorFlags(t inspectTensor) string {
 	add(t.Quantized, "quantized")
 	add(t.Meta, "meta")
 	add(t.Subclass != "", t.Subclass)
+	f = append(f, chunkFlags(t)...)
 	return strings.Join(f, ",")
 }
 
