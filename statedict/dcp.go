@@ -355,7 +355,9 @@ func (dt *dcpTensor) open() ([]*piece, error) {
 
 func (dt *dcpTensor) openChunk(c Chunk) (*piece, error) {
 	o := dt.files[c.File]
-	fail := func(err error) error { return fmt.Errorf("chunk at %v in %s bytes %d+%d: %w", c.Offsets, c.File, c.Begin, c.Length, err) }
+	fail := func(err error) error {
+		return fmt.Errorf("chunk at %v in %s bytes %d+%d: %w", c.Offsets, c.File, c.Begin, c.Length, err)
+	}
 	cfg := *dt.cfg
 	sub, err := readZip(io.NewSectionReader(o.f, c.Begin, c.Length), c.Length, &cfg)
 	if err != nil {
