@@ -127,8 +127,8 @@ def big_state(gb):
     placements = [(m2, [Shard(0), Shard(1)]), (m1, [Shard(0)]), (m1, [Shard(1)]), (m2, [Shard(1), Replicate()])]
     while n > 0:
         mesh, pl = placements[i % len(placements)]
-        g = torch.Generator().manual_seed(i)
-        t = torch.randn((4096, 4096), generator=g)
+        # Cheap to make on a shared CPU, different in every element.
+        t = torch.arange(4096 * 4096, dtype=torch.float32).reshape(4096, 4096).mul_(1e-3).add_(i)
         sd[f"layers.{i}.weight"] = distribute_tensor(t, mesh, pl)
         n -= each
         i += 1

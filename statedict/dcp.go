@@ -139,6 +139,12 @@ func openDCP(dir string, cfg *config) (*Checkpoint, error) {
 	if err != nil {
 		return nil, &Error{File: mpath, Err: fmt.Errorf("%w: %v", ErrTruncated, err)}
 	}
+	return openDCPMetadata(dir, raw, cfg)
+}
+
+// openDCPMetadata opens the DCP checkpoint in dir whose .metadata holds raw.
+func openDCPMetadata(dir string, raw []byte, cfg *config) (*Checkpoint, error) {
+	mpath := filepath.Join(dir, DCPMetadata)
 	md, err := ParseDCPMetadata(raw, WithPickleLimits(cfg.limits))
 	if err != nil {
 		return nil, withFile(err, mpath)
@@ -274,6 +280,11 @@ func (ck *Checkpoint) addDCPValue(dir string, it DCPItem, o *dcpOpened, cfg *con
 	return nil
 }
 
+// maxPairwise bounds the chunks of one tensor checked pairwise for
+// overlaps; chunks that split a single dimension are checked in
+// O(n log n) whatever their number.
+const maxPairwise = 4096
+
 // checkTiling validates an item's chunks against its shape: every chunk
 // inside the shape, identical (replicated) chunks once, no overlap, no gap.
 func checkTiling(it DCPItem, t *Tensor) ([]Chunk, error) {
@@ -284,6 +295,7 @@ func checkTiling(it DCPItem, t *Tensor) ([]Chunk, error) {
 	}
 	var kept []Chunk
 	var vol int64
+	seen := map[string]bool{}
 	for _, c := range it.Chunks {
 		if len(c.Offsets) != nd || len(c.Sizes) != nd {
 			return nil, fmt.Errorf("%w: chunk at %v has %d dimensions, the tensor %d", ErrTiling, c.Offsets, len(c.Sizes), nd)
@@ -299,29 +311,75 @@ func checkTiling(it DCPItem, t *Tensor) ([]Chunk, error) {
 		if v == 0 {
 			continue
 		}
-		dup := false
-		for _, k := range kept {
-			if slices.Equal(k.Offsets, c.Offsets) && slices.Equal(k.Sizes, c.Sizes) {
-				dup = true
-				break
-			}
-			if overlap(k, c) {
-				return nil, fmt.Errorf("%w: chunks at %v (size %v) and %v (size %v) overlap", ErrTiling, k.Offsets, k.Sizes, c.Offsets, c.Sizes)
-			}
+		key := fmt.Sprint(c.Offsets, c.Sizes)
+		if seen[key] {
+			continue // a replicated copy
 		}
-		if dup {
-			continue
-		}
+		seen[key] = true
 		if c.File == "" {
 			return nil, fmt.Errorf("%w: chunk at %v has no storage entry", ErrMissingRecord, c.Offsets)
 		}
 		kept = append(kept, c)
 		vol += v
+		if vol > total {
+			break // overlaps; found below
+		}
+	}
+	if err := checkOverlaps(kept, it.Shape); err != nil {
+		return nil, err
 	}
 	if vol != total {
 		return kept, fmt.Errorf("%w: chunks cover %d of %d elements (a gap)", ErrTiling, vol, total)
 	}
 	return kept, nil
+}
+
+// checkOverlaps reports two chunks that overlap.
+func checkOverlaps(cs []Chunk, shape []int64) error {
+	fail := func(a, b Chunk) error {
+		return fmt.Errorf("%w: chunks at %v (size %v) and %v (size %v) overlap", ErrTiling, a.Offsets, a.Sizes, b.Offsets, b.Sizes)
+	}
+	// Chunks that all span every dimension but one, dim, are intervals on it.
+	dim := -1
+	single := true
+	for _, c := range cs {
+		for d := range shape {
+			if c.Offsets[d] == 0 && c.Sizes[d] == shape[d] {
+				continue
+			}
+			if dim >= 0 && dim != d {
+				single = false
+			}
+			dim = d
+		}
+	}
+	if single {
+		if dim < 0 {
+			if len(cs) > 1 {
+				return fail(cs[0], cs[1])
+			}
+			return nil
+		}
+		s := slices.Clone(cs)
+		sort.Slice(s, func(i, j int) bool { return s[i].Offsets[dim] < s[j].Offsets[dim] })
+		for i := 1; i < len(s); i++ {
+			if s[i].Offsets[dim] < s[i-1].Offsets[dim]+s[i-1].Sizes[dim] {
+				return fail(s[i-1], s[i])
+			}
+		}
+		return nil
+	}
+	if len(cs) > maxPairwise {
+		return fmt.Errorf("%w: %d chunks split on several dimensions (at most %d are checked)", ErrUnsupported, len(cs), maxPairwise)
+	}
+	for i := range cs {
+		for j := range i {
+			if overlap(cs[j], cs[i]) {
+				return fail(cs[j], cs[i])
+			}
+		}
+	}
+	return nil
 }
 
 func overlap(a, b Chunk) bool {

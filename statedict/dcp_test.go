@@ -221,3 +221,21 @@ func TestDCPTruncatedFile(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// Many chunks along one dimension are checked without pairwise work.
+func TestDCPTilingManyChunks(t *testing.T) {
+	shape := []int64{100000, 4}
+	var cs []Chunk
+	for i := int64(0); i < 100000; i++ {
+		cs = append(cs, Chunk{Offsets: []int64{99999 - i, 0}, Sizes: []int64{1, 4}, File: "f"})
+	}
+	it := DCPItem{Name: "w", IsTensor: true, DType: Float32, Shape: shape, Chunks: cs}
+	if kept, err := checkTiling(it, &Tensor{Shape: shape, DType: Float32}); err != nil || len(kept) != 100000 {
+		t.Fatalf("%d kept, %v", len(kept), err)
+	}
+	cs[500].Offsets = []int64{7, 0} // now 7 twice (an overlap) and a gap
+	cs[500].Sizes = []int64{2, 4}
+	if _, err := checkTiling(it, &Tensor{Shape: shape, DType: Float32}); !errors.Is(err, ErrTiling) {
+		t.Fatalf("overlap: %v", err)
+	}
+}
