@@ -28,6 +28,8 @@ func TestLayers(t *testing.T) {
 		"internal/testenv": {},
 		// A benchmark harness for the peer that ckpt itself does not use.
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},
+		// Counts the bytes a tensor-parallel rank reads (bench/dcp.sh).
+		"bench/rankread": {mod + "statedict"},
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", mod+"...").Output()
 	if err != nil {
