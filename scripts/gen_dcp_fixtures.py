@@ -173,6 +173,55 @@ def make(name, kind, port, gb=0.0, out=OUT):
     (out / (name + ".expected.json")).write_text(json.dumps(exp, indent=1, sort_keys=True) + "\n")
 
 
+class _System:
+    """Pickles as a call of os.system: what ckpt must refuse to load."""
+
+    def __reduce__(self):
+        return (os.system, ("echo pwned",))
+
+
+def make_bad(out=OUT):
+    """testdata/dcp/bad/*.metadata: the basic fixture's metadata, unpickled
+    and pickled again by Python after one change each; a test puts each
+    beside copies of basic's .distcp files."""
+    import copy
+    import pickle
+
+    from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex
+
+    src = pickle.loads((out / "basic" / ".metadata").read_bytes())
+    bad = out / "bad"
+    bad.mkdir(exist_ok=True)
+
+    def write(name, md):
+        (bad / (name + ".metadata")).write_bytes(pickle.dumps(md))
+
+    def move(md, fqn, i, offsets=None, sizes=None):
+        tm = md.state_dict_metadata[fqn]
+        c = tm.chunks[i]
+        info = md.storage_data.pop(MetadataIndex(fqn, c.offsets))
+        c2 = ChunkStorageMetadata(offsets=torch.Size(offsets or c.offsets), sizes=torch.Size(sizes or c.sizes))
+        tm.chunks[i] = c2
+        md.storage_data[MetadataIndex(fqn, c2.offsets)] = info
+
+    md = copy.deepcopy(src)
+    md.state_dict_metadata["model.embed.weight"].chunks.pop()  # rows 9:10 lost
+    write("gap", md)
+    md = copy.deepcopy(src)
+    move(md, "model.counts", 1, offsets=[1])  # [0,2) and [1,3)
+    write("overlap", md)
+    md = copy.deepcopy(src)
+    move(md, "model.ids", 0, sizes=[2, 3])  # 3 columns of 2
+    write("outside", md)
+    md = copy.deepcopy(src)
+    k = MetadataIndex("model.proj.weight", torch.Size([0, 0]))
+    md.storage_data[k].relative_path = "../basic/__0_0.distcp"
+    write("path", md)
+    md = copy.deepcopy(src)
+    md.planner_data["x"] = _System()
+    write("unsafe", md)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(OUT))
@@ -185,6 +234,7 @@ def main():
         make("big", "big", a.port, a.big, out)
         return
     make("basic", "basic", a.port, out=out)
+    make_bad(out)
 
 
 if __name__ == "__main__":

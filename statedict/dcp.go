@@ -414,7 +414,7 @@ func (dt *dcpTensor) open() ([]*piece, error) {
 func (dt *dcpTensor) openChunk(c Chunk) (*piece, error) {
 	o := dt.files[c.File]
 	fail := func(err error) error {
-		return fmt.Errorf("chunk at %v in %s bytes %d+%d: %w", c.Offsets, c.File, c.Begin, c.Length, err)
+		return &contextError{fmt.Sprintf("chunk at %v in %s bytes %d+%d", c.Offsets, c.File, c.Begin, c.Length), err}
 	}
 	cfg := *dt.cfg
 	sub, err := readZip(io.NewSectionReader(o.f, c.Begin, c.Length), c.Length, &cfg)
@@ -654,3 +654,16 @@ func propDType(p *pickle.Object) (DType, bool) {
 	}
 	return ParseDType(gl.Name)
 }
+
+// contextError prefixes an error with where it happened, without the
+// "statedict: " of the sentinel it wraps.
+type contextError struct {
+	where string
+	err   error
+}
+
+func (e *contextError) Error() string {
+	return e.where + ": " + strings.TrimPrefix(e.err.Error(), "statedict: ")
+}
+
+func (e *contextError) Unwrap() error { return e.err }

@@ -8,7 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/ckpt-dev/ckpt/pickle"
 )
 
 const dcpFixtures = "../testdata/dcp"
@@ -238,4 +241,77 @@ func TestDCPTilingManyChunks(t *testing.T) {
 	if _, err := checkTiling(it, &Tensor{Shape: shape, DType: Float32}); !errors.Is(err, ErrTiling) {
 		t.Fatalf("overlap: %v", err)
 	}
+}
+
+// TestDCPBadMetadata: metadata that torch's own classes pickle, changed in
+// one way each (scripts/gen_dcp_fixtures.py make_bad), beside the real
+// chunk files: bad tilings and paths are flagged at Open and fail only
+// that tensor; an unsafe global fails Open.
+func TestDCPBadMetadata(t *testing.T) {
+	cases := []struct {
+		name, tensor string
+		want         error
+	}{
+		{"gap", "model.embed.weight", ErrTiling},
+		{"overlap", "model.counts", ErrTiling},
+		{"outside", "model.ids", ErrTiling},
+		{"path", "model.proj.weight", ErrMalformed},
+	}
+	for _, tc := range cases {
+		dir := copyDir(t, filepath.Join(dcpFixtures, "basic"))
+		b, err := os.ReadFile(filepath.Join(dcpFixtures, "bad", tc.name+".metadata"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, DCPMetadata), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ck, err := Open(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		bad := ck.Tensor(tc.tensor)
+		if !errors.Is(bad.Problem(), tc.want) || len(ck.Warnings) != 1 {
+			t.Errorf("%s: problem %v, warnings %v", tc.name, bad.Problem(), ck.Warnings)
+		}
+		if _, err := bad.ReadAll(); !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.tensor) {
+			t.Errorf("%s: read error %v", tc.name, err)
+		}
+		for _, other := range ck.Tensors {
+			if other != bad {
+				if _, err := other.ReadAll(); err != nil {
+					t.Errorf("%s: %s: %v", tc.name, other.Name, err)
+				}
+			}
+		}
+		ck.Close()
+	}
+	dir := copyDir(t, filepath.Join(dcpFixtures, "basic"))
+	b, _ := os.ReadFile(filepath.Join(dcpFixtures, "bad", "unsafe.metadata"))
+	os.WriteFile(filepath.Join(dir, DCPMetadata), b, 0o644)
+	if _, err := Open(dir); !errors.Is(err, pickle.ErrUnsafe) {
+		t.Errorf("unsafe: %v", err)
+	}
+}
+
+// A chunk whose bytes are not a torch.save file fails the read of its
+// tensor, naming the file and the tensor.
+func TestDCPCorruptChunk(t *testing.T) {
+	dir := copyDir(t, filepath.Join(dcpFixtures, "basic"))
+	f, err := os.OpenFile(filepath.Join(dir, "__0_0.distcp"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(make([]byte, 1244), 0) // the first chunk, of model.embed.weight
+	f.Close()
+	ck, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	_, err = ck.Tensor("model.embed.weight").ReadAll()
+	if err == nil || !strings.Contains(err.Error(), "__0_0.distcp") || !strings.Contains(err.Error(), "model.embed.weight") {
+		t.Fatalf("got %v", err)
+	}
+	t.Log(err)
 }
