@@ -2,6 +2,8 @@ package convert
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -78,6 +80,50 @@ func TestInteropDCP(t *testing.T) {
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("dcp_interop.py: %v\n%s%s", err, out, stderr.String())
+	}
+	t.Logf("%s", out)
+}
+
+// TestInteropTensorParallel: TensorParallel's rank files, loaded by the
+// safetensors library, equal torch.chunk's parts (uneven and empty ones
+// included) of torch's own consolidation of the DCP fixture.
+func TestInteropTensorParallel(t *testing.T) {
+	testenv.Require(t, "torch", "safetensors")
+	ck, err := statedict.Open(dcpFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	dir := t.TempDir()
+	flat := filepath.Join(dir, "flat.pt")
+	convert(t, dcpFixture, flat)
+	split := "model.embed.weight=0,model.proj.weight=1,model.mlp.weight=-1,model.conv.weight=2,model.counts=0,model.bytes=0"
+	rules, err := statedict.ParseSplitRules(split)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const world = 4
+	sums, err := TensorParallel(context.Background(), ck, filepath.Join(dir, "tp"), world, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dims := map[string]int{}
+	var files []string
+	for _, s := range sums {
+		files = append(files, s.Files...)
+	}
+	for _, tn := range ck.Tensors {
+		if d, _ := statedict.SplitDim(rules, tn); d >= 0 {
+			dims[tn.Name] = d
+		}
+	}
+	js, _ := json.Marshal(dims)
+	var stderr bytes.Buffer
+	cmd := exec.Command(testenv.Python(), append([]string{"testdata/tp_interop.py", flat, "4", string(js)}, files...)...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tp_interop.py: %v\n%s%s", err, out, stderr.String())
 	}
 	t.Logf("%s", out)
 }
