@@ -27,6 +27,9 @@ func TestConvertDCP(t *testing.T) {
 		if sum.Tensors != 17 {
 			t.Errorf("%s: %d tensors", out, sum.Tensors)
 		}
+		if out == "o.pth" && sum.Structure != "tree" {
+			t.Errorf("%s: structure %q, want the nested state dict", out, sum.Structure)
+		}
 		compareFiles(t, dcpFixture, filepath.Join(dir, out))
 	}
 }

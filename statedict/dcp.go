@@ -181,11 +181,16 @@ func openDCPMetadata(dir string, raw []byte, cfg *config) (*Checkpoint, error) {
 		return o
 	}
 	mu := &sync.Mutex{}
+	leaves := map[string]any{}
 	for _, it := range md.Items {
 		if !it.IsTensor {
 			o := openRel(it.File)
-			if err := ck.addDCPValue(dir, it, o, cfg); err != nil {
+			v, ok, err := ck.addDCPValue(dir, it, o, cfg)
+			if err != nil {
 				return nil, err
+			}
+			if ok {
+				leaves[it.Name] = v
 			}
 			continue
 		}
@@ -220,35 +225,38 @@ func openDCPMetadata(dir string, raw []byte, cfg *config) (*Checkpoint, error) {
 		}
 		ck.Tensors = append(ck.Tensors, t)
 		ck.Storages = append(ck.Storages, t.Storage)
+		leaves[it.Name] = &pickle.Tensor{DType: it.DType.String(), Shape: t.Shape, Stride: t.Strides, Layout: string(Strided),
+			Storage: &pickle.StorageRef{Class: "UntypedStorage", Key: it.Name, Location: "cpu", Numel: n, Ref: t.Storage}}
 	}
 	sort.Strings(ck.Shards)
+	ck.Root = dcpTree(md, leaves)
 	ok = true
 	return ck, nil
 }
 
 // addDCPValue reads a non-tensor item: a torch.save of the object.
-func (ck *Checkpoint) addDCPValue(dir string, it DCPItem, o *dcpOpened, cfg *config) error {
+func (ck *Checkpoint) addDCPValue(dir string, it DCPItem, o *dcpOpened, cfg *config) (any, bool, error) {
 	where := &Error{File: filepath.Join(dir, it.File), Record: fmt.Sprintf("bytes %d+%d", it.Begin, it.Length), Tensor: it.Name}
 	switch {
 	case it.File == "":
 		where.File, where.Record = filepath.Join(dir, DCPMetadata), ""
 		where.Err = fmt.Errorf("%w: value has no storage entry", ErrMissingRecord)
-		return where
+		return nil, false, where
 	case o.err != nil:
 		ck.Warnings = append(ck.Warnings, fmt.Sprintf("value %q left out: %s", it.Name, strings.TrimPrefix(o.err.Error(), "statedict: ")))
-		return nil
+		return nil, false, nil
 	case it.Begin < 0 || it.Length <= 0 || it.Begin > o.size || it.Length > o.size-it.Begin:
 		ck.Warnings = append(ck.Warnings, fmt.Sprintf("value %q left out: its bytes %d+%d lie outside %s (%d bytes)", it.Name, it.Begin, it.Length, it.File, o.size))
-		return nil
+		return nil, false, nil
 	case it.Length > cfg.maxPickle:
 		where.Err = fmt.Errorf("%w: value of %d bytes exceeds the limit of %d", ErrMalformed, it.Length, cfg.maxPickle)
-		return where
+		return nil, false, where
 	}
 	c := *cfg
 	sub, err := readZip(io.NewSectionReader(o.f, it.Begin, it.Length), it.Length, &c)
 	if err != nil {
 		where.Err = err
-		return where
+		return nil, false, where
 	}
 	rename := func(n string) string {
 		if n == "" {
@@ -277,7 +285,7 @@ func (ck *Checkpoint) addDCPValue(dir string, it DCPItem, o *dcpOpened, cfg *con
 	}
 	ck.Storages = append(ck.Storages, sub.Storages...)
 	ck.closers = append(ck.closers, sub)
-	return nil
+	return sub.Root, true, nil
 }
 
 // maxPairwise bounds the chunks of one tensor checked pairwise for
@@ -460,6 +468,10 @@ type DCPItem struct {
 // DCPMeta is a parsed .metadata file.
 type DCPMeta struct {
 	Items []DCPItem
+	// Paths is the planner_data of the default planner: for each flattened
+	// name, the keys of its place in the saved state dict (strings for
+	// dict keys, int64 for list indices). nil when the metadata has none.
+	Paths map[string][]any
 }
 
 // ParseDCPMetadata parses the .metadata pickle of a DCP checkpoint (only
@@ -597,6 +609,7 @@ func ParseDCPMetadata(data []byte, opts ...Option) (*DCPMeta, error) {
 		}
 		md.Items = append(md.Items, it)
 	}
+	md.Paths = plannerPaths(field(st, "planner_data"))
 	return md, nil
 }
 
@@ -667,3 +680,103 @@ func (e *contextError) Error() string {
 }
 
 func (e *contextError) Unwrap() error { return e.err }
+
+// plannerPaths reads planner_data: {fqn: (key, key, ...)}; nil unless every
+// entry is a tuple of strings and ints.
+func plannerPaths(v any) map[string][]any {
+	d, ok := v.(*pickle.Dict)
+	if !ok {
+		return nil
+	}
+	out := make(map[string][]any, len(d.Entries))
+	for _, e := range d.Entries {
+		name, ok := e.Key.(string)
+		tp, ok2 := e.Value.(*pickle.Tuple)
+		if !ok || !ok2 || len(*tp) == 0 {
+			return nil
+		}
+		for _, k := range *tp {
+			switch x := k.(type) {
+			case string:
+			case int64:
+				if x < 0 || x > 1<<20 {
+					return nil
+				}
+			default:
+				return nil
+			}
+		}
+		out[name] = *tp
+	}
+	return out
+}
+
+// dcpTree rebuilds the nested state dict the default planner flattened, as
+// dcp_to_torch_save does: dict keys and list indices from planner_data,
+// lists padded with None. nil (a flat checkpoint) when there is no
+// planner_data or its paths contradict each other.
+func dcpTree(md *DCPMeta, leaves map[string]any) any {
+	if md.Paths == nil {
+		return nil
+	}
+	root := &pickle.Dict{}
+	for _, it := range md.Items {
+		v, ok := leaves[it.Name]
+		if !ok {
+			continue
+		}
+		path, ok := md.Paths[it.Name]
+		if !ok {
+			path = []any{it.Name}
+		}
+		var cur any = root
+		for i, k := range path {
+			last := i == len(path)-1
+			var next any
+			if !last {
+				if _, isInt := path[i+1].(int64); isInt {
+					next = &pickle.List{}
+				} else {
+					next = &pickle.Dict{}
+				}
+			} else {
+				next = v
+			}
+			switch c := cur.(type) {
+			case *pickle.Dict:
+				key, ok := k.(string)
+				if !ok {
+					return nil
+				}
+				if old, ok := c.Get(key); ok {
+					if last {
+						return nil
+					}
+					next = old
+				} else {
+					c.Entries = append(c.Entries, pickle.DictEntry{Key: key, Value: next})
+				}
+			case *pickle.List:
+				idx, ok := k.(int64)
+				if !ok {
+					return nil
+				}
+				for int64(len(*c)) <= idx {
+					*c = append(*c, nil)
+				}
+				if old := (*c)[idx]; old != nil {
+					if last {
+						return nil
+					}
+					next = old
+				} else {
+					(*c)[idx] = next
+				}
+			default:
+				return nil
+			}
+			cur = next
+		}
+	}
+	return root
+}

@@ -315,3 +315,34 @@ func TestDCPCorruptChunk(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+func TestDCPTree(t *testing.T) {
+	items := []DCPItem{{Name: "a.x"}, {Name: "a.l.1.y"}, {Name: "b"}}
+	leaves := map[string]any{"a.x": int64(1), "a.l.1.y": "s", "b": 2.5}
+	md := &DCPMeta{Items: items, Paths: map[string][]any{"a.x": {"a", "x"}, "a.l.1.y": {"a", "l", int64(1), "y"}, "b": {"b"}}}
+	root, ok := dcpTree(md, leaves).(*pickle.Dict)
+	if !ok {
+		t.Fatal("no tree")
+	}
+	a, _ := root.Get("a")
+	l, _ := a.(*pickle.Dict).Get("l")
+	lst := *l.(*pickle.List)
+	if len(lst) != 2 || lst[0] != nil {
+		t.Fatalf("list %v", lst)
+	}
+	if y, _ := lst[1].(*pickle.Dict).Get("y"); y != "s" {
+		t.Errorf("y = %v", y)
+	}
+	// Two leaves at one place, or a leaf where a container must go: flat.
+	md.Paths["b"] = []any{"a", "x"}
+	if dcpTree(md, leaves) != nil {
+		t.Error("contradicting paths gave a tree")
+	}
+	md.Paths["b"] = []any{"a", "x", "z"}
+	if dcpTree(md, leaves) != nil {
+		t.Error("a path through a leaf gave a tree")
+	}
+	if dcpTree(&DCPMeta{Items: items}, leaves) != nil {
+		t.Error("no planner_data gave a tree")
+	}
+}

@@ -5,7 +5,9 @@
 Consolidates DCP_DIR with torch's own dcp_to_torch_save into OUTDIR, then
 loads each FILE (ckpt's .pth with weights_only=True, or .safetensors, or a
 sharded index.json) and requires every tensor of torch's result, by dotted
-name, to be present with the same dtype, shape and bytes, and nothing else.
+name, to be present with the same dtype, shape and bytes, and nothing else;
+a .pth must also equal torch's whole object (nesting, key order, lists,
+tuples, values).
 """
 
 import json
@@ -46,13 +48,42 @@ def raw(t):
     return t.view(torch.uint8).flatten() if t.dim() else t.reshape(1).view(torch.uint8)
 
 
+def same(x, y, where):
+    """Deep equality, dict key order, container types and tensor bits included."""
+    if type(x) is not type(y):
+        return f"{where}: {type(x).__name__} vs torch {type(y).__name__}"
+    if isinstance(x, dict):
+        if list(x) != list(y):
+            return f"{where}: keys {list(x)} vs torch {list(y)}"
+        for k in x:
+            if d := same(x[k], y[k], f"{where}.{k}"):
+                return d
+    elif isinstance(x, (list, tuple)):
+        if len(x) != len(y):
+            return f"{where}: {len(x)} items vs torch {len(y)}"
+        for i, (p, q) in enumerate(zip(x, y)):
+            if d := same(p, q, f"{where}.{i}"):
+                return d
+    elif isinstance(x, torch.Tensor):
+        if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(raw(x), raw(y)):
+            return f"{where}: tensor differs"
+    elif x != y:
+        return f"{where}: {x!r} vs torch {y!r}"
+    return None
+
+
 def main():
     src, outdir, files = sys.argv[1], sys.argv[2], sys.argv[3:]
     ref_path = os.path.join(outdir, "torch.pt")
     dcp_to_torch_save(src, ref_path)
-    ref = flatten(torch.load(ref_path, weights_only=False), "", {})
+    whole = torch.load(ref_path, weights_only=False)
+    ref = flatten(whole, "", {})
     bad = []
     for f in files:
+        if f.endswith((".pt", ".pth")):
+            # The .pth keeps the nested state dict dcp_to_torch_save rebuilds.
+            if d := same(torch.load(f, weights_only=True), whole, "root"):
+                bad.append(f"{f}: {d}")
         got = load(f)
         if set(got) != set(ref):
             bad.append(f"{f}: names differ: extra {sorted(set(got) - set(ref))}, missing {sorted(set(ref) - set(got))}")
