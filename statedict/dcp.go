@@ -28,6 +28,11 @@ const DCPMetadata = ".metadata"
 // Open still succeeds (inspect shows the problem); reading the tensor fails.
 var ErrTiling = errors.New("statedict: chunks do not tile the tensor")
 
+// ErrChunkCRC reports a DCP chunk whose bytes disagree with the CRC32 its
+// torch.save zip recorded: the file was damaged after it was written.
+// Reading a whole tensor checks every chunk; slices cannot.
+var ErrChunkCRC = errors.New("statedict: chunk bytes disagree with their CRC32")
+
 // Chunk is one piece of a tensor of a DCP checkpoint: the box
 // [Offsets, Offsets+Sizes) of the global tensor, saved as a torch.save
 // file at bytes [Begin, Begin+Length) of File.
@@ -449,6 +454,9 @@ func (dt *dcpTensor) openChunk(c Chunk) (*piece, error) {
 		p.hi[d] = c.Offsets[d] + c.Sizes[d]
 	}
 	p.file = filepath.Join(dt.dir, c.File)
+	if st := ct.Storage; st.HasCRC && p.contig && p.swap == 0 && p.off == 0 && ct.NBytes() == st.NBytes {
+		p.crc, p.hasCRC = st.CRC32, true
+	}
 	return p, nil
 }
 

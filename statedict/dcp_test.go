@@ -1,6 +1,7 @@
 package statedict
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -344,5 +345,47 @@ func TestDCPTree(t *testing.T) {
 	}
 	if dcpTree(&DCPMeta{Items: items}, leaves) != nil {
 		t.Error("no planner_data gave a tree")
+	}
+}
+
+// A flipped bit in a chunk's data fails the read of the whole tensor with
+// ErrChunkCRC (the chunk's zip recorded the CRC32 of its bytes).
+func TestDCPChunkCRC(t *testing.T) {
+	ck, err := Open(filepath.Join(dcpFixtures, "basic"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := ck.Tensor("model.embed.weight").ReadAll()
+	ck.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := copyDir(t, filepath.Join(dcpFixtures, "basic"))
+	path := filepath.Join(dir, "__0_0.distcp")
+	b, _ := os.ReadFile(path)
+	at := bytes.Index(b[:1244], good[:72]) // rank 0's rows 0:3
+	if at < 0 {
+		t.Fatal("chunk data not found")
+	}
+	b[at+40] ^= 0x10
+	os.WriteFile(path, b, 0o644)
+	ck, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	rc, err := ck.Tensor("model.embed.weight").Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(rc)
+	rc.Close()
+	if !errors.Is(err, ErrChunkCRC) || !strings.Contains(err.Error(), "__0_0.distcp") {
+		t.Fatalf("got %v", err)
+	}
+	t.Log(err)
+	// Other tensors of the file still read.
+	if _, err := ck.Tensor("model.proj.weight").ReadAll(); err != nil {
+		t.Error(err)
 	}
 }

@@ -1,8 +1,11 @@
 package statedict
 
 import (
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
+	"slices"
 )
 
 // piece is a box [lo, hi) of a logical tensor whose elements lie in a
@@ -17,6 +20,10 @@ type piece struct {
 	contig  bool // C-contiguous over the piece's own box
 	swap    int  // byte-swap unit for big-endian storages, 0 for none
 	file    string
+	// crc is the CRC32 of the piece's whole storage, checked when a stream
+	// reads the whole piece (hasCRC: the storage holds exactly the piece).
+	crc    uint32
+	hasCRC bool
 }
 
 // tensorPiece is the piece of a whole (non-DCP) tensor.
@@ -275,7 +282,10 @@ func (s *boxStream) Read(p []byte) (int, error) {
 		n += m
 		s.runLeft -= int64(m)
 		if err != nil {
-			return n, &Error{File: s.cur.p.file, Tensor: s.g.name, Err: fmt.Errorf("%w: %v", ErrTruncated, err)}
+			if !errors.Is(err, ErrChunkCRC) {
+				err = fmt.Errorf("%w: %v", ErrTruncated, err)
+			}
+			return n, &Error{File: s.cur.p.file, Tensor: s.g.name, Err: err}
 		}
 	}
 	if n == 0 && len(p) > 0 {
@@ -300,6 +310,8 @@ type pieceStream struct {
 	buf     []byte
 	r, w    int
 	bufSize int
+	crc     uint32
+	check   bool // the stream reads the whole piece: check p.crc at its end
 }
 
 func newPieceStream(p *piece, lo, hi []int64, es int64, bufSize int) *pieceStream {
@@ -311,7 +323,21 @@ func newPieceStream(p *piece, lo, hi []int64, es int64, bufSize int) *pieceStrea
 	}
 	s.idx = append([]int64(nil), s.lo...)
 	s.left = boxElems(s.lo, s.hi)
+	s.check = p.hasCRC && slices.Equal(s.lo, p.lo) && slices.Equal(s.hi, p.hi)
 	return s
+}
+
+// got adds bytes read from the source to the running CRC32 and checks it
+// once the whole piece has been read.
+func (s *pieceStream) got(b []byte) error {
+	if !s.check {
+		return nil
+	}
+	s.crc = crc32.Update(s.crc, crc32.IEEETable, b)
+	if s.left == 0 && s.srcLeft == 0 && s.crc != s.p.crc {
+		return fmt.Errorf("%w: CRC32 %08x, the zip record says %08x", ErrChunkCRC, s.crc, s.p.crc)
+	}
+	return nil
 }
 
 // nextRun sets srcPos/srcLeft to the next run of consecutive storage bytes.
@@ -348,6 +374,9 @@ func (s *pieceStream) read(p []byte) (int, error) {
 			}
 			s.srcPos += k
 			s.srcLeft -= k
+			if err := s.got(p[n : n+int(k)]); err != nil {
+				return n, err
+			}
 			n += int(k)
 			continue
 		}
@@ -358,11 +387,14 @@ func (s *pieceStream) read(p []byte) (int, error) {
 		if _, err := s.p.ra.ReadAt(s.buf[:k], s.srcPos); err != nil {
 			return n, err
 		}
+		s.srcPos += k
+		s.srcLeft -= k
+		if err := s.got(s.buf[:k]); err != nil {
+			return n, err
+		}
 		if s.p.swap > 0 {
 			SwapBytes(s.buf[:k], s.p.swap)
 		}
-		s.srcPos += k
-		s.srcLeft -= k
 		s.r, s.w = 0, int(k)
 	}
 	return n, nil
