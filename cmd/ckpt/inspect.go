@@ -37,11 +37,18 @@ foreign objects. Nothing in the file is executed.
 
 PATH may be a torch zip (.pt/.pth/.bin), a legacy or tar torch file, a
 safetensors file, a Hugging Face index.json, a directory holding one of
-those, or a gzip/zstd-compressed file. The format is found from the content.`,
+those, or a gzip/zstd-compressed file. The format is found from the content.
+
+A torch.distributed.checkpoint (DCP) directory (.metadata plus __R_N.distcp
+files) shows as one checkpoint: global shapes, and per tensor its number of
+chunks and the ranks that saved them; chunks that leave a gap, overlap, reach
+outside the shape or sit in a missing file flag the tensor BAD-CHUNKS and
+are listed under Warnings.`,
 		Example: `  ckpt inspect model.pt
   ckpt inspect --json checkpoints/last.ckpt | jq '.summary'
   ckpt inspect --filter 'optimizer.*' --stats run/epoch7.pth
-  ckpt inspect ./llama-7b/   # a directory with model.safetensors.index.json`,
+  ckpt inspect ./llama-7b/   # a directory with model.safetensors.index.json
+  ckpt inspect ./step_1000/  # a torch.distributed.checkpoint directory`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Path = args[0]

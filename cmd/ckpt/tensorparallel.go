@@ -26,7 +26,7 @@ rank-00000-of-0000W.safetensors to rank-0000(W-1)-of-0000W.safetensors (or
 .pth with --to pth), rank r's file holding its part of every tensor under the
 tensor's own name, and the values. ` + splitRulesDoc
 
-func parseSplit(world int, split string) ([]statedict.SplitRule, error) {
+func parseSplit(split string) ([]statedict.SplitRule, error) {
 	rules, err := statedict.ParseSplitRules(split)
 	if err != nil {
 		return nil, usagef("--split: %v", err)
@@ -45,7 +45,7 @@ func rankPart(ck *statedict.Checkpoint, rank, world int, split string) (*statedi
 	if world < 0 || rank < 0 || rank >= world {
 		return nil, usagef("--rank %d --world-size %d: want 0 <= rank < world-size", rank, world)
 	}
-	rules, err := parseSplit(world, split)
+	rules, err := parseSplit(split)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func runConvertTP(ctx context.Context, s *streams, o *convertOptions, copts []co
 	if o.MaxShard != "" || o.Compress != "" {
 		return usagef("--tensor-parallel writes one file per rank: no --max-shard-size or --compress")
 	}
-	rules, err := parseSplit(o.TP, o.Split)
+	rules, err := parseSplit(o.Split)
 	if err != nil {
 		return err
 	}
