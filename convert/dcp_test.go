@@ -98,7 +98,7 @@ func TestInteropTensorParallel(t *testing.T) {
 	}
 	defer ck.Close()
 	dir := t.TempDir()
-	flat := filepath.Join(dir, "flat.pt")
+	flat := filepath.Join(dir, "whole.pt")
 	convert(t, dcpFixture, flat)
 	split := "model.embed.weight=0,model.proj.weight=1,model.mlp.weight=-1,model.conv.weight=2,model.counts=0,model.bytes=0"
 	rules, err := statedict.ParseSplitRules(split)

@@ -4,7 +4,7 @@
 
 RULES_JSON maps tensor names to the dimension they were split on. Each FILE
 (rank r's safetensors, in rank order) must hold every tensor of SOURCE (a
-torch.save of a flat state dict; its tensors), equal bit for bit to
+torch.save; its tensors by dotted name), equal bit for bit to
 torch.chunk(t, WORLD, dim)[r] (an empty tensor of the right shape when
 torch.chunk gives fewer than WORLD chunks), or to t for the others.
 """
@@ -16,13 +16,22 @@ import torch
 from safetensors.torch import load_file
 
 
+def flatten(obj, prefix, out):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            flatten(v, f"{prefix}.{k}" if prefix else str(k), out)
+    elif isinstance(obj, torch.Tensor):
+        out[prefix] = obj
+    return out
+
+
 def raw(t):
     return t.contiguous().reshape(-1).view(torch.uint8)
 
 
 def main():
     src, world, rules, files = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4:]
-    sd = {k: v for k, v in torch.load(src, weights_only=True).items() if isinstance(v, torch.Tensor)}
+    sd = flatten(torch.load(src, weights_only=True), "", {})
     bad = []
     for r, f in enumerate(files):
         got = load_file(f)
