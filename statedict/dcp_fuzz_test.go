@@ -7,7 +7,7 @@ import (
 )
 
 // FuzzDCPMetadata feeds mutations of a real DCP .metadata (seeds: the
-// fixture's, under testdata/dcp) to the DCP reader over the fixture's
+// fixture's and the damaged ones under testdata/dcp/bad) to the DCP reader over the fixture's
 // .distcp files: parsing, tiling validation, chunk opening and assembly
 // must return, not panic or hang, and a tensor that reads must have the
 // size its metadata says.
@@ -18,6 +18,12 @@ func FuzzDCPMetadata(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(seed)
+	bad, _ := filepath.Glob(filepath.Join(dcpFixtures, "bad", "*.metadata"))
+	for _, p := range bad {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
 	f.Add(seed[:len(seed)/2])
 	f.Add([]byte{0x80, 0x04, 0x4e, 0x2e}) // None
 	f.Fuzz(func(t *testing.T, data []byte) {
