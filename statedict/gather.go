@@ -312,6 +312,7 @@ type pieceStream struct {
 	bufSize int
 	crc     uint32
 	check   bool // the stream reads the whole piece: check p.crc at its end
+	checked bool // and it did, and the CRC32 matched
 }
 
 func newPieceStream(p *piece, lo, hi []int64, es int64, bufSize int) *pieceStream {
@@ -334,8 +335,11 @@ func (s *pieceStream) got(b []byte) error {
 		return nil
 	}
 	s.crc = crc32.Update(s.crc, crc32.IEEETable, b)
-	if s.left == 0 && s.srcLeft == 0 && s.crc != s.p.crc {
-		return fmt.Errorf("%w: CRC32 %08x, the zip record says %08x", ErrChunkCRC, s.crc, s.p.crc)
+	if s.left == 0 && s.srcLeft == 0 {
+		if s.crc != s.p.crc {
+			return fmt.Errorf("%w: CRC32 %08x, the zip record says %08x", ErrChunkCRC, s.crc, s.p.crc)
+		}
+		s.checked = true
 	}
 	return nil
 }

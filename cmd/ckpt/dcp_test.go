@@ -178,3 +178,39 @@ func TestLoadRank(t *testing.T) {
 		}
 	}
 }
+
+// verify DIR recomputes every chunk's CRC32; a flipped bit is a mismatch
+// naming the tensor, exit 1.
+func TestVerifyDCP(t *testing.T) {
+	code, out, errs := runCLI(t, "verify", dcpDir)
+	if code != 0 || !strings.Contains(out, "45 CRC32s") {
+		t.Fatalf("exit %d: %s%s", code, out, errs)
+	}
+	ck, err := statedict.Open(dcpDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := ck.Tensor("model.embed.weight").ReadAll()
+	ck.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ents, _ := os.ReadDir(dcpDir)
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join(dcpDir, e.Name()))
+		if e.Name() == "__0_0.distcp" {
+			at := bytes.Index(b, good[:72]) // rank 0's rows of model.embed.weight
+			if at < 0 {
+				t.Fatal("chunk data not found")
+			}
+			b[at+5] ^= 1
+		}
+		os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644)
+	}
+	code, out, errs = runCLI(t, "verify", dir)
+	if code != 1 || !strings.Contains(out+errs, "model.embed.weight") || !strings.Contains(out+errs, "CRC32") {
+		t.Fatalf("exit %d: %s%s", code, out, errs)
+	}
+	t.Log(out, errs)
+}
