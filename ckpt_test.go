@@ -235,3 +235,47 @@ func TestLoadSavedDigests(t *testing.T) {
 func bytesReaderAt(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 func unsafePointer(p *float32) unsafe.Pointer { return unsafe.Pointer(p) }
+
+// WithRank loads only one rank's part: rows 2:3 of encoder.weight [3, 4]
+// for rank 1 of 2 (torch.chunk: 2 rows, then 1), the same bytes as the
+// whole tensor's last row; unmatched tensors load whole.
+func TestLoadRank(t *testing.T) {
+	ctx := context.Background()
+	rules, err := statedict.ParseSplitRules("encoder.weight=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := ckpt.Load(ctx, fixtures+"zip_basic.pt", ckpt.WithMapLocation("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	part, err := ckpt.Load(ctx, fixtures+"zip_basic.pt", ckpt.WithMapLocation("cpu"), ckpt.WithRank(1, 2, rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer part.Close()
+	w, _ := whole.Tensor("encoder.weight")
+	p, _ := part.Tensor("encoder.weight")
+	wb, err := w.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := p.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Shape) != 2 || p.Shape[0] != 1 || p.Shape[1] != 4 || !bytes.Equal(pb, wb[2*16:]) {
+		t.Errorf("rank 1 of encoder.weight: shape %v bytes %x, want [1 4] %x", p.Shape, pb, wb[32:])
+	}
+	wbias, _ := whole.Tensor("encoder.bias")
+	pbias, _ := part.Tensor("encoder.bias")
+	a, _ := wbias.Bytes()
+	b, _ := pbias.Bytes()
+	if !bytes.Equal(a, b) {
+		t.Error("an unmatched tensor is not loaded whole")
+	}
+	if _, err := ckpt.Load(ctx, fixtures+"zip_basic.pt", ckpt.WithRank(2, 2, rules)); !errors.Is(err, statedict.ErrSlice) {
+		t.Errorf("rank 2 of 2: %v", err)
+	}
+}

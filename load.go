@@ -99,10 +99,17 @@ func NewPlan(ck *statedict.Checkpoint, opts ...Option) (*remap.Plan, error) {
 // not be closed).
 func makePlan(ck *statedict.Checkpoint, cfg *config) (*statedict.Checkpoint, *remap.Plan, error) {
 	sel := ck
+	if cfg.world > 0 {
+		part, err := statedict.RankCheckpoint(ck, cfg.rank, cfg.world, cfg.split)
+		if err != nil {
+			return nil, nil, err
+		}
+		sel = part
+	}
 	if cfg.filter != nil {
-		sub := *ck
+		sub := *sel
 		sub.Tensors = nil
-		for _, t := range ck.Tensors {
+		for _, t := range sel.Tensors {
 			if cfg.filter(t.Name) {
 				sub.Tensors = append(sub.Tensors, t)
 			}

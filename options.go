@@ -26,6 +26,9 @@ type config struct {
 	inv       devicecopy.Inventory
 	driver    *devicecopy.Driver
 	env       *devicecopy.Env
+	rank      int
+	world     int
+	split     []statedict.SplitRule
 }
 
 func newConfig(opts []Option) *config {
@@ -36,6 +39,16 @@ func newConfig(opts []Option) *config {
 		}
 	}
 	return c
+}
+
+// WithRank makes Load load only the part of the checkpoint that rank holds
+// in a tensor-parallel group of world ranks (statedict.RankCheckpoint):
+// each tensor a rule splits is cut to its torch.chunk range along the rule's
+// dimension, reading only those bytes; other tensors load whole. Names are
+// unchanged. rules come from statedict.ParseSplitRules. A rank outside
+// [0, world) makes Load fail.
+func WithRank(rank, world int, rules []statedict.SplitRule) Option {
+	return func(c *config) { c.rank, c.world, c.split = rank, world, rules }
 }
 
 // WithMapLocation sets where tensors go, in torch's map_location forms as

@@ -95,7 +95,8 @@ func fileDigests(ck *statedict.Checkpoint, s *statedict.Storage, cache map[strin
 }
 
 // Check recomputes every checksum the checkpoint carries: the CRC32 of
-// each zip record holding a storage (when the zip recorded one), and the
+// each zip record holding a storage (when the zip recorded one; for a DCP
+// directory, the record of each chunk), and the
 // xxh64c digest ckpt records for each tensor of a safetensors file. A
 // mismatch is reported by tensor name; tensors no checksum covers are
 // listed as unverified. The error is for failures to read, not for
@@ -164,6 +165,9 @@ func Check(ctx context.Context, ck *statedict.Checkpoint, opts ...CheckOption) (
 			rep.Mismatches = append(rep.Mismatches, Mismatch{Name: t.Name, Kind: "digest",
 				Detail: fmt.Sprintf("recorded %s, computed %s", want, got)})
 		}
+	}
+	if err := checkChunks(ctx, ck, rep, covered); err != nil {
+		return nil, err
 	}
 	for _, t := range ck.Tensors {
 		if !covered[t.Name] {

@@ -54,7 +54,8 @@ func WithTempDir(dir string) Option { return func(c *config) { c.tempDir = dir }
 func WithMaxDecompressedSize(n int64) Option { return func(c *config) { c.maxDecompress = n } }
 
 // Open opens a checkpoint file or directory: a torch zip, legacy or tar file,
-// a safetensors file, a Hugging Face index.json with its shards, a directory
+// a safetensors file, a Hugging Face index.json with its shards, a
+// torch.distributed.checkpoint directory (or its .metadata file), a directory
 // holding one of those, or a gzip/zstd-wrapped file. The format is sniffed
 // from the content, not the extension. Only metadata is read.
 func Open(path string, opts ...Option) (*Checkpoint, error) {
@@ -69,6 +70,9 @@ func Open(path string, opts ...Option) (*Checkpoint, error) {
 	}
 	if fi.IsDir() {
 		return openDir(path, &cfg)
+	}
+	if filepath.Base(path) == DCPMetadata {
+		return openDCP(filepath.Dir(path), &cfg)
 	}
 	return openFile(path, &cfg)
 }
@@ -198,9 +202,13 @@ func isIndexJSON(r io.ReaderAt, size int64) bool {
 	return false
 }
 
-// openDir opens the checkpoint a directory holds: an index.json if there is
-// one, else its single checkpoint file.
+// openDir opens the checkpoint a directory holds: a torch.distributed.checkpoint
+// (DCP) directory when it has a .metadata file, else an index.json if there
+// is one, else its single checkpoint file.
 func openDir(dir string, cfg *config) (*Checkpoint, error) {
+	if isDCPDir(dir) {
+		return openDCP(dir, cfg)
+	}
 	for _, pat := range []string{"*.safetensors.index.json", "*.bin.index.json", "*.index.json"} {
 		m, _ := filepath.Glob(filepath.Join(dir, pat))
 		if len(m) == 1 {

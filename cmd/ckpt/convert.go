@@ -32,6 +32,8 @@ type convertOptions struct {
 	Force       bool
 	DropFloats  bool
 	JSON        bool
+	TP          int    // --tensor-parallel
+	Split       string // --split
 }
 
 func newConvertCmd(s *streams) *cobra.Command {
@@ -62,6 +64,8 @@ give a flat state dict of dotted names. torch.load(weights_only=True) reads
 floats on torch >= 2.0; --drop-floats leaves them out for torch 1.13.
 Anything the output cannot carry is listed.
 
+` + tpHelp + `
+
 OUT is written to a temporary file beside it and renamed into place when
 complete: an interrupted convert never leaves a partial OUT. An existing OUT
 is replaced only with --force.`,
@@ -69,7 +73,10 @@ is replaced only with --force.`,
   ckpt convert --map-location cpu gpu_run.pt cpu_run.pt
   ckpt convert --dtype bf16 --strip-prefix module. ddp.pt model.safetensors
   ckpt convert --max-shard-size 5GB big.pt out/model.safetensors.index.json
-  ckpt convert --compress zstd model.safetensors model.safetensors.zst`,
+  ckpt convert --compress zstd model.safetensors model.safetensors.zst
+  ckpt convert ./dcp_checkpoint/ model.safetensors      # torch.distributed.checkpoint directory
+  ckpt convert model.safetensors tp4/ --tensor-parallel 4 \
+      --split '*.q_proj.weight=0,*.k_proj.weight=0,*.v_proj.weight=0,*.o_proj.weight=1'`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.In, opts.Out = args[0], args[1]
@@ -79,6 +86,9 @@ is replaced only with --force.`,
 			copts, err := opts.options()
 			if err != nil {
 				return err
+			}
+			if opts.TP != 0 || opts.Split != "" {
+				return runConvertTP(cmd.Context(), s, opts, copts)
 			}
 			return runConvert(cmd.Context(), s, opts, copts)
 		},
@@ -95,6 +105,8 @@ is replaced only with --force.`,
 	f.BoolVar(&opts.Force, "force", false, "replace an existing OUT")
 	f.BoolVar(&opts.DropFloats, "drop-floats", false, "pth: leave out floats (and bytes, sets, complex, torch.device) so torch 1.13's weights_only=True loader reads OUT")
 	f.BoolVar(&opts.JSON, "json", false, "print the summary as one JSON object (schema in docs/cli-json.md)")
+	f.IntVar(&opts.TP, "tensor-parallel", 0, "write W per-rank files rank-0000R-of-0000W.safetensors into the directory OUT (see --split)")
+	f.StringVar(&opts.Split, "split", "", splitHelp)
 	return cmd
 }
 

@@ -38,11 +38,18 @@ foreign objects. Nothing in the file is executed.
 
 PATH may be a torch zip (.pt/.pth/.bin), a legacy or tar torch file, a
 safetensors file, a Hugging Face index.json, a directory holding one of
-those, or a gzip/zstd-compressed file. The format is found from the content.`,
+those, or a gzip/zstd-compressed file. The format is found from the content.
+
+A torch.distributed.checkpoint (DCP) directory (.metadata plus __R_N.distcp
+files) shows as one checkpoint: global shapes, and per tensor its number of
+chunks and the ranks that saved them; chunks that leave a gap, overlap, reach
+outside the shape or sit in a missing file flag the tensor BAD-CHUNKS and
+are listed under Warnings.`,
 		Example: `  ckpt inspect model.pt
   ckpt inspect --json checkpoints/last.ckpt | jq '.summary'
   ckpt inspect --filter 'optimizer.*' --stats run/epoch7.pth
-  ckpt inspect ./llama-7b/   # a directory with model.safetensors.index.json`,
+  ckpt inspect ./llama-7b/   # a directory with model.safetensors.index.json
+  ckpt inspect ./step_1000/  # a torch.distributed.checkpoint directory`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Path = args[0]
@@ -83,6 +90,8 @@ type inspectTensor struct {
 	Subclass      string         `json:"subclass,omitempty"`
 	Stats         *inspectStats  `json:"stats,omitempty"`
 	Quant         map[string]any `json:"quantization,omitempty"`
+	Chunks        []inspectChunk `json:"chunks,omitempty"`  // DCP: the chunks the tensor is assembled from
+	Problem       string         `json:"problem,omitempty"` // DCP: why the tensor cannot be read
 }
 
 type inspectStore struct {
@@ -199,6 +208,7 @@ func buildInspectReport(ck *statedict.Checkpoint, opts *inspectOptions) *inspect
 			it.Shared = shared[t.Storage]
 			it.Storage = &inspectStore{Key: t.Storage.Key, NBytes: t.Storage.NBytes, Location: t.Storage.Location, Record: t.Storage.Record}
 		}
+		it.Chunks, it.Problem = dcpInfo(t)
 		if q := t.Quant; q != nil {
 			it.Quant = map[string]any{"scheme": q.Scheme}
 			if q.Scales == nil {
@@ -425,6 +435,7 @@ func tensorFlags(t inspectTensor) string {
 	add(t.Quantized, "quantized")
 	add(t.Meta, "meta")
 	add(t.Subclass != "", t.Subclass)
+	f = append(f, chunkFlags(t)...)
 	return strings.Join(f, ",")
 }
 

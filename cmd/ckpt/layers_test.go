@@ -46,6 +46,8 @@ func TestLayers(t *testing.T) {
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},
 		// The library side of bench/host_load.sh.
 		"bench/hostload": {rootPkg + "$"},
+		// Counts the bytes a tensor-parallel rank reads (bench/dcp.sh).
+		"bench/rankread": {mod + "statedict"},
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", mod+"...").Output()
 	if err != nil {

@@ -27,6 +27,9 @@ type loadOptions struct {
 	DryRun      bool
 	JSON        bool
 	NoVerify    bool
+	Rank        int    // --rank
+	WorldSize   int    // --world-size
+	Split       string // --split
 }
 
 // envLibCUDA names a CUDA driver library to use instead of libcuda.so.1,
@@ -69,6 +72,9 @@ everything there, or SRC=DST pairs per saved tag (cuda:1=cuda:0). A bare type
 as SRC (cuda=cpu) matches every index, which torch's dict does not. Without
 it, tensors go where they were saved (map_location=None).
 
+--rank R --world-size W --split RULES loads only rank R's part of a
+tensor-parallel split, reading only its bytes. ` + splitRulesDoc + `
+
 Exit codes: 0 loaded (or planned, with --dry-run); 1 unreadable file, failed
 pre-flight, CRC32 mismatch, strays under --strict, failed upload or
 verification mismatch; 2 usage.`,
@@ -83,6 +89,10 @@ verification mismatch; 2 usage.`,
 
   # Refuse a checkpoint with tensors saved on an unexpected device
   ckpt load model.pt --map-location cpu --strict
+
+  # Rank 1 of 4 tensor-parallel ranks: only its rows of q/k/v, columns of o
+  ckpt load model.safetensors --rank 1 --world-size 4 --map-location cuda:1 \
+      --split '*.q_proj.weight=0,*.k_proj.weight=0,*.v_proj.weight=0,*.o_proj.weight=1'
 
   # One JSON object (see docs/cli-json.md, "load")
   ckpt load model.pt --map-location cpu --json`,
@@ -106,6 +116,9 @@ verification mismatch; 2 usage.`,
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and stop before the pre-flight and before reading any data")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object instead of text")
 	f.BoolVar(&opts.NoVerify, "no-verify", false, "skip the on-device checksum of what was uploaded to GPUs")
+	f.IntVar(&opts.Rank, "rank", 0, "with --world-size: load only this tensor-parallel rank's part (see --split)")
+	f.IntVar(&opts.WorldSize, "world-size", 0, "number of tensor-parallel ranks --split divides tensors over")
+	f.StringVar(&opts.Split, "split", "", splitHelp)
 	return cmd
 }
 
@@ -224,11 +237,19 @@ type loadGPUStorJSON struct {
 // writes the report.
 func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv devicecopy.Inventory, drv *devicecopy.Driver, env devicecopy.Env) error {
 	var rules remap.Rules
+	var pre []ckpt.Option
 	if opts.MapLocation != "" || opts.MapSet {
 		var err error
 		if rules, err = remap.Parse(opts.MapLocation); err != nil {
 			return mapLocationError("load", opts.MapLocation, err)
 		}
+	}
+	if opts.WorldSize != 0 || opts.Split != "" || opts.Rank != 0 {
+		part, err := rankOption(opts.Rank, opts.WorldSize, opts.Split)
+		if err != nil {
+			return err
+		}
+		pre = append(pre, part)
 	}
 	bars := newStageBars(s, opts.JSON)
 	lopts := []ckpt.Option{ckpt.WithRules(rules), ckpt.WithInventory(inv), ckpt.WithEnv(env), ckpt.WithProgress(bars.update)}
@@ -244,7 +265,7 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 	if opts.DryRun {
 		lopts = append(lopts, ckpt.WithDryRun())
 	}
-	m, err := ckpt.Load(ctx, path, lopts...)
+	m, err := ckpt.Load(ctx, path, append(pre, lopts...)...)
 	bars.done()
 	var se *ckpt.StrayError
 	if errors.As(err, &se) {
