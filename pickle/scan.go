@@ -2,11 +2,14 @@ package pickle
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // argument encodings of opcodes, as pickletools names them.
@@ -92,8 +95,10 @@ type program struct {
 }
 
 type scanner struct {
+	ctx    context.Context
 	data   []byte
-	str    string // data as a string, so tracked strings share its memory
+	str    string // data viewed as a string (no copy); what outlives the scan is cloned
+	nbytes int64  // bytes of str and bytes values so far (Limits.MaxBytes)
 	lim    Limits
 	pos    int
 	out    []byte
@@ -124,8 +129,9 @@ type scanner struct {
 //   - LONG4 is decoded in quadratic time: rewritten to a call of our decoder;
 //   - STRING and UNICODE arguments are passed through undecoded: rewritten
 //     to BINUNICODE after decoding Python's escapes.
-func scan(data []byte, lim Limits) (*program, error) {
+func scan(ctx context.Context, data []byte, lim Limits) (*program, error) {
 	s := newScanner(data, lim)
+	s.ctx = ctx
 	if _, err := s.run(-1); err != nil {
 		return nil, err
 	}
@@ -134,15 +140,16 @@ func scan(data []byte, lim Limits) (*program, error) {
 
 func newScanner(data []byte, lim Limits) *scanner {
 	return &scanner{
+		ctx:    context.Background(),
 		data:   data,
-		str:    string(data),
+		str:    unsafe.String(unsafe.SliceData(data), len(data)),
 		lim:    lim,
 		out:    make([]byte, 0, len(data)+64),
 		memo:   make(map[int]aval),
 		prog:   &program{data: data, limits: lim, fsMark: &frozenMark{}},
 		index:  make(map[[2]string]int),
 		intern: make(map[string]int),
-		rt:     &hookEnv{budget: 2*int64(len(data)) + 1<<16, maxDepth: lim.MaxDepth},
+		rt:     &hookEnv{budget: 2*int64(len(data)) + 1<<16, total: 2*int64(len(data)) + 1<<16, maxDepth: lim.MaxDepth},
 	}
 }
 
@@ -173,12 +180,20 @@ func (s *scanner) run(target int) (int, error) {
 		}
 		ops++
 		if ops > s.lim.MaxOps {
-			return -1, &OpError{Offset: int64(start), Op: info.name, Err: fmt.Errorf("%w: more than %d opcodes", ErrLimit, s.lim.MaxOps)}
+			return -1, &OpError{Offset: int64(start), Op: info.name, Err: limitErr("MaxOps", "opcodes", int64(ops), int64(s.lim.MaxOps))}
+		}
+		if ops%ctxEvery == 0 {
+			if err := s.ctx.Err(); err != nil {
+				return -1, &OpError{Offset: int64(start), Op: info.name, Err: err}
+			}
 		}
 		s.pos++
 		stop, err := s.step(op, info, start)
 		if err != nil {
 			return -1, &OpError{Offset: int64(start), Op: info.name, Err: err}
+		}
+		if len(s.stack) > s.lim.MaxStack {
+			return -1, &OpError{Offset: int64(start), Op: info.name, Err: limitErr("MaxStack", "items on the stack", int64(len(s.stack)), int64(s.lim.MaxStack))}
 		}
 		if target >= 0 && len(s.out) >= target {
 			return start, nil
@@ -327,14 +342,14 @@ func (s *scanner) popMark() (int, error) {
 	s.stack = s.stack[:b]
 	s.marks = s.marks[:len(s.marks)-1]
 	if n > s.lim.MaxContainerLen {
-		return 0, fmt.Errorf("%w: %d items exceed MaxContainerLen %d", ErrLimit, n, s.lim.MaxContainerLen)
+		return 0, limitErr("MaxContainerLen", "items in one container", int64(n), int64(s.lim.MaxContainerLen))
 	}
 	return n, nil
 }
 
 func (s *scanner) memoIndex(i uint64) (int, error) {
 	if i >= uint64(s.lim.MaxMemo) {
-		return 0, fmt.Errorf("%w: memo index %d exceeds MaxMemo %d", ErrLimit, i, s.lim.MaxMemo)
+		return 0, limitErr("MaxMemo", "as a memo index", int64(min(i, math.MaxInt64)), int64(s.lim.MaxMemo)-1)
 	}
 	return int(i), nil
 }
@@ -363,6 +378,9 @@ func (s *scanner) global(module, name string) (int, error) {
 	if i, ok := s.index[key]; ok {
 		return i, nil
 	}
+	// The names may point into the caller's buffer (see scanner.str).
+	module, name = strings.Clone(module), strings.Clone(name)
+	key = [2]string{module, name}
 	c, err := resolve(module, name, s.rt)
 	if err != nil {
 		return 0, err
@@ -395,6 +413,23 @@ func (s *scanner) emitString(b []byte) error {
 	return nil
 }
 
+// addBytes counts n bytes of str or bytes values against Limits.MaxBytes.
+func (s *scanner) addBytes(n int) error {
+	s.nbytes += int64(n)
+	if s.nbytes > s.lim.MaxBytes {
+		return limitErr("MaxBytes", "bytes of str and bytes values", s.nbytes, s.lim.MaxBytes)
+	}
+	return nil
+}
+
+// intSize checks the byte length of a LONG1 or LONG4 against Limits.MaxIntBytes.
+func (s *scanner) intSize(n uint64) error {
+	if n > uint64(s.lim.MaxIntBytes) {
+		return limitErr("MaxIntBytes", "bytes in one integer", int64(n), int64(s.lim.MaxIntBytes))
+	}
+	return nil
+}
+
 // step validates one opcode, updates the abstract stack and emits its
 // rewritten form. It reports whether the opcode was STOP.
 func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
@@ -407,7 +442,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 	switch op {
 	case '(':
 		if len(s.marks) >= s.lim.MaxDepth {
-			return false, fmt.Errorf("%w: more than %d nested MARKs", ErrLimit, s.lim.MaxDepth)
+			return false, limitErr("MaxDepth", "nested MARKs", int64(len(s.marks)+1), int64(s.lim.MaxDepth))
 		}
 		s.marks = append(s.marks, len(s.stack))
 	case '.':
@@ -436,9 +471,17 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			return false, malformed("integer literal longer than %d digits", maxIntDigits)
 		}
 		s.push(other)
-	case 'F', 'J', 'K', 'M', 'N', 'G', 0x88, 0x89, ')', ']', '}', 0x96, 'P', 'B', 'C', 0x8e:
+	case 'B', 'C', 0x8e, 0x96:
+		if err := s.addBytes(len(a.data)); err != nil {
+			return false, err
+		}
+		s.push(other)
+	case 'F', 'J', 'K', 'M', 'N', 'G', 0x88, 0x89, ')', ']', '}', 'P':
 		s.push(other)
 	case 0x8a:
+		if err := s.intSize(a.n); err != nil {
+			return false, err
+		}
 		s.push(other)
 		if a.n == 0 { // gopickle cannot decode an empty LONG1; it means 0
 			s.out = append(s.out, 'K', 0)
@@ -446,6 +489,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		}
 	case 0x8b:
 		// gopickle decodes LONG4 in quadratic time; build it here instead.
+		if err := s.intSize(a.n); err != nil {
+			return false, err
+		}
 		s.push(other)
 		s.emitGlobal('c', s.internal("long"))
 		if err := s.emitString(a.data); err != nil {
@@ -454,6 +500,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		s.out = append(s.out, 0x85, 'R')
 		return false, nil
 	case 'X', 0x8c, 0x8d:
+		if err := s.addBytes(len(a.data)); err != nil {
+			return false, err
+		}
 		text := s.str[s.pos-len(a.data) : s.pos]
 		if !ValidText(text) {
 			// Python fails on it too (UnicodeDecodeError).
@@ -463,6 +512,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 	case 'T', 'U':
 		// Python 2 byte strings: torch decodes them as UTF-8 by default,
 		// as latin-1 when asked; kept as they are.
+		if err := s.addBytes(len(a.data)); err != nil {
+			return false, err
+		}
 		s.pushStr(s.str[s.pos-len(a.data) : s.pos])
 	case 'S', 'V':
 		var dec []byte
@@ -472,6 +524,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			dec, err = decodeRawUnicodeEscape(a.data)
 		}
 		if err != nil {
+			return false, err
+		}
+		if err := s.addBytes(len(dec)); err != nil {
 			return false, err
 		}
 		s.pushStr(string(dec))

@@ -1,7 +1,6 @@
 package pickle
 
 import (
-	"fmt"
 	"math"
 	"math/big"
 	"strconv"
@@ -400,7 +399,7 @@ type argsKey struct {
 
 func (c *converter) checkLen(n int) error {
 	if n > c.lim.MaxContainerLen {
-		return fmt.Errorf("%w: container of %d items exceeds MaxContainerLen %d", ErrLimit, n, c.lim.MaxContainerLen)
+		return limitErr("MaxContainerLen", "items in one container", int64(n), int64(c.lim.MaxContainerLen))
 	}
 	return nil
 }
@@ -489,7 +488,7 @@ func (c *converter) visit(v any, depth int) (out any, done bool, err error) {
 		return out, true, nil
 	}
 	if depth >= c.lim.MaxDepth {
-		return nil, true, fmt.Errorf("%w: values nested deeper than %d", ErrLimit, c.lim.MaxDepth)
+		return nil, true, limitErr("MaxDepth", "levels of nested values", int64(depth+1), int64(c.lim.MaxDepth))
 	}
 	return nil, false, nil
 }
