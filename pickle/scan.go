@@ -89,6 +89,7 @@ type program struct {
 	code    []byte
 	globals []*pyClass  // indexed by the rewritten GLOBAL/INST module "\x00<index>"
 	fsMark  *frozenMark // marker of the rewritten FROZENSET (see machine.persistentLoad)
+	used    []uint64    // scanner.used, for re-runs that locate errors
 	end     int         // bytes of the original input through STOP
 	data    []byte      // original input, for locating errors
 	limits  Limits
@@ -105,7 +106,9 @@ type scanner struct {
 	stack  []aval
 	strs   []string
 	marks  []int
-	memo   map[int]aval
+	memo   memoTable
+	used   []uint64 // bit i: some GET reads what the i-th PUT stored (see markUsed)
+	nput   int      // PUTs seen so far
 	prog   *program
 	index  map[[2]string]int
 	intern map[string]int // internal helper globals by name
@@ -132,10 +135,134 @@ type scanner struct {
 func scan(ctx context.Context, data []byte, lim Limits) (*program, error) {
 	s := newScanner(data, lim)
 	s.ctx = ctx
+	if err := s.markUsed(); err != nil {
+		return nil, err
+	}
 	if _, err := s.run(-1); err != nil {
 		return nil, err
 	}
 	return s.prog, nil
+}
+
+// markUsed is a first, light pass over the opcodes that finds which PUTs
+// some GET reads: about half of those torch writes are never read, and a
+// MEMOIZE flood is nothing else. The rewritten stream keeps only the used
+// ones, so gopickle's memo (a Go map) holds only what is read. The pass
+// stops at the first opcode it cannot parse; the validating pass then
+// reports it.
+func (s *scanner) markUsed() error {
+	memo := memoTable{sparse: make(map[int]memoSlot), denseMax: len(s.data) + 1}
+	id := int32(0)
+	for ops := 1; s.pos < len(s.data); ops++ {
+		if ops%ctxEvery == 0 {
+			if err := s.ctx.Err(); err != nil {
+				return &OpError{Offset: int64(s.pos), Op: opTable[s.data[s.pos]].name, Err: err}
+			}
+		}
+		op := s.data[s.pos]
+		info := opTable[op]
+		if info.name == "" || op == '.' {
+			break
+		}
+		s.pos++
+		a, err := s.readArg(info.arg)
+		if err != nil {
+			break
+		}
+		switch op {
+		case 0x94, 'p', 'q', 'r':
+			i := uint64(memo.n)
+			switch op {
+			case 'p':
+				if i, err = lineIndex(a.data); err != nil {
+					break
+				}
+			case 'q', 'r':
+				i = a.n
+			}
+			if err != nil || i >= uint64(s.lim.MaxMemo) {
+				break
+			}
+			id++
+			memo.set(int(i), memoSlot{put: id})
+		case 'g', 'h', 'j':
+			i := a.n
+			if op == 'g' {
+				if i, err = lineIndex(a.data); err != nil {
+					break
+				}
+			}
+			if sl, ok := memo.get(i); ok {
+				w := int(sl.put-1) / 64
+				if w >= len(s.used) {
+					s.used = append(s.used, make([]uint64, w+1-len(s.used))...)
+				}
+				s.used[w] |= 1 << (uint(sl.put-1) % 64)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	s.pos = 0
+	s.prog.used = s.used
+	return nil
+}
+
+// isUsed reports whether the id-th PUT (from 0) is read by some GET.
+func (s *scanner) isUsed(id int) bool {
+	w := id / 64
+	return w < len(s.used) && s.used[w]&(1<<(uint(id)%64)) != 0
+}
+
+// memoSlot is what the validating pass knows about a memo entry: the
+// value's abstract slot and which PUT stored it (1-based; 0: unset).
+type memoSlot struct {
+	v   aval
+	put int32
+}
+
+// memoTable maps memo indices to slots: a slice for indices below the
+// input's size (every PUT costs at least one byte, so they are dense),
+// a map for the rest.
+type memoTable struct {
+	dense    []memoSlot
+	sparse   map[int]memoSlot
+	denseMax int
+	n        int // distinct indices set (MEMOIZE stores at index n)
+}
+
+func (m *memoTable) get(i uint64) (memoSlot, bool) {
+	if i < uint64(len(m.dense)) {
+		return m.dense[i], m.dense[i].put != 0
+	}
+	if i >= uint64(m.denseMax) {
+		sl, ok := m.sparse[int(i)]
+		return sl, ok
+	}
+	return memoSlot{}, false
+}
+
+func (m *memoTable) set(i int, sl memoSlot) {
+	if i < m.denseMax {
+		if i >= len(m.dense) {
+			if i >= cap(m.dense) {
+				grown := make([]memoSlot, i+1, min(max(2*cap(m.dense), i+1, 64), m.denseMax))
+				copy(grown, m.dense)
+				m.dense = grown
+			}
+			m.dense = m.dense[:i+1]
+		}
+		if m.dense[i].put == 0 {
+			m.n++
+		}
+		m.dense[i] = sl
+		return
+	}
+	if _, ok := m.sparse[i]; !ok {
+		m.n++
+	}
+	m.sparse[i] = sl
 }
 
 func newScanner(data []byte, lim Limits) *scanner {
@@ -145,7 +272,7 @@ func newScanner(data []byte, lim Limits) *scanner {
 		str:    unsafe.String(unsafe.SliceData(data), len(data)),
 		lim:    lim,
 		out:    make([]byte, 0, len(data)+64),
-		memo:   make(map[int]aval),
+		memo:   memoTable{sparse: make(map[int]memoSlot), denseMax: len(data) + 1},
 		prog:   &program{data: data, limits: lim, fsMark: &frozenMark{}},
 		index:  make(map[[2]string]int),
 		intern: make(map[string]int),
@@ -157,6 +284,7 @@ func newScanner(data []byte, lim Limits) *scanner {
 // offset and name of the original opcode being executed.
 func (p *program) origin(consumed int) (int, string) {
 	s := newScanner(p.data, p.limits)
+	s.used = p.used
 	off, _ := s.run(consumed)
 	if off < 0 || off >= len(p.data) {
 		return len(p.data), "EOF"
@@ -634,7 +762,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		if err := s.need(1); err != nil {
 			return false, err
 		}
-		i := uint64(len(s.memo))
+		i := uint64(s.memo.n)
 		switch op {
 		case 'p':
 			if i, err = lineIndex(a.data); err != nil {
@@ -647,7 +775,20 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		s.memo[idx] = s.stack[len(s.stack)-1]
+		id := s.nput
+		s.nput++
+		s.memo.set(idx, memoSlot{v: s.stack[len(s.stack)-1], put: int32(id + 1)})
+		if !s.isUsed(id) {
+			return false, nil // never read: gopickle need not store it
+		}
+		// A used PUT is written as LONG_BINPUT (or PUT) of its index, so
+		// that dropping the unused ones keeps MEMOIZE's implicit indices.
+		if idx <= math.MaxUint32 {
+			s.out = binary.LittleEndian.AppendUint32(append(s.out, 'r'), uint32(idx))
+		} else {
+			s.out = append(strconv.AppendInt(append(s.out, 'p'), int64(idx), 10), '\n')
+		}
+		return false, nil
 	case 'g', 'h', 'j':
 		i := a.n
 		if op == 'g' {
@@ -655,11 +796,11 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 				return false, err
 			}
 		}
-		v, ok := s.memo[int(i)]
+		sl, ok := s.memo.get(i)
 		if !ok || i >= uint64(s.lim.MaxMemo) {
 			return false, malformed("memo index %d was never stored", i)
 		}
-		s.push(v)
+		s.push(sl.v)
 	case 0x80:
 		if a.n > highestProtocol {
 			return false, malformed("unsupported protocol %d", a.n)

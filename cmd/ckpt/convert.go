@@ -152,7 +152,7 @@ type convertReport struct {
 }
 
 func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []convert.Option) error {
-	ck, err := statedict.Open(o.In)
+	ck, err := statedict.OpenContext(ctx, o.In)
 	if err != nil {
 		return err
 	}

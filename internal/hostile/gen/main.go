@@ -1,0 +1,38 @@
+// Command gen writes the small cases of the hostile corpus to
+// testdata/hostile (run from the module root: go run ./internal/hostile/gen)
+// with their expectations in testdata/hostile/expect.tsv. Large cases are
+// built by the tests themselves.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/ckpt-dev/ckpt/internal/hostile"
+)
+
+func main() {
+	dir := filepath.Join("testdata", "hostile")
+	if len(os.Args) > 1 {
+		dir = os.Args[1]
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cases := hostile.Cases()
+	for _, c := range cases {
+		if c.Big {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.Name), c.Data(), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "expect.tsv"), []byte(hostile.Expectations(cases)), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

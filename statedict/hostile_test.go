@@ -1,0 +1,125 @@
+package statedict_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ckpt-dev/ckpt/internal/hostile"
+	"github.com/ckpt-dev/ckpt/pickle"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// measure opens in and reports the error, the bytes allocated (garbage
+// included) and the time taken.
+func measure(in []byte, opts ...statedict.Option) (error, uint64, time.Duration) {
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	ck, err := statedict.NewReader(bytes.NewReader(in), int64(len(in)), opts...)
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	if ck != nil {
+		ck.Close()
+	}
+	return err, after.TotalAlloc - before.TotalAlloc, took
+}
+
+// Every case of the hostile corpus fails with its expected error (or
+// loads) in bounded time and allocation: 64 MiB plus 64 bytes per byte of
+// the uncompressed input (see docs/limits.md), 10 s plus 1 s per MiB. The committed
+// files must be what the generator writes.
+func TestHostileCorpus(t *testing.T) {
+	for _, c := range hostile.Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			if c.Pending != "" {
+				t.Skipf("pending: %s", c.Pending)
+			}
+			if c.Big && testing.Short() {
+				t.Skip("large case")
+			}
+			in := c.Data()
+			if !c.Big {
+				got, err := os.ReadFile(filepath.Join("..", "testdata", "hostile", c.Name))
+				if err != nil || !bytes.Equal(got, in) {
+					t.Fatalf("testdata/hostile/%s is missing or stale (%v): run go run ./internal/hostile/gen", c.Name, err)
+				}
+			}
+			err, alloc, took := measure(in, statedict.WithName(c.Name))
+			t.Logf("%d bytes in: %.1f MB allocated, %v: %v", len(in), float64(alloc)/1e6, took, err)
+			switch {
+			case c.Want == "" && err != nil:
+				t.Fatalf("want success, got %v", err)
+			case c.Want != "" && (err == nil || !strings.Contains(err.Error(), c.Want)):
+				t.Fatalf("want an error containing %q, got %v", c.Want, err)
+			}
+			if err != nil {
+				msg := err.Error()
+				if !strings.Contains(msg, c.Name) || strings.Contains(msg, "\n") || strings.ContainsAny(msg, "{}") && strings.Contains(msg, "&{") || strings.Contains(msg, "0xc0") {
+					t.Errorf("message does not name the file on one line without Go syntax: %q", msg)
+				}
+			}
+			if bound := 64<<20 + 64*uint64(hostile.Unpacked(in)); alloc > bound {
+				t.Errorf("%d bytes allocated, bound %d", alloc, bound)
+			}
+			// Generous: the machine may be shared; a super-linear case
+			// takes minutes, not seconds.
+			if limit := 10*time.Second + time.Duration(hostile.Unpacked(in)>>20)*time.Second; took > limit {
+				t.Errorf("took %v, bound %v", took, limit)
+			}
+		})
+	}
+}
+
+// A shared tensor keeps every name it is reached by (tied weights), and a
+// DAG of shared lists names every path while the budget allows.
+func TestSharedNamesListed(t *testing.T) {
+	in := hostile.TorchZip(hostile.DAG(3, hostile.Tensor("0"), hostile.ListPair), map[string][]byte{"data/0": make([]byte, 4)}, false)
+	ck, err := statedict.NewReader(bytes.NewReader(in), int64(len(in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if len(ck.Tensors) != 8 || len(ck.Storages) != 1 {
+		t.Fatalf("%d tensors over %d storages, want 8 over 1", len(ck.Tensors), len(ck.Storages))
+	}
+	if ck.Tensors[0].Name != "0.0.0" || ck.Tensors[7].Name != "1.1.1" {
+		t.Fatalf("names %s ... %s", ck.Tensors[0].Name, ck.Tensors[7].Name)
+	}
+	// The budget is an option: 16 levels name 65536 tensors.
+	in = hostile.TorchZip(hostile.DAG(16, hostile.Tensor("0"), hostile.ListPair), map[string][]byte{"data/0": make([]byte, 4)}, false)
+	err, _, _ = measure(in)
+	var le *pickle.LimitError
+	if !errors.As(err, &le) || le.Limit != "statedict.WithMaxNames" || !errors.Is(err, pickle.ErrLimit) {
+		t.Fatalf("default budget: %v", err)
+	}
+	if err, _, _ := measure(in, statedict.WithMaxNames(1<<18)); err != nil {
+		t.Fatalf("raised budget: %v", err)
+	}
+}
+
+// Opening stops when the context ends.
+func TestOpenContextCanceled(t *testing.T) {
+	in := hostile.TorchZip(hostile.Proto(hostile.Flood('N', 0x94, 1<<20)), nil, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := statedict.NewReaderContext(ctx, bytes.NewReader(in), int64(len(in)))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "x.pt")
+	if err := os.WriteFile(p, in, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := statedict.OpenContext(ctx, p); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), p) {
+		t.Fatalf("OpenContext: %v", err)
+	}
+}
