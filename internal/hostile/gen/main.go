@@ -1,10 +1,12 @@
 // Command gen writes the small cases of the hostile corpus to
 // testdata/hostile (run from the module root: go run ./internal/hostile/gen)
 // with their expectations in testdata/hostile/expect.tsv. Large cases are
-// built by the tests themselves.
+// built by the tests themselves; -all writes them too (to another
+// directory: go run ./internal/hostile/gen -all DIR).
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,9 +15,11 @@ import (
 )
 
 func main() {
+	all := flag.Bool("all", false, "also write the large cases")
+	flag.Parse()
 	dir := filepath.Join("testdata", "hostile")
-	if len(os.Args) > 1 {
-		dir = os.Args[1]
+	if flag.NArg() > 0 {
+		dir = flag.Arg(0)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -23,7 +27,7 @@ func main() {
 	}
 	cases := hostile.Cases()
 	for _, c := range cases {
-		if c.Big {
+		if c.Big && !*all {
 			continue
 		}
 		if err := os.WriteFile(filepath.Join(dir, c.Name), c.Data(), 0o644); err != nil {
