@@ -55,7 +55,9 @@ func Cases() []Case {
 		{Name: "binbytes8_claimed.pt", Want: "exceeds the", Data: func() []byte { return TorchZip(Proto(Claim(0x8e, 8, 1<<63-1)), nil, false) }},
 		{Name: "frame_claimed.pt", Want: "exceeds the", Data: func() []byte { return TorchZip(Proto(Claim(0x95, 8, 1<<40)), nil, false) }},
 		{Name: "long4_real_20m.pt", Big: true, Want: "MaxIntBytes", Data: func() []byte { return TorchZip(Proto(Long4(20<<20)), nil, false) }},
-		{Name: "int_text_huge.pt", Want: "longer than", Data: func() []byte { return TorchZip(Proto(append(append([]byte{'L'}, bytes.Repeat([]byte{'9'}, 100_000)...), 'L', '\n')), nil, true) }},
+		{Name: "int_text_huge.pt", Want: "longer than", Data: func() []byte {
+			return TorchZip(Proto(append(append([]byte{'L'}, bytes.Repeat([]byte{'9'}, 100_000)...), 'L', '\n')), nil, true)
+		}},
 		// Nesting.
 		{Name: "deep_marks.pt", Want: "MaxDepth", Data: func() []byte { return TorchZip(Proto(bytes.Repeat([]byte{'('}, 100_000)), nil, true) }},
 		{Name: "deep_lists.pt", Want: "MaxDepth", Data: func() []byte { return TorchZip(DeepLists(100_000), nil, true) }},
