@@ -38,7 +38,7 @@ func newBuilder(ck *Checkpoint, record string, cfg *config, pickleSize int64) *b
 	b := &builder{ck: ck, record: record, ctx: cfg.ctx, onPath: make(map[any]bool), storages: make(map[*Storage]bool)}
 	b.maxNodes, b.maxBytes = cfg.maxNames, cfg.maxNameBytes
 	if b.maxNodes <= 0 {
-		b.maxNodes = defaultNamesBase + defaultNamesPerByte*pickleSize
+		b.maxNodes = defaultNamesBase + pickleSize/defaultBytesPerName
 	}
 	if b.maxBytes <= 0 {
 		b.maxBytes = defaultNameBytesBase + defaultNameBytesPerByte*pickleSize

@@ -33,8 +33,10 @@ func measure(in []byte, opts ...statedict.Option) (error, uint64, time.Duration)
 }
 
 // Every case of the hostile corpus fails with its expected error (or
-// loads) in bounded time and allocation: 64 MiB plus 64 bytes per byte of
-// the uncompressed input (see docs/limits.md), 10 s plus 1 s per MiB. The committed
+// loads) in bounded time and allocation: 64 MiB plus 200 bytes per byte of
+// the uncompressed input, garbage included (a list of None costs gopickle
+// about 100 bytes per 1-byte item as its slices grow; see
+// docs/limits.md), 10 s plus 1 s per MiB. The committed
 // files must be what the generator writes.
 func TestHostileCorpus(t *testing.T) {
 	for _, c := range hostile.Cases() {
@@ -66,7 +68,7 @@ func TestHostileCorpus(t *testing.T) {
 					t.Errorf("message does not name the file on one line without Go syntax: %q", msg)
 				}
 			}
-			if bound := 64<<20 + 64*uint64(hostile.Unpacked(in)); alloc > bound {
+			if bound := 64<<20 + 200*uint64(hostile.Unpacked(in)); alloc > bound {
 				t.Errorf("%d bytes allocated, bound %d", alloc, bound)
 			}
 			// Generous: the machine may be shared; a super-linear case

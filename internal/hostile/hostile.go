@@ -66,6 +66,7 @@ func Cases() []Case {
 		{Name: "dup_flood_100m.pt", Big: true, Want: "MaxStack", Data: func() []byte { return TorchZip(Proto(Flood('N', '2', 100<<20)), nil, true) }},
 		{Name: "memo_flood_deflated.pt", Want: "", Data: func() []byte { return TorchZip(Proto(Flood('N', 0x94, 4<<20)), nil, true) }},
 		{Name: "memo_index_huge.pt", Want: "MaxMemo", Data: func() []byte { return TorchZip(Proto([]byte{'N', 'r', 0xff, 0xff, 0xff, 0x7f}), nil, false) }},
+		{Name: "none_list_16m.pt", Big: true, Want: "statedict.WithMaxNames", Data: func() []byte { return TorchZip(Proto(NoneList(16<<20)), nil, true) }},
 		{Name: "zero_padded_pkl.pt", Big: true, Want: "", Data: func() []byte { return TorchZip(append(Proto([]byte{'N'}), make([]byte, 256<<20)...), nil, true) }},
 		// Containers.
 		{Name: "zip_dup_data_pkl.pt", Want: "duplicate", Pending: "a second data.pkl entry silently replaces the first (issue #16, container checks)", Data: ZipDuplicateName},
@@ -160,6 +161,18 @@ func DeepLists(n int) []byte {
 	b = append(b, bytes.Repeat([]byte{']'}, n)...)
 	b = append(b, bytes.Repeat([]byte{'a'}, n-1)...)
 	return append(b, '.')
+}
+
+// NoneList is one list of n None appended in batches of 1000, as
+// Python's pickler writes lists: one byte per item.
+func NoneList(n int) []byte {
+	b := []byte{']'}
+	for ; n > 0; n -= 1000 {
+		b = append(b, '(')
+		b = append(b, bytes.Repeat([]byte{'N'}, min(n, 1000))...)
+		b = append(b, 'e')
+	}
+	return b
 }
 
 // Flood is first followed by n copies of op (DUP, MEMOIZE, ...).
