@@ -170,6 +170,10 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 		return b.walkSeq(x, *x, name, tensorsOnly)
 	case *pickle.Tuple:
 		return b.walkSeq(x, *x, name, tensorsOnly)
+	case *pickle.Set:
+		// Items in stream order, named by position like a list's (a set
+		// as a leaf value would print as Go syntax).
+		return b.walkSeq(x, x.Items, name, tensorsOnly)
 	case *pickle.Object:
 		if !tensorsOnly {
 			b.ck.Opaque = append(b.ck.Opaque, Object{Name: name, Type: x.Module + "." + x.Name, Value: x})

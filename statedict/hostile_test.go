@@ -125,3 +125,18 @@ func TestOpenContextCanceled(t *testing.T) {
 		t.Fatalf("OpenContext: %v", err)
 	}
 }
+
+// A set's items are named by position like a list's, so no report shows
+// a set as a Go value ("&{[1 2] false}").
+func TestSetItemsNamed(t *testing.T) {
+	pkl := []byte("\x80\x04}\x8c\x01s\x8f(K\x01K\x02\x90s.")
+	in := hostile.TorchZip(pkl, nil, false)
+	ck, err := statedict.NewReader(bytes.NewReader(in), int64(len(in)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if len(ck.Objects) != 2 || ck.Objects[0].Name != "s.0" || ck.Objects[1].Value != int64(2) {
+		t.Fatalf("objects %+v", ck.Objects)
+	}
+}
