@@ -26,6 +26,9 @@ func TestLayers(t *testing.T) {
 		// Test support: imported by _test.go files only (no package's
 		// entry above allows it, but cmd/ckpt's module-wide one).
 		"internal/testenv": {},
+		// The hostile-input corpus generator (standard library only).
+		"internal/hostile":     {},
+		"internal/hostile/gen": {mod + "internal/hostile"},
 		// A benchmark harness for the peer that ckpt itself does not use.
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},
 	}
