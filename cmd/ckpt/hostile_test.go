@@ -95,3 +95,29 @@ func TestHostileCLI(t *testing.T) {
 		t.Errorf("convert left an output behind")
 	}
 }
+
+// A shared tree can name one tensor from 2^14 paths; inspect --stats and
+// verify A B work once per view (and still report every name). Before,
+// both read the 16 MiB storage once per name: 256 GiB.
+func TestTiedViewsOnce(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.pt"), filepath.Join(dir, "b.pt")
+	if err := os.WriteFile(a, hostile.TiedDAG(14, 4<<20, 0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, hostile.TiedDAG(14, 4<<20, 0x3f), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, out, errs := runCLI(t, "inspect", "--stats", "--json", a)
+	if code != 0 || strings.Count(out, `"min": 0`) != 1<<14 {
+		t.Fatalf("inspect --stats: exit %d, %d stats, %s", code, strings.Count(out, `"min": 0`), errs)
+	}
+	code, out, errs = runCLI(t, "verify", a, b, "--json")
+	if code != 1 || strings.Count(out, `"kind": "value"`) != 1<<14 || !strings.Contains(out, `"name": "1.1.1.1.1.1.1.1.1.1.1.1.1.1"`) {
+		t.Fatalf("verify: exit %d, %d value mismatches, %s", code, strings.Count(out, `"kind": "value"`), errs)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("took %v", took)
+	}
+}

@@ -200,15 +200,28 @@ func Claim(op byte, width int, n uint64) []byte {
 }
 
 // Tensor is torch._utils._rebuild_tensor_v2 of a 1-element float tensor over storage key.
-func Tensor(key string) []byte {
+func Tensor(key string) []byte { return TensorN(key, 1) }
+
+// TensorN is a float tensor of n elements over a storage of n elements.
+func TensorN(key string, n int32) []byte {
 	var b bytes.Buffer
 	b.WriteString("ctorch._utils\n_rebuild_tensor_v2\n(")
 	b.WriteString("(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX")
 	b.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(key))))
 	b.WriteString(key)
-	b.WriteString("X\x03\x00\x00\x00cpuK\x01tQ")
-	b.WriteString("K\x00K\x01\x85K\x01\x85\x89ccollections\nOrderedDict\n)RtR")
+	b.WriteString("X\x03\x00\x00\x00cpuJ")
+	b.Write(binary.LittleEndian.AppendUint32(nil, uint32(n)))
+	b.WriteString("tQK\x00J")
+	b.Write(binary.LittleEndian.AppendUint32(nil, uint32(n)))
+	b.WriteString("\x85K\x01\x85\x89ccollections\nOrderedDict\n)RtR")
 	return b.Bytes()
+}
+
+// TiedDAG is a torch zip whose pickle names one tensor of n floats from
+// every path of a DAG of levels shared lists: 2^levels names of one view.
+// fill is the storage's byte value.
+func TiedDAG(levels int, n int32, fill byte) []byte {
+	return TorchZip(DAG(levels, TensorN("0", n), ListPair), map[string][]byte{"data/0": bytes.Repeat([]byte{fill}, 4*int(n))}, false)
 }
 
 // TorchZip is a torch zip checkpoint: archive/data.pkl (deflated when
