@@ -47,6 +47,19 @@ func TestHostileCorpus(t *testing.T) {
 			if c.Big && testing.Short() {
 				t.Skip("large case")
 			}
+			if c.Dir != nil {
+				dir := filepath.Join("..", "testdata", "hostile", c.Name)
+				for name, data := range c.Dir() {
+					if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(got, data) {
+						t.Fatalf("testdata/hostile/%s/%s is missing or stale (%v): run go run ./internal/hostile/gen", c.Name, name, err)
+					}
+				}
+				_, err := statedict.Open(dir)
+				if err == nil || !strings.Contains(err.Error(), c.Want) || !strings.Contains(err.Error(), c.Name) {
+					t.Fatalf("want an error naming %s containing %q, got %v", c.Name, c.Want, err)
+				}
+				return
+			}
 			in := c.Data()
 			if !c.Big {
 				got, err := os.ReadFile(filepath.Join("..", "testdata", "hostile", c.Name))

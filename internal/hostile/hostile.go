@@ -33,6 +33,9 @@ type Case struct {
 	// container-level defect owned elsewhere); tests skip such cases.
 	Pending string
 	Data    func() []byte
+	// Dir, when set instead of Data, makes the case a directory (Name)
+	// holding these files, opened by path.
+	Dir func() map[string][]byte
 }
 
 // Cases returns the corpus, small cases first.
@@ -79,6 +82,12 @@ func Cases() []Case {
 		// 16 MiB of zeros: fails fast today; a bomb of GBs is spooled whole
 		// before the format is checked (issue #16, container limits).
 		{Name: "gzip_bomb.pt.gz", Want: "unknown checkpoint format", Data: func() []byte { return Gzip(make([]byte, 16<<20)) }},
+		{Name: "index_escape", Want: "plain file name", Dir: func() map[string][]byte {
+			return map[string][]byte{"model.safetensors.index.json": []byte(`{"metadata":{},"weight_map":{"w":"../../../etc/passwd"}}`)}
+		}},
+		{Name: "index_loop", Want: "index", Pending: "an index naming itself as a shard recurses until 'too many open files' (issue #16, container checks)", Dir: func() map[string][]byte {
+			return map[string][]byte{"model.safetensors.index.json": []byte(`{"metadata":{},"weight_map":{"w":"model.safetensors.index.json"}}`)}
+		}},
 		{Name: "gzip_concat.pt.gz", Want: "format", Data: func() []byte { return append(Gzip([]byte("not a checkpoint")), Gzip([]byte("still not"))...) }},
 	}
 }

@@ -30,6 +30,20 @@ func main() {
 		if c.Big && !*all {
 			continue
 		}
+		if c.Dir != nil {
+			sub := filepath.Join(dir, c.Name)
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			for name, data := range c.Dir() {
+				if err := os.WriteFile(filepath.Join(sub, name), data, 0o644); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					os.Exit(1)
+				}
+			}
+			continue
+		}
 		if err := os.WriteFile(filepath.Join(dir, c.Name), c.Data(), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
