@@ -76,7 +76,7 @@ func Cases() []Case {
 		// Containers.
 		{Name: "zip_dup_data_pkl.pt", Want: "duplicate", Pending: "a second data.pkl entry silently replaces the first (issue #16, container checks)", Data: ZipDuplicateName},
 		{Name: "zip_count_lie.pt", Want: "zip", Data: ZipCountLie},
-		{Name: "zip64_size_lie.pt", Want: "", Pending: "a ZIP64 size claim of 8 GiB is reserved before the bytes exist (issue #16)", Data: Zip64SizeLie},
+		{Name: "zip64_size_lie.pt", Want: "", Pending: "load allocates the 8 GiB a ZIP64 size claims before the bytes exist (virtual memory; RSS stays low, so not measurable here) (issue #16)", Data: Zip64SizeLie},
 		{Name: "safetensors_header_lie.safetensors", Want: "unknown checkpoint format", Data: SafetensorsHeaderLie},
 		{Name: "safetensors_offsets_lie.safetensors", Want: "w", Data: SafetensorsOffsetsLie},
 		// 16 MiB of zeros: fails fast today; a bomb of GBs is spooled whole
@@ -312,7 +312,7 @@ func Zip64SizeLie() []byte {
 	var buf bytes.Buffer
 	w := zip.NewWriter(&buf)
 	f, _ := w.CreateHeader(&zip.FileHeader{Name: "archive/data.pkl", Method: zip.Store})
-	f.Write(smallState())
+	f.Write(Proto(append(append([]byte{'}', 0x8c, 1, 'w'}, TensorN("0", 1<<31-1)...), 's')))
 	f, _ = w.CreateHeader(&zip.FileHeader{Name: "archive/version", Method: zip.Store})
 	f.Write([]byte("3\n"))
 	fh := &zip.FileHeader{Name: "archive/data/0", Method: zip.Deflate}
