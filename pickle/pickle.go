@@ -99,6 +99,7 @@ func UnpickleN(data []byte, opts ...Option) (any, int, error) {
 		return nil, 0, err
 	}
 	m := &machine{cfg: &cfg, prog: prog, conv: newConverter(cfg.limits)}
+	m.conv.ctx = cfg.ctx
 	r := &countingReader{r: bytes.NewReader(prog.code), ctx: cfg.ctx, next: ctxEvery}
 	u := gopickle.NewUnpickler(r)
 	u.FindClass = m.findClass

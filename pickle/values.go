@@ -1,6 +1,7 @@
 package pickle
 
 import (
+	"context"
 	"math"
 	"math/big"
 	"strconv"
@@ -384,6 +385,17 @@ func newObj(_ *hookEnv, args []any) (any, error) {
 type converter struct {
 	lim  Limits
 	seen map[any]any
+	ctx  context.Context
+	n    int // items converted, for looking at ctx
+}
+
+// tick counts one item and looks at the context every ctxEvery items.
+func (c *converter) tick() error {
+	c.n++
+	if c.n%ctxEvery == 0 && c.ctx != nil {
+		return c.ctx.Err()
+	}
+	return nil
 }
 
 func newConverter(lim Limits) *converter {
@@ -498,6 +510,9 @@ func (c *converter) fill(out, in []any, depth int) error {
 		return err
 	}
 	for i, e := range in {
+		if err := c.tick(); err != nil {
+			return err
+		}
 		v, err := c.value(e, depth+1)
 		if err != nil {
 			return err
@@ -513,6 +528,9 @@ func (c *converter) dict(out *Dict, raw []DictEntry, depth int) error {
 	}
 	pos := make(map[any]int, len(raw))
 	for _, e := range raw {
+		if err := c.tick(); err != nil {
+			return err
+		}
 		k, err := c.value(e.Key, depth+1)
 		if err != nil {
 			return err

@@ -153,3 +153,51 @@ func TestSetItemsNamed(t *testing.T) {
 		t.Fatalf("objects %+v", ck.Objects)
 	}
 }
+
+// countingCtx is a context whose Err reports Canceled from its trigger-th
+// call on: cancellation at a deterministic point of the work.
+type countingCtx struct {
+	context.Context
+	calls, trigger int
+}
+
+func (c *countingCtx) Err() error {
+	c.calls++
+	if c.trigger > 0 && c.calls >= c.trigger {
+		return context.Canceled
+	}
+	return nil
+}
+
+// A context that ends while a large pickle is being read stops it at the
+// next look, whichever pass is running (the used-PUT pass, the validating
+// pass, the machine, conversion, the walk): cancelled at points spread over
+// all the looks a full read makes, each read fails with context.Canceled
+// after at most one more look.
+func TestOpenContextMidway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads a 1 MiB pickle several times")
+	}
+	in := hostile.TorchZip(hostile.Proto(hostile.NoneList(1<<20)), nil, true)
+	open := func(ctx context.Context) error {
+		_, err := statedict.NewReaderContext(ctx, bytes.NewReader(in), int64(len(in)), statedict.WithMaxNames(1<<30))
+		return err
+	}
+	full := &countingCtx{Context: context.Background()}
+	if err := open(full); err != nil {
+		t.Fatal(err)
+	}
+	if full.calls < 50 {
+		t.Fatalf("a full read looked at the context %d times", full.calls)
+	}
+	for _, k := range []int{1, full.calls / 10, full.calls / 3, full.calls / 2, 9 * full.calls / 10, full.calls} {
+		ctx := &countingCtx{Context: context.Background(), trigger: k}
+		err := open(ctx)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled at look %d of %d: err = %v", k, full.calls, err)
+		}
+		if ctx.calls > k+1 {
+			t.Errorf("cancelled at look %d: %d looks in all", k, ctx.calls)
+		}
+	}
+}
