@@ -1,10 +1,14 @@
 # ckpt: the two commands a fresh machine with only Go needs are `make demo` and `make test`.
 GO       ?= go
 FUZZTIME ?= 5s
+# fuzz-long: each parser target for FUZZLONG, seeded with testdata/hostile
+# (6 targets x 10m: the hour issue #13 asks for before resolving)
+FUZZLONG ?= 10m
+FUZZPARSERS ?= ^(pickle/FuzzUnpickle|statedict/FuzzNewReader|statedict/FuzzPickleBounded|safetensors/FuzzParse|safetensors/FuzzParseHeader|convert/FuzzConvert)$$
 PYTHON   ?= /usr/bin/python3
 CLANGXX  ?= clang++
 
-.PHONY: all build demo test unit fuzz vet interop interop-torch2 fixtures bench clean kernels gpu-bundle
+.PHONY: all build demo test unit fuzz fuzz-long hostile vet interop interop-torch2 fixtures bench clean kernels gpu-bundle
 
 all: build
 
@@ -46,6 +50,14 @@ unit:
 fuzz:
 	@echo "== fuzz: every Fuzz target for $(FUZZTIME) from its seed corpus (scripts/fuzz.sh)"
 	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+## fuzz-long: the parser targets for FUZZLONG each (default 10m), the hostile corpus among their seeds
+fuzz-long:
+	GO=$(GO) FUZZTIME=$(FUZZLONG) FUZZONLY='$(FUZZPARSERS)' scripts/fuzz.sh
+
+## hostile: regenerate testdata/hostile (the hostile-input corpus and expect.tsv) from internal/hostile
+hostile:
+	$(GO) run ./internal/hostile/gen
 
 ## interop: the tests that load our output in real PyTorch, required to run
 interop:

@@ -39,7 +39,7 @@ func open(ctx context.Context, src string, cfg *config) (*statedict.Checkpoint, 
 		if scheme == "file" {
 			path = strings.TrimPrefix(src, "file://")
 		}
-		return statedict.Open(path, cfg.open...)
+		return statedict.OpenContext(ctx, path, cfg.open...)
 	default:
 		return nil, &SourceError{Source: src, Scheme: scheme}
 	}

@@ -311,14 +311,27 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 	}
 	results := make([]result, len(a.Tensors))
 	var pairs []int
+	// A pair of views is compared once: a tensor named many times (tied
+	// weights, or a shared tree naming one tensor from every path) costs
+	// its storage once, not once per name. dups[i] is the pair i repeats.
+	type viewPair struct{ a, b statedict.View }
+	first := map[viewPair]int{}
+	dups := map[int]int{}
 	for i, ta := range a.Tensors {
 		seen[ta.Name] = true
-		if inB(ta.Name) == nil {
+		tb := inB(ta.Name)
+		if tb == nil {
 			results[i].d = &Mismatch{Name: ta.Name, Kind: "missing_in_b", Detail: "only in A"}
 			continue
 		}
-		pairs = append(pairs, i)
 		rep.Compared++
+		k := viewPair{ta.View(), tb.View()}
+		if j, ok := first[k]; ok {
+			dups[i] = j
+			continue
+		}
+		first[k] = i
+		pairs = append(pairs, i)
 	}
 	if fn := opts.Progress; fn != nil {
 		var total, done int64
@@ -356,6 +369,14 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	for i, j := range dups {
+		results[i] = results[j]
+		if d := results[j].d; d != nil {
+			c := *d
+			c.Name = a.Tensors[i].Name
+			results[i].d = &c
+		}
 	}
 	for _, r := range results {
 		if r.err != nil && !errors.Is(r.err, context.Canceled) {

@@ -34,4 +34,13 @@
 // paths) and may be cyclic (a list appended into itself through the memo).
 // Code that walks a result must remember what it has visited. The nesting
 // depth of the result is at most Limits.MaxDepth.
+//
+// # Limits
+//
+// A hostile stream costs time linear in its size and memory of a fixed
+// overhead plus a multiple of its size: Limits bounds nesting, memo, stack,
+// container sizes, integer sizes and string bytes, each failing with a
+// *LimitError that names the field raising it, and WithContext stops both
+// passes when a context ends. docs/limits.md lists every limit of ckpt with
+// its default and the measured budget.
 package pickle

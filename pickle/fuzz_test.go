@@ -30,6 +30,14 @@ func FuzzUnpickle(f *testing.F) {
 			f.Add(recs["data.pkl"])
 		}
 	}
+	// The hostile corpus (testdata/hostile, see internal/hostile): the
+	// data.pkl of each small torch zip.
+	hostileFiles, _ := filepath.Glob(filepath.Join("..", "testdata", "hostile", "*.pt"))
+	for _, name := range hostileFiles {
+		if recs, err := readZip(name); err == nil && len(recs["data.pkl"]) < 1<<20 {
+			f.Add(recs["data.pkl"])
+		}
+	}
 	f.Add(cat(proto, v2(pid("FloatStorage", "0", "cpu", 4), 0, ints(2, 2), ints(2, 1), fls), stop))
 	f.Add(cat(op(0x80, 4), op(0x8f), op('('), op('C', 1, 'x'), op(0x90), op('('), op('C', 1, 'z'), op(0x91), op(0x86), stop))
 	f.Add(cat(proto, call(G("torch._utils", "_rebuild_sparse_tensor"), G("torch", "sparse_coo"),

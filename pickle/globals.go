@@ -21,14 +21,15 @@ type hookEnv struct {
 	// can be shared through the memo, so copying them on every call could
 	// otherwise grow quadratically with the input.
 	budget   int64
-	depth    int // nesting of hook calls (_rebuild_from_type_v2 calls another)
+	total    int64 // the initial budget, for messages
+	depth    int   // nesting of hook calls (_rebuild_from_type_v2 calls another)
 	maxDepth int
 }
 
 func (rt *hookEnv) charge(n int) error {
 	rt.budget -= int64(n)
 	if rt.budget < 0 {
-		return fmt.Errorf("%w: arguments copied by rebuild calls exceed the input size", ErrLimit)
+		return limitErr("", "elements copied by rebuild calls (twice the input size)", rt.total-rt.budget, rt.total)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package pickle
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 
@@ -10,7 +11,9 @@ import (
 
 // Sentinel errors. Every error Unpickle returns matches one of them with
 // errors.Is, except errors returned by a caller's persistent-load hook,
-// which are passed through (wrapped in an *OpError).
+// which are passed through (wrapped in an *OpError), and the context's
+// error when a WithContext context ends (context.Canceled or
+// context.DeadlineExceeded, also in an *OpError).
 var (
 	// ErrUnsafe reports a global that could run code (os.system,
 	// builtins.eval, subprocess.Popen, ...). The concrete error is *UnsafeError.
@@ -18,7 +21,8 @@ var (
 	// ErrMalformed reports a stream that is not a valid pickle, or a torch
 	// rebuild call whose arguments do not have the shape torch writes.
 	ErrMalformed = errors.New("pickle: malformed pickle")
-	// ErrLimit reports that the pickle exceeds one of the Limits.
+	// ErrLimit reports that the pickle exceeds one of the Limits. The
+	// concrete error is *LimitError, which names the limit and its value.
 	ErrLimit = errors.New("pickle: limit exceeded")
 )
 
@@ -51,34 +55,9 @@ func (e *OpError) Error() string {
 // Unwrap returns the underlying error.
 func (e *OpError) Unwrap() error { return e.Err }
 
-// Limits bound the resources a pickle may make Unpickle use. A zero field
-// means the default from DefaultLimits.
-type Limits struct {
-	// MaxDepth bounds the number of open MARKs and the nesting depth of
-	// the returned value tree.
-	MaxDepth int
-	// MaxMemo bounds memo indices (and so the number of memo entries).
-	MaxMemo int
-	// MaxContainerLen bounds the number of items of any tuple, list, dict or set.
-	MaxContainerLen int
-	// MaxOps bounds the number of opcodes executed.
-	MaxOps int
-}
-
-// DefaultLimits returns the limits used for zero fields: generous enough for
-// any pickle torch writes (Python's own pickler cannot nest deeper than its
-// recursion limit of about 1000), small enough to keep hostile input linear.
-func DefaultLimits() Limits {
-	return Limits{
-		MaxDepth:        1000,
-		MaxMemo:         1 << 24,
-		MaxContainerLen: 1 << 26,
-		MaxOps:          1 << 28,
-	}
-}
-
 type config struct {
 	limits         Limits
+	ctx            context.Context
 	persistentLoad func(pid any) (any, error)
 }
 
@@ -98,26 +77,6 @@ func WithPersistentLoad(fn func(pid any) (any, error)) Option {
 	}
 }
 
-// WithLimits sets resource limits; zero fields keep their defaults.
-func WithLimits(l Limits) Option {
-	return func(c *config) {
-		d := DefaultLimits()
-		if l.MaxDepth <= 0 {
-			l.MaxDepth = d.MaxDepth
-		}
-		if l.MaxMemo <= 0 {
-			l.MaxMemo = d.MaxMemo
-		}
-		if l.MaxContainerLen <= 0 {
-			l.MaxContainerLen = d.MaxContainerLen
-		}
-		if l.MaxOps <= 0 {
-			l.MaxOps = d.MaxOps
-		}
-		c.limits = l
-	}
-}
-
 // Unpickle reads one pickle from data (the whole pickle record, already in
 // memory) and returns its value tree. Bytes after the STOP opcode are
 // ignored; use UnpickleN to learn where the pickle ended.
@@ -130,20 +89,25 @@ func Unpickle(data []byte, opts ...Option) (any, error) {
 // pickle occupied (through its STOP opcode), for streams that hold several
 // pickles back to back, like torch's legacy format.
 func UnpickleN(data []byte, opts ...Option) (any, int, error) {
-	cfg := config{limits: DefaultLimits(), persistentLoad: func(pid any) (any, error) { return ParseStoragePID(pid) }}
+	cfg := config{limits: DefaultLimits(), ctx: context.Background(),
+		persistentLoad: func(pid any) (any, error) { return ParseStoragePID(pid) }}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	prog, err := scan(data, cfg.limits)
+	prog, err := scan(cfg.ctx, data, cfg.limits)
 	if err != nil {
 		return nil, 0, err
 	}
 	m := &machine{cfg: &cfg, prog: prog, conv: newConverter(cfg.limits)}
-	r := &countingReader{r: bytes.NewReader(prog.code)}
+	m.conv.ctx = cfg.ctx
+	r := &countingReader{r: bytes.NewReader(prog.code), ctx: cfg.ctx, next: ctxEvery}
 	u := gopickle.NewUnpickler(r)
 	u.FindClass = m.findClass
 	u.PersistentLoad = m.persistentLoad
 	raw, err := u.Load()
+	if r.err != nil {
+		err = r.err
+	}
 	if err != nil {
 		return nil, 0, m.locate(r.n, err)
 	}
@@ -155,19 +119,37 @@ func UnpickleN(data []byte, opts ...Option) (any, int, error) {
 }
 
 // countingReader counts the bytes gopickle consumed, to map an error back to
-// the opcode that caused it.
+// the opcode that caused it, and ends the stream when ctx is done (gopickle
+// reads every opcode through it, so this is its cancellation point).
 type countingReader struct {
-	r *bytes.Reader
-	n int
+	r    *bytes.Reader
+	n    int
+	ctx  context.Context
+	next int   // c.n at which ctx is looked at again
+	err  error // ctx's error, once seen
+}
+
+func (c *countingReader) check() error {
+	if c.err == nil && c.n >= c.next {
+		c.next = c.n + ctxEvery
+		c.err = c.ctx.Err()
+	}
+	return c.err
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
 	n, err := c.r.Read(p)
 	c.n += n
 	return n, err
 }
 
 func (c *countingReader) ReadByte() (byte, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
 	b, err := c.r.ReadByte()
 	if err == nil {
 		c.n++
@@ -190,7 +172,8 @@ func (m *machine) locate(consumed int, err error) error {
 	switch {
 	case errors.As(err, &ue):
 		err = ue.err
-	case errors.Is(err, ErrMalformed), errors.Is(err, ErrLimit), errors.Is(err, ErrUnsafe):
+	case errors.Is(err, ErrMalformed), errors.Is(err, ErrLimit), errors.Is(err, ErrUnsafe),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 	default:
 		err = fmt.Errorf("%w: %v", ErrMalformed, err)
 	}

@@ -2,11 +2,14 @@ package pickle
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // argument encodings of opcodes, as pickletools names them.
@@ -86,21 +89,26 @@ type program struct {
 	code    []byte
 	globals []*pyClass  // indexed by the rewritten GLOBAL/INST module "\x00<index>"
 	fsMark  *frozenMark // marker of the rewritten FROZENSET (see machine.persistentLoad)
+	used    []uint64    // scanner.used, for re-runs that locate errors
 	end     int         // bytes of the original input through STOP
 	data    []byte      // original input, for locating errors
 	limits  Limits
 }
 
 type scanner struct {
+	ctx    context.Context
 	data   []byte
-	str    string // data as a string, so tracked strings share its memory
+	str    string // data viewed as a string (no copy); what outlives the scan is cloned
+	nbytes int64  // bytes of str and bytes values so far (Limits.MaxBytes)
 	lim    Limits
 	pos    int
 	out    []byte
 	stack  []aval
 	strs   []string
 	marks  []int
-	memo   map[int]aval
+	memo   memoTable
+	used   []uint64 // bit i: some GET reads what the i-th PUT stored (see markUsed)
+	nput   int      // PUTs seen so far
 	prog   *program
 	index  map[[2]string]int
 	intern map[string]int // internal helper globals by name
@@ -124,25 +132,151 @@ type scanner struct {
 //   - LONG4 is decoded in quadratic time: rewritten to a call of our decoder;
 //   - STRING and UNICODE arguments are passed through undecoded: rewritten
 //     to BINUNICODE after decoding Python's escapes.
-func scan(data []byte, lim Limits) (*program, error) {
+func scan(ctx context.Context, data []byte, lim Limits) (*program, error) {
 	s := newScanner(data, lim)
+	s.ctx = ctx
+	if err := s.markUsed(); err != nil {
+		return nil, err
+	}
 	if _, err := s.run(-1); err != nil {
 		return nil, err
 	}
 	return s.prog, nil
 }
 
+// markUsed is a first, light pass over the opcodes that finds which PUTs
+// some GET reads: about half of those torch writes are never read, and a
+// MEMOIZE flood is nothing else. The rewritten stream keeps only the used
+// ones, so gopickle's memo (a Go map) holds only what is read. The pass
+// stops at the first opcode it cannot parse; the validating pass then
+// reports it.
+func (s *scanner) markUsed() error {
+	memo := memoTable{sparse: make(map[int]memoSlot), denseMax: len(s.data) + 1}
+	id := int32(0)
+	for ops := 1; s.pos < len(s.data); ops++ {
+		if ops%ctxEvery == 0 {
+			if err := s.ctx.Err(); err != nil {
+				return &OpError{Offset: int64(s.pos), Op: opTable[s.data[s.pos]].name, Err: err}
+			}
+		}
+		op := s.data[s.pos]
+		info := opTable[op]
+		if info.name == "" || op == '.' {
+			break
+		}
+		s.pos++
+		a, err := s.readArg(info.arg)
+		if err != nil {
+			break
+		}
+		switch op {
+		case 0x94, 'p', 'q', 'r':
+			i := uint64(memo.n)
+			switch op {
+			case 'p':
+				if i, err = lineIndex(a.data); err != nil {
+					break
+				}
+			case 'q', 'r':
+				i = a.n
+			}
+			if err != nil || i >= uint64(s.lim.MaxMemo) {
+				break
+			}
+			id++
+			memo.set(int(i), memoSlot{put: id})
+		case 'g', 'h', 'j':
+			i := a.n
+			if op == 'g' {
+				if i, err = lineIndex(a.data); err != nil {
+					break
+				}
+			}
+			if sl, ok := memo.get(i); ok {
+				w := int(sl.put-1) / 64
+				if w >= len(s.used) {
+					s.used = append(s.used, make([]uint64, w+1-len(s.used))...)
+				}
+				s.used[w] |= 1 << (uint(sl.put-1) % 64)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	s.pos = 0
+	s.prog.used = s.used
+	return nil
+}
+
+// isUsed reports whether the id-th PUT (from 0) is read by some GET.
+func (s *scanner) isUsed(id int) bool {
+	w := id / 64
+	return w < len(s.used) && s.used[w]&(1<<(uint(id)%64)) != 0
+}
+
+// memoSlot is what the validating pass knows about a memo entry: the
+// value's abstract slot and which PUT stored it (1-based; 0: unset).
+type memoSlot struct {
+	v   aval
+	put int32
+}
+
+// memoTable maps memo indices to slots: a slice for indices below the
+// input's size (every PUT costs at least one byte, so they are dense),
+// a map for the rest.
+type memoTable struct {
+	dense    []memoSlot
+	sparse   map[int]memoSlot
+	denseMax int
+	n        int // distinct indices set (MEMOIZE stores at index n)
+}
+
+func (m *memoTable) get(i uint64) (memoSlot, bool) {
+	if i < uint64(len(m.dense)) {
+		return m.dense[i], m.dense[i].put != 0
+	}
+	if i >= uint64(m.denseMax) {
+		sl, ok := m.sparse[int(i)]
+		return sl, ok
+	}
+	return memoSlot{}, false
+}
+
+func (m *memoTable) set(i int, sl memoSlot) {
+	if i < m.denseMax {
+		if i >= len(m.dense) {
+			if i >= cap(m.dense) {
+				grown := make([]memoSlot, i+1, min(max(2*cap(m.dense), i+1, 64), m.denseMax))
+				copy(grown, m.dense)
+				m.dense = grown
+			}
+			m.dense = m.dense[:i+1]
+		}
+		if m.dense[i].put == 0 {
+			m.n++
+		}
+		m.dense[i] = sl
+		return
+	}
+	if _, ok := m.sparse[i]; !ok {
+		m.n++
+	}
+	m.sparse[i] = sl
+}
+
 func newScanner(data []byte, lim Limits) *scanner {
 	return &scanner{
+		ctx:    context.Background(),
 		data:   data,
-		str:    string(data),
+		str:    unsafe.String(unsafe.SliceData(data), len(data)),
 		lim:    lim,
 		out:    make([]byte, 0, len(data)+64),
-		memo:   make(map[int]aval),
+		memo:   memoTable{sparse: make(map[int]memoSlot), denseMax: len(data) + 1},
 		prog:   &program{data: data, limits: lim, fsMark: &frozenMark{}},
 		index:  make(map[[2]string]int),
 		intern: make(map[string]int),
-		rt:     &hookEnv{budget: 2*int64(len(data)) + 1<<16, maxDepth: lim.MaxDepth},
+		rt:     &hookEnv{budget: 2*int64(len(data)) + 1<<16, total: 2*int64(len(data)) + 1<<16, maxDepth: lim.MaxDepth},
 	}
 }
 
@@ -150,6 +284,7 @@ func newScanner(data []byte, lim Limits) *scanner {
 // offset and name of the original opcode being executed.
 func (p *program) origin(consumed int) (int, string) {
 	s := newScanner(p.data, p.limits)
+	s.used = p.used
 	off, _ := s.run(consumed)
 	if off < 0 || off >= len(p.data) {
 		return len(p.data), "EOF"
@@ -173,12 +308,20 @@ func (s *scanner) run(target int) (int, error) {
 		}
 		ops++
 		if ops > s.lim.MaxOps {
-			return -1, &OpError{Offset: int64(start), Op: info.name, Err: fmt.Errorf("%w: more than %d opcodes", ErrLimit, s.lim.MaxOps)}
+			return -1, &OpError{Offset: int64(start), Op: info.name, Err: limitErr("MaxOps", "opcodes", int64(ops), int64(s.lim.MaxOps))}
+		}
+		if ops%ctxEvery == 0 {
+			if err := s.ctx.Err(); err != nil {
+				return -1, &OpError{Offset: int64(start), Op: info.name, Err: err}
+			}
 		}
 		s.pos++
 		stop, err := s.step(op, info, start)
 		if err != nil {
 			return -1, &OpError{Offset: int64(start), Op: info.name, Err: err}
+		}
+		if len(s.stack) > s.lim.MaxStack {
+			return -1, &OpError{Offset: int64(start), Op: info.name, Err: limitErr("MaxStack", "items on the stack", int64(len(s.stack)), int64(s.lim.MaxStack))}
 		}
 		if target >= 0 && len(s.out) >= target {
 			return start, nil
@@ -327,14 +470,14 @@ func (s *scanner) popMark() (int, error) {
 	s.stack = s.stack[:b]
 	s.marks = s.marks[:len(s.marks)-1]
 	if n > s.lim.MaxContainerLen {
-		return 0, fmt.Errorf("%w: %d items exceed MaxContainerLen %d", ErrLimit, n, s.lim.MaxContainerLen)
+		return 0, limitErr("MaxContainerLen", "items in one container", int64(n), int64(s.lim.MaxContainerLen))
 	}
 	return n, nil
 }
 
 func (s *scanner) memoIndex(i uint64) (int, error) {
 	if i >= uint64(s.lim.MaxMemo) {
-		return 0, fmt.Errorf("%w: memo index %d exceeds MaxMemo %d", ErrLimit, i, s.lim.MaxMemo)
+		return 0, limitErr("MaxMemo", "as a memo index", int64(min(i, math.MaxInt64)), int64(s.lim.MaxMemo)-1)
 	}
 	return int(i), nil
 }
@@ -363,6 +506,9 @@ func (s *scanner) global(module, name string) (int, error) {
 	if i, ok := s.index[key]; ok {
 		return i, nil
 	}
+	// The names may point into the caller's buffer (see scanner.str).
+	module, name = strings.Clone(module), strings.Clone(name)
+	key = [2]string{module, name}
 	c, err := resolve(module, name, s.rt)
 	if err != nil {
 		return 0, err
@@ -395,6 +541,23 @@ func (s *scanner) emitString(b []byte) error {
 	return nil
 }
 
+// addBytes counts n bytes of str or bytes values against Limits.MaxBytes.
+func (s *scanner) addBytes(n int) error {
+	s.nbytes += int64(n)
+	if s.nbytes > s.lim.MaxBytes {
+		return limitErr("MaxBytes", "bytes of str and bytes values", s.nbytes, s.lim.MaxBytes)
+	}
+	return nil
+}
+
+// intSize checks the byte length of a LONG1 or LONG4 against Limits.MaxIntBytes.
+func (s *scanner) intSize(n uint64) error {
+	if n > uint64(s.lim.MaxIntBytes) {
+		return limitErr("MaxIntBytes", "bytes in one integer", int64(n), int64(s.lim.MaxIntBytes))
+	}
+	return nil
+}
+
 // step validates one opcode, updates the abstract stack and emits its
 // rewritten form. It reports whether the opcode was STOP.
 func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
@@ -407,7 +570,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 	switch op {
 	case '(':
 		if len(s.marks) >= s.lim.MaxDepth {
-			return false, fmt.Errorf("%w: more than %d nested MARKs", ErrLimit, s.lim.MaxDepth)
+			return false, limitErr("MaxDepth", "nested MARKs", int64(len(s.marks)+1), int64(s.lim.MaxDepth))
 		}
 		s.marks = append(s.marks, len(s.stack))
 	case '.':
@@ -436,9 +599,17 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			return false, malformed("integer literal longer than %d digits", maxIntDigits)
 		}
 		s.push(other)
-	case 'F', 'J', 'K', 'M', 'N', 'G', 0x88, 0x89, ')', ']', '}', 0x96, 'P', 'B', 'C', 0x8e:
+	case 'B', 'C', 0x8e, 0x96:
+		if err := s.addBytes(len(a.data)); err != nil {
+			return false, err
+		}
+		s.push(other)
+	case 'F', 'J', 'K', 'M', 'N', 'G', 0x88, 0x89, ')', ']', '}', 'P':
 		s.push(other)
 	case 0x8a:
+		if err := s.intSize(a.n); err != nil {
+			return false, err
+		}
 		s.push(other)
 		if a.n == 0 { // gopickle cannot decode an empty LONG1; it means 0
 			s.out = append(s.out, 'K', 0)
@@ -446,6 +617,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		}
 	case 0x8b:
 		// gopickle decodes LONG4 in quadratic time; build it here instead.
+		if err := s.intSize(a.n); err != nil {
+			return false, err
+		}
 		s.push(other)
 		s.emitGlobal('c', s.internal("long"))
 		if err := s.emitString(a.data); err != nil {
@@ -454,6 +628,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		s.out = append(s.out, 0x85, 'R')
 		return false, nil
 	case 'X', 0x8c, 0x8d:
+		if err := s.addBytes(len(a.data)); err != nil {
+			return false, err
+		}
 		text := s.str[s.pos-len(a.data) : s.pos]
 		if !ValidText(text) {
 			// Python fails on it too (UnicodeDecodeError).
@@ -463,6 +640,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 	case 'T', 'U':
 		// Python 2 byte strings: torch decodes them as UTF-8 by default,
 		// as latin-1 when asked; kept as they are.
+		if err := s.addBytes(len(a.data)); err != nil {
+			return false, err
+		}
 		s.pushStr(s.str[s.pos-len(a.data) : s.pos])
 	case 'S', 'V':
 		var dec []byte
@@ -472,6 +652,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			dec, err = decodeRawUnicodeEscape(a.data)
 		}
 		if err != nil {
+			return false, err
+		}
+		if err := s.addBytes(len(dec)); err != nil {
 			return false, err
 		}
 		s.pushStr(string(dec))
@@ -579,7 +762,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		if err := s.need(1); err != nil {
 			return false, err
 		}
-		i := uint64(len(s.memo))
+		i := uint64(s.memo.n)
 		switch op {
 		case 'p':
 			if i, err = lineIndex(a.data); err != nil {
@@ -592,7 +775,20 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		s.memo[idx] = s.stack[len(s.stack)-1]
+		id := s.nput
+		s.nput++
+		s.memo.set(idx, memoSlot{v: s.stack[len(s.stack)-1], put: int32(id + 1)})
+		if !s.isUsed(id) {
+			return false, nil // never read: gopickle need not store it
+		}
+		// A used PUT is written as LONG_BINPUT (or PUT) of its index, so
+		// that dropping the unused ones keeps MEMOIZE's implicit indices.
+		if idx <= math.MaxUint32 {
+			s.out = binary.LittleEndian.AppendUint32(append(s.out, 'r'), uint32(idx))
+		} else {
+			s.out = append(strconv.AppendInt(append(s.out, 'p'), int64(idx), 10), '\n')
+		}
+		return false, nil
 	case 'g', 'h', 'j':
 		i := a.n
 		if op == 'g' {
@@ -600,11 +796,11 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 				return false, err
 			}
 		}
-		v, ok := s.memo[int(i)]
+		sl, ok := s.memo.get(i)
 		if !ok || i >= uint64(s.lim.MaxMemo) {
 			return false, malformed("memo index %d was never stored", i)
 		}
-		s.push(v)
+		s.push(sl.v)
 	case 0x80:
 		if a.n > highestProtocol {
 			return false, malformed("unsupported protocol %d", a.n)

@@ -1,7 +1,7 @@
 package pickle
 
 import (
-	"fmt"
+	"context"
 	"math"
 	"math/big"
 	"strconv"
@@ -385,6 +385,17 @@ func newObj(_ *hookEnv, args []any) (any, error) {
 type converter struct {
 	lim  Limits
 	seen map[any]any
+	ctx  context.Context
+	n    int // items converted, for looking at ctx
+}
+
+// tick counts one item and looks at the context every ctxEvery items.
+func (c *converter) tick() error {
+	c.n++
+	if c.n%ctxEvery == 0 && c.ctx != nil {
+		return c.ctx.Err()
+	}
+	return nil
 }
 
 func newConverter(lim Limits) *converter {
@@ -400,7 +411,7 @@ type argsKey struct {
 
 func (c *converter) checkLen(n int) error {
 	if n > c.lim.MaxContainerLen {
-		return fmt.Errorf("%w: container of %d items exceeds MaxContainerLen %d", ErrLimit, n, c.lim.MaxContainerLen)
+		return limitErr("MaxContainerLen", "items in one container", int64(n), int64(c.lim.MaxContainerLen))
 	}
 	return nil
 }
@@ -489,7 +500,7 @@ func (c *converter) visit(v any, depth int) (out any, done bool, err error) {
 		return out, true, nil
 	}
 	if depth >= c.lim.MaxDepth {
-		return nil, true, fmt.Errorf("%w: values nested deeper than %d", ErrLimit, c.lim.MaxDepth)
+		return nil, true, limitErr("MaxDepth", "levels of nested values", int64(depth+1), int64(c.lim.MaxDepth))
 	}
 	return nil, false, nil
 }
@@ -499,6 +510,9 @@ func (c *converter) fill(out, in []any, depth int) error {
 		return err
 	}
 	for i, e := range in {
+		if err := c.tick(); err != nil {
+			return err
+		}
 		v, err := c.value(e, depth+1)
 		if err != nil {
 			return err
@@ -514,6 +528,9 @@ func (c *converter) dict(out *Dict, raw []DictEntry, depth int) error {
 	}
 	pos := make(map[any]int, len(raw))
 	for _, e := range raw {
+		if err := c.tick(); err != nil {
+			return err
+		}
 		k, err := c.value(e.Key, depth+1)
 		if err != nil {
 			return err

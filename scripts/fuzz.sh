@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every fuzz target of the module for FUZZTIME (default 5s) each, from
+# Runs every fuzz target of the module for FUZZTIME (default 5s) each (only
+# those whose "dir/Target" matches the extended regex FUZZONLY, when set), from
 # its seed corpus, with minimizing capped (by default each new interesting
 # input is minimized for up to a minute, which starves the fuzzer on
 # parsers with rich coverage). Longer runs of one target:
@@ -15,10 +16,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-5s}
+FUZZONLY=${FUZZONLY:-}
 flakes=0
 for f in $(grep -rl --include='*_test.go' '^func Fuzz' .); do
   dir=$(dirname "$f")
   for t in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/func //'); do
+    if [ -n "$FUZZONLY" ] && ! printf '%s\n' "${dir#./}/$t" | grep -Eq "$FUZZONLY"; then
+      continue
+    fi
     echo "fuzz $dir $t ($FUZZTIME)"
     log=$(mktemp)
     if "$GO" test -run '^$' -fuzz "^$t\$" -fuzztime "$FUZZTIME" -fuzzminimizetime 50x "$dir" >"$log" 2>&1; then

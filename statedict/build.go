@@ -1,6 +1,7 @@
 package statedict
 
 import (
+	"context"
 	"fmt"
 	"math/big"
 	"math/bits"
@@ -10,21 +11,60 @@ import (
 	"github.com/ckpt-dev/ckpt/pickle"
 )
 
-// maxTreeNodes bounds the walk over the object tree: a pickle can share
-// subtrees through its memo, so a small file can describe a huge tree.
-const maxTreeNodes = 50_000_000
-
 // builder turns an unpickled tree into the Checkpoint model.
+//
+// A pickle can share a container under several names through its memo
+// (tied weights are one tensor under two names, and torch lists both), so
+// a few hundred bytes can name exponentially many paths: a list of two
+// references to a list of two references to ... The walk names every path,
+// as torch would, but counts its work against a budget that grows with the
+// pickle's size (see WithMaxNames): every node visited counts one name,
+// every byte of a name built counts one byte.
 type builder struct {
-	ck       *Checkpoint
-	record   string // the pickle's record, for messages
-	nodes    int
-	onPath   map[any]bool // containers on the current path (cycle guard)
-	storages map[*Storage]bool
+	ck        *Checkpoint
+	record    string // the pickle's record, for messages
+	ctx       context.Context
+	nodes     int64 // nodes visited (names given)
+	nameBytes int64 // bytes of the names built
+	maxNodes  int64
+	maxBytes  int64
+	onPath    map[any]bool // containers on the current path (cycle guard)
+	storages  map[*Storage]bool
 }
 
-func newBuilder(ck *Checkpoint, record string) *builder {
-	return &builder{ck: ck, record: record, onPath: make(map[any]bool), storages: make(map[*Storage]bool)}
+// newBuilder makes the builder for the object tree of a pickle of
+// pickleSize bytes read from record.
+func newBuilder(ck *Checkpoint, record string, cfg *config, pickleSize int64) *builder {
+	b := &builder{ck: ck, record: record, ctx: cfg.ctx, onPath: make(map[any]bool), storages: make(map[*Storage]bool)}
+	b.maxNodes, b.maxBytes = cfg.maxNames, cfg.maxNameBytes
+	if b.maxNodes <= 0 {
+		b.maxNodes = defaultNamesBase + pickleSize/defaultBytesPerName
+	}
+	if b.maxBytes <= 0 {
+		b.maxBytes = defaultNameBytesBase + defaultNameBytesPerByte*pickleSize
+	}
+	if b.ctx == nil {
+		b.ctx = context.Background()
+	}
+	return b
+}
+
+// count charges one node named name to the walk's budget, and looks at the
+// context every few thousand nodes.
+func (b *builder) count(name string) error {
+	b.nodes++
+	b.nameBytes += int64(len(name))
+	switch {
+	case b.nodes > b.maxNodes:
+		return b.fail("", &pickle.LimitError{Limit: "statedict.WithMaxNames", What: "names in the object tree (shared containers count once per name)", Value: b.nodes, Max: b.maxNodes})
+	case b.nameBytes > b.maxBytes:
+		return b.fail("", &pickle.LimitError{Limit: "statedict.WithMaxNameBytes", What: "bytes of names in the object tree", Value: b.nameBytes, Max: b.maxBytes})
+	case b.nodes%4096 == 0:
+		if err := b.ctx.Err(); err != nil {
+			return b.fail("", err)
+		}
+	}
+	return nil
 }
 
 func (b *builder) fail(tensor string, err error) error {
@@ -38,25 +78,23 @@ func join(prefix, key string) string {
 	return prefix + "." + key
 }
 
+// maxTupleKeyName bounds the rendering of a tuple key: tuples can nest
+// and share through the memo, so str(key) can be exponentially long.
+const maxTupleKeyName = 4096
+
 // KeyName renders a dict key the way tensor and object names show it:
-// Python's str(key) ("3", "True", "None", "(1, 'a')").
+// Python's str(key) ("3", "True", "None", "(1, 'a')"). A tuple key whose
+// rendering would pass 4096 bytes is cut there and ends with "...".
 func KeyName(k any) string {
 	switch v := k.(type) {
 	case string:
 		return v
 	case *pickle.Tuple:
-		parts := make([]string, len(*v))
-		for i, e := range *v {
-			if s, ok := e.(string); ok {
-				parts[i] = "'" + s + "'"
-			} else {
-				parts[i] = KeyName(e)
-			}
+		var sb strings.Builder
+		if !tupleName(&sb, v) {
+			return sb.String()[:maxTupleKeyName] + "..."
 		}
-		if len(parts) == 1 {
-			return "(" + parts[0] + ",)"
-		}
-		return "(" + strings.Join(parts, ", ") + ")"
+		return sb.String()
 	case int64:
 		return strconv.FormatInt(v, 10)
 	case *big.Int:
@@ -76,13 +114,44 @@ func KeyName(k any) string {
 	return TypeName(k)
 }
 
+// tupleName writes str(t) to sb, stopping (and reporting false) once sb
+// holds more than maxTupleKeyName bytes.
+func tupleName(sb *strings.Builder, t *pickle.Tuple) bool {
+	sb.WriteByte('(')
+	for i, e := range *t {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		switch x := e.(type) {
+		case string:
+			sb.WriteString("'")
+			sb.WriteString(x[:min(len(x), maxTupleKeyName+1)])
+			sb.WriteString("'")
+		case *pickle.Tuple:
+			if !tupleName(sb, x) {
+				return false
+			}
+		default:
+			s := KeyName(e)
+			sb.WriteString(s[:min(len(s), maxTupleKeyName+1)])
+		}
+		if sb.Len() > maxTupleKeyName {
+			return false
+		}
+	}
+	if len(*t) == 1 {
+		sb.WriteByte(',')
+	}
+	sb.WriteByte(')')
+	return sb.Len() <= maxTupleKeyName
+}
+
 // walk visits v at the given name. tensorsOnly is set below opaque and
 // foreign objects: tensors there are still real tensors, other leaves are
 // part of the object.
 func (b *builder) walk(v any, name string, tensorsOnly bool) error {
-	b.nodes++
-	if b.nodes > maxTreeNodes {
-		return b.fail(name, fmt.Errorf("%w: object tree has more than %d nodes", ErrMalformed, maxTreeNodes))
+	if err := b.count(name); err != nil {
+		return err
 	}
 	switch x := v.(type) {
 	case *pickle.Tensor:
@@ -101,6 +170,10 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 		return b.walkSeq(x, *x, name, tensorsOnly)
 	case *pickle.Tuple:
 		return b.walkSeq(x, *x, name, tensorsOnly)
+	case *pickle.Set:
+		// Items in stream order, named by position like a list's (a set
+		// as a leaf value would print as Go syntax).
+		return b.walkSeq(x, x.Items, name, tensorsOnly)
 	case *pickle.Object:
 		if !tensorsOnly {
 			b.ck.Opaque = append(b.ck.Opaque, Object{Name: name, Type: x.Module + "." + x.Name, Value: x})

@@ -26,6 +26,16 @@ func FuzzNewReader(f *testing.F) {
 			}
 		}
 	}
+	// The hostile corpus (see internal/hostile).
+	m, _ := filepath.Glob(filepath.Join("..", "testdata", "hostile", "*"))
+	for _, p := range m {
+		if filepath.Base(p) == "expect.tsv" {
+			continue
+		}
+		if b, err := os.ReadFile(p); err == nil && len(b) < 1<<20 {
+			f.Add(b)
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ck, err := statedict.NewReader(bytes.NewReader(data), int64(len(data)), statedict.WithTempDir(t.TempDir()),
 			statedict.WithMaxDecompressedSize(8<<20))

@@ -73,7 +73,9 @@ func readLegacy(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		ref.Ref = s
 		return ref, nil
 	}
+	rootAt := pos
 	root, err := next("main pickle", pickle.WithPersistentLoad(load))
+	rootLen := pos - rootAt
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +124,7 @@ func readLegacy(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		ck.Warnings = append(ck.Warnings, fmt.Sprintf("%d trailing bytes after the last storage", size-off))
 	}
 	ck.Root = root
-	if err := newBuilder(ck, "main pickle").walk(root, "", false); err != nil {
+	if err := newBuilder(ck, "main pickle", cfg, rootLen).walk(root, "", false); err != nil {
 		return nil, err
 	}
 	return ck, nil

@@ -2,6 +2,7 @@ package statedict
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -22,6 +23,11 @@ type config struct {
 	maxHeader     int64  // largest safetensors header
 	tempDir       string // where compressed inputs are spooled
 	maxDecompress int64  // largest decompressed size of a gzip/zstd-wrapped file
+
+	// See limits.go.
+	ctx          context.Context
+	maxNames     int64 // names the object tree walk may give; 0: scaled to the pickle
+	maxNameBytes int64 // bytes of those names; 0: scaled to the pickle
 }
 
 func defaultConfig() config {
@@ -31,6 +37,7 @@ func defaultConfig() config {
 		maxIndex:      64 << 20,
 		maxHeader:     100_000_000,
 		maxDecompress: 1 << 40,
+		ctx:           context.Background(),
 	}
 }
 

@@ -17,7 +17,7 @@ func pickleAt(r io.ReaderAt, off, end int64, what string, cfg *config, opts ...p
 	if off >= end {
 		return nil, 0, &Error{Record: what, Err: fmt.Errorf("%w: expected a pickle at offset %d, found the end of the data", ErrTruncated, off)}
 	}
-	opts = append(opts, pickle.WithLimits(cfg.limits))
+	opts = append(opts, pickle.WithLimits(cfg.limits), pickle.WithContext(cfg.ctx))
 	window := min(end-off, 4<<10)
 	for {
 		buf := make([]byte, window)

@@ -107,12 +107,12 @@ func readTar(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		return nil, &Error{Record: "pickle", Err: fmt.Errorf("%w: the pickle refers to tensor %s that the tensors member lacks", ErrMissingRecord, key)}
 	}
 	pm := members["pickle"]
-	root, _, err := pickleAt(r, pm.off, pm.off+pm.size, "pickle", cfg, pickle.WithPersistentLoad(load))
+	root, n, err := pickleAt(r, pm.off, pm.off+pm.size, "pickle", cfg, pickle.WithPersistentLoad(load))
 	if err != nil {
 		return nil, err
 	}
 	ck.Root = root
-	if err := newBuilder(ck, "pickle").walk(root, "", false); err != nil {
+	if err := newBuilder(ck, "pickle", cfg, n).walk(root, "", false); err != nil {
 		return nil, err
 	}
 	return ck, nil

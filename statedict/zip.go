@@ -104,12 +104,12 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		ref.Ref = s
 		return ref, nil
 	}
-	root, err := pickle.Unpickle(data, pickle.WithPersistentLoad(load), pickle.WithLimits(cfg.limits))
+	root, err := pickle.Unpickle(data, pickle.WithPersistentLoad(load), pickle.WithLimits(cfg.limits), pickle.WithContext(cfg.ctx))
 	if err != nil {
 		return nil, pickleError(pklName, err)
 	}
 	ck.Root = root
-	if err := newBuilder(ck, pklName).walk(root, "", false); err != nil {
+	if err := newBuilder(ck, pklName, cfg, int64(len(data))).walk(root, "", false); err != nil {
 		return nil, err
 	}
 	if n := countUnused(files, used); n > 0 {

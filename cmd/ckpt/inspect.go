@@ -284,17 +284,28 @@ func addStats(ctx context.Context, s *streams, ck *statedict.Checkpoint, rep *in
 	}
 	bar := newProgress(s, "stats", total, quiet)
 	defer bar.Done()
+	// Statistics are computed once per view: a tensor named many times
+	// (tied weights, or a shared tree naming one tensor from every path)
+	// costs its storage once, not once per name.
+	done := map[statedict.View]*inspectStats{}
 	for i := range rep.Tensors {
 		it := &rep.Tensors[i]
 		t := byName[it.Name]
+		if st, ok := done[t.View()]; ok {
+			it.Stats = st
+			bar.Add(max(it.NBytes, 0))
+			continue
+		}
 		st, err := statedict.ComputeStats(ctx, t, bar.Add)
 		if err != nil {
 			if errorsIsNoStats(err) {
+				done[t.View()] = nil
 				continue
 			}
 			return err
 		}
 		it.Stats = &inspectStats{Min: finite(st.Min), Max: finite(st.Max), Mean: finite(st.Mean), NaN: st.NaN, Inf: st.Inf}
+		done[t.View()] = it.Stats
 	}
 	return nil
 }

@@ -42,6 +42,9 @@ func TestLayers(t *testing.T) {
 		"internal/testenv": {},
 		// make test's reader of go test -json (standard library only).
 		"internal/testsummary": {},
+		// The hostile-input corpus generator (standard library only).
+		"internal/hostile":     {},
+		"internal/hostile/gen": {mod + "internal/hostile"},
 		// A benchmark harness for the peer that ckpt itself does not use.
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},
 		// The library side of bench/host_load.sh.
