@@ -67,7 +67,20 @@
 // # Atomic output
 //
 // Every output file is written to a temporary file in its destination
-// directory, synced, and renamed into place only when complete, so an interrupted
-// conversion never leaves a partial output; an existing output is replaced
-// only with WithForce. For sharded output the index is renamed last.
+// directory, synced, and put in place only when complete, so an
+// interrupted conversion never leaves a partial output; an existing output
+// is replaced only with WithForce. For sharded output the index is put in
+// place last. On Linux the temporary file is unnamed (O_TMPFILE) and
+// linked into place when complete, so that even a conversion killed with
+// SIGKILL leaves nothing behind; on filesystems without O_TMPFILE (and on
+// other systems) it is a hidden ".NAME.tmp-*" file beside the output, held
+// under an flock while its conversion lives, and the next conversion to
+// the same output removes such files that no live process holds.
+//
+// Only a regular file is ever replaced: an output path naming a device
+// (/dev/null), a FIFO, a socket or a directory fails with ErrNotRegular
+// before anything is written, force or not. A symbolic link at an output
+// path is written through, as cp does: its target, which must be a
+// regular file, is replaced atomically (the temporary file goes in the
+// target's directory) and the link is kept; a dangling link is refused.
 package convert
