@@ -198,6 +198,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	c.checks = newSourceChecks(ck)
 	l, err := resolveLayout(out, c)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,18 @@
 // O_DIRECT: the output does not go through the page cache, and the fsync
 // before the rename has nothing left to wait for (docs/benchmarks.md).
 //
+// # Input checks
+//
+// Conversion checks the checksums the input carries while it streams: the
+// CRC32 of each zip record holding a storage, and each tensor's xxh64c
+// digest recorded by ckpt in a safetensors file. A mismatch fails the
+// conversion with ErrDamaged, naming the tensor and record, and nothing
+// is written: damaged bytes are never passed on under fresh digests. A
+// tensor whose bytes are its storage's, in file order (the usual case), is
+// checked on the bytes being converted, without a second read; a storage
+// seen only through views, or swapped from big-endian, is read once more
+// for its check.
+//
 // # Safetensors output
 //
 // The header follows the format's rules (package safetensors). Tensors

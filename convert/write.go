@@ -225,11 +225,12 @@ func writeErr(final string, err error) error {
 }
 
 // itemReader returns the item's bytes as they go to a safetensors file:
-// logical elements, little-endian, cast when asked.
-func (c *config) itemReader(ctx context.Context, it *item) (io.ReadCloser, error) {
-	rc, err := it.src.Open()
+// logical elements, little-endian, cast when asked; the checkedReader
+// verifies the input's checksums once they are read.
+func (c *config) itemReader(ctx context.Context, it *item) (io.ReadCloser, *checkedReader, error) {
+	rc, cr, err := c.checks.tensorReader(ctx, it.src, it.dtype != it.src.DType)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var r io.Reader = ctxReader{ctx, rc}
 	r = io.TeeReader(r, progressWriter{io.Discard, c.progress})
@@ -239,7 +240,7 @@ func (c *config) itemReader(ctx context.Context, it *item) (io.ReadCloser, error
 	return struct {
 		io.Reader
 		io.Closer
-	}{r, rc}, nil
+	}{r, rc}, cr, nil
 }
 
 // writeSafetensors writes one safetensors file holding items to tmp,
@@ -274,7 +275,7 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 	var total int64
 	for _, wt := range sw.Order() {
 		it := byName[wt.Name]
-		rc, err := c.itemReader(ctx, it)
+		rc, cr, err := c.itemReader(ctx, it)
 		if err != nil {
 			return 0, err
 		}
@@ -294,6 +295,9 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 		v, err := dg.Sum()
 		if err != nil {
 			return 0, &TensorError{Name: wt.Name, Err: err}
+		}
+		if err := cr.verify(v); err != nil {
+			return 0, err
 		}
 		digests[wt.Name] = v.String()
 	}
@@ -328,11 +332,12 @@ func (s *pthStorage) nbytes() int64 {
 }
 
 // storageReader returns a storage's bytes as they go to a .pth file:
-// little-endian, cast when asked.
-func (c *config) storageReader(ctx context.Context, s *pthStorage) (io.ReadCloser, error) {
-	rc, err := s.src.OpenLittleEndian()
+// little-endian, cast when asked; the checkedReader verifies the input's
+// CRC32 once they are read.
+func (c *config) storageReader(ctx context.Context, s *pthStorage) (io.ReadCloser, *checkedReader, error) {
+	rc, cr, err := c.checks.storageReader(ctx, s.src)
 	if err != nil {
-		return nil, &TensorError{Name: s.src.Record, Err: err}
+		return nil, nil, err
 	}
 	var r io.Reader = io.TeeReader(ctxReader{ctx, rc}, progressWriter{io.Discard, c.progress})
 	if s.dtype != s.src.DType {
@@ -341,7 +346,7 @@ func (c *config) storageReader(ctx context.Context, s *pthStorage) (io.ReadClose
 	return struct {
 		io.Reader
 		io.Closer
-	}{r, rc}, nil
+	}{r, rc}, cr, nil
 }
 
 // location returns the tag written for a storage.
@@ -380,13 +385,16 @@ func (c *config) writePth(ctx context.Context, w io.Writer, items []*item, value
 	}
 	var total int64
 	for _, s := range storages {
-		rc, err := c.storageReader(ctx, s)
+		rc, cr, err := c.storageReader(ctx, s)
 		if err != nil {
 			return 0, err
 		}
 		err = zw.WriteRecord("data/"+s.key, s.nbytes(), rc)
 		rc.Close()
 		if err != nil {
+			return 0, err
+		}
+		if err := cr.verify(0); err != nil {
 			return 0, err
 		}
 		total += s.nbytes()

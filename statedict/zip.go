@@ -91,12 +91,21 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		if err != nil {
 			return nil, err
 		}
-		if declared := ref.Numel * int64(max(s.DType.Size(), 1)); s.NBytes < declared {
-			ck.Warnings = append(ck.Warnings, fmt.Sprintf("record %s holds %d bytes, storage %s declares %d", s.Record, s.NBytes, s.Key, declared))
-		}
 		s.BigEndian = ck.ByteOrder == "big"
 		s.CRC32 = f.CRC32
 		s.HasCRC = f.CRC32 != 0 || f.UncompressedSize64 == 0
+		switch declared := ref.Numel * int64(max(s.DType.Size(), 1)); {
+		case s.NBytes < declared:
+			ck.Warnings = append(ck.Warnings, fmt.Sprintf("record %s holds %d bytes, storage %s declares %d", s.Record, s.NBytes, s.Key, declared))
+		case int64(f.UncompressedSize64) > declared:
+			// torch.save writes exactly the storage's bytes. The extra
+			// bytes are ignored, as torch.load ignores them; the CRC32
+			// covers them, so it cannot be checked over the storage (a
+			// check would report damage that is not there).
+			ck.Warnings = append(ck.Warnings, fmt.Sprintf("record %s holds %d bytes, more than the %d that storage %s declares: the extra bytes are ignored and the record's CRC32, which covers them, is not checked",
+				s.Record, f.UncompressedSize64, declared, s.Key))
+			s.HasCRC = false
+		}
 		if s.src, err = zipSource(r, size, f, ck, cfg); err != nil {
 			return nil, &Error{Record: s.Record, Err: err}
 		}
