@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"sort"
 	"strings"
 
 	"github.com/ckpt-dev/ckpt/pickle"
@@ -73,6 +74,10 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		return nil, &Error{Record: pklName, Err: err}
 	}
 	used := make(map[string]*Storage)
+	spans := []recordSpan{}
+	if off, err := pf.DataOffset(); err == nil {
+		spans = append(spans, recordSpan{name: pklName, begin: off, end: off + int64(min(pf.CompressedSize64, 1<<62))})
+	}
 	load := func(pid any) (any, error) {
 		ref, err := pickle.ParseStoragePID(pid)
 		if err != nil {
@@ -109,6 +114,11 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		if s.src, err = zipSource(r, size, f, ck, cfg); err != nil {
 			return nil, &Error{Record: s.Record, Err: err}
 		}
+		off, err := f.DataOffset()
+		if err != nil {
+			return nil, &Error{Record: s.Record, Err: fmt.Errorf("%w: %v", ErrMalformed, err)}
+		}
+		spans = append(spans, recordSpan{name: s.Record, begin: off, end: off + int64(min(f.CompressedSize64, 1<<62))})
 		used[ref.Key] = s
 		ref.Ref = s
 		return ref, nil
@@ -118,6 +128,9 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		return nil, pickleError(pklName, err)
 	}
 	ck.Root = root
+	if err := checkOverlaps(spans); err != nil {
+		return nil, err
+	}
 	if err := newBuilder(ck, pklName).walk(root, "", false); err != nil {
 		return nil, err
 	}
@@ -208,4 +221,38 @@ func readRecord(f *zip.File, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	return b, nil
+}
+
+// recordSpan is where a zip record's (compressed) bytes lie in the file.
+type recordSpan struct {
+	name       string
+	begin, end int64
+}
+
+// checkOverlaps refuses records whose bytes overlap: torch.save never
+// writes such an archive, and a central directory pointing many entries at
+// one record multiplies what is read and written (as Go's archive/zip
+// documentation warns its users). Empty records overlap nothing.
+func checkOverlaps(spans []recordSpan) error {
+	sort.Slice(spans, func(i, j int) bool {
+		if spans[i].begin != spans[j].begin {
+			return spans[i].begin < spans[j].begin
+		}
+		return spans[i].end < spans[j].end
+	})
+	var last *recordSpan
+	for i := range spans {
+		s := &spans[i]
+		if s.end <= s.begin {
+			continue
+		}
+		if last != nil && s.begin < last.end {
+			return &Error{Record: s.name, Err: fmt.Errorf("%w: records %s and %s share bytes %d-%d of the file (overlapping or aliased zip entries)",
+				ErrMalformed, last.name, s.name, s.begin, min(s.end, last.end))}
+		}
+		if last == nil || s.end > last.end {
+			last = s
+		}
+	}
+	return nil
 }

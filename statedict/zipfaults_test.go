@@ -3,6 +3,8 @@ package statedict
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -85,5 +87,42 @@ func TestRecordLongerThanStorage(t *testing.T) {
 	got, err := io.ReadAll(rc)
 	if err != nil || int64(len(got)) != s.NBytes {
 		t.Errorf("read %d of %d bytes: %v", len(got), s.NBytes, err)
+	}
+}
+
+// centralEntries returns the offsets of the central directory entries of
+// a zip by name.
+func centralEntries(b []byte) map[string]int {
+	out := map[string]int{}
+	for i := 0; i+46 <= len(b); i++ {
+		if string(b[i:i+4]) != "PK\x01\x02" {
+			continue
+		}
+		n := int(binary.LittleEndian.Uint16(b[i+28:]))
+		if i+46+n <= len(b) {
+			out[string(b[i+46:i+46+n])] = i
+		}
+	}
+	return out
+}
+
+// TestAliasedRecords: a central directory pointing two entries at one
+// record's bytes is refused, naming both records.
+func TestAliasedRecords(t *testing.T) {
+	b := rewriteZip(t, "../testdata/fixtures/training.pt", func(_ string, b []byte) []byte { return b })
+	cd := centralEntries(b)
+	a, ok1 := cd["training/data/0"]
+	c, ok2 := cd["training/data/1"]
+	if !ok1 || !ok2 {
+		t.Fatalf("central directory: %v", cd)
+	}
+	copy(b[c+16:c+28], b[a+16:a+28]) // CRC32 and sizes
+	copy(b[c+42:c+46], b[a+42:a+46]) // local header offset
+	_, err := NewReader(bytes.NewReader(b), int64(len(b)))
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "training/data/0") || !strings.Contains(err.Error(), "training/data/1") {
+		t.Fatalf("err %v, want ErrMalformed naming both records", err)
+	}
+	if _, err := NewReader(bytes.NewReader(rewriteZip(t, "../testdata/fixtures/training.pt", func(_ string, b []byte) []byte { return b })), int64(len(b))); err != nil {
+		t.Errorf("unaliased copy: %v", err)
 	}
 }
