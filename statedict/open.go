@@ -73,14 +73,51 @@ func Open(path string, opts ...Option) (*Checkpoint, error) {
 	return openFile(path, &cfg)
 }
 
-func openFile(path string, cfg *config) (*Checkpoint, error) {
-	f, err := os.Open(path)
+// openRegular opens path for reading if it is a regular file. A FIFO is
+// opened without waiting for a writer (O_NONBLOCK, cleared again for a
+// regular file) and refused, as are devices and sockets: reading one
+// would block forever or never end.
+func openRegular(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|nonBlock, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &Error{File: path, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, fileKind(fi.Mode()))}
+	}
+	if err := clearNonBlock(f); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// fileKind names a non-regular file's type for messages.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDir != 0:
+		return "a directory"
+	}
+	return "not a regular file"
+}
+
+func openFile(path string, cfg *config) (*Checkpoint, error) {
+	f, fi, err := openRegular(path)
+	if err != nil {
 		return nil, err
 	}
 	c := *cfg
