@@ -197,9 +197,26 @@ func zipSource(r io.ReaderAt, size int64, f *zip.File, ck *Checkpoint, cfg *conf
 		}
 		return &sectionSource{r: r, off: off, n: n}, nil
 	case zip.Deflate:
+		// Readers size buffers by the record's declared size: a claim
+		// the compressed bytes cannot back (8 GiB from 48 bytes) is
+		// refused before anything is allocated from it.
+		if lim := maxInflated(f.CompressedSize64); f.UncompressedSize64 > lim {
+			return nil, fmt.Errorf("%w: deflated record claims %d bytes from %d compressed bytes, more than deflate can produce (%d)",
+				ErrMalformed, f.UncompressedSize64, f.CompressedSize64, lim)
+		}
 		return &zipDeflateSource{f: f, tempDir: cfg.tempDir, ck: ck}, nil
 	}
 	return nil, fmt.Errorf("%w: zip compression method %d (only stored and deflated are read)", ErrUnsupported, f.Method)
+}
+
+// maxInflated is the most bytes n deflated bytes can expand to: deflate's
+// best ratio is 1032:1 (a 258-byte match in two bits), plus a margin for
+// block headers.
+func maxInflated(n uint64) uint64 {
+	if n > 1<<50 {
+		return 1 << 62
+	}
+	return n*1032 + 64<<10
 }
 
 // readRecord reads a whole zip record into memory, refusing records larger

@@ -126,3 +126,37 @@ func TestAliasedRecords(t *testing.T) {
 		t.Errorf("unaliased copy: %v", err)
 	}
 }
+
+// TestDeflateClaimBounded: a deflated record whose directory claims far
+// more bytes than its compressed bytes can produce is refused at open,
+// naming the record, before any buffer is sized from the claim.
+func TestDeflateClaimBounded(t *testing.T) {
+	zr, err := zip.OpenReader("../testdata/fixtures/training.pt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, f := range zr.File {
+		rc, _ := f.Open()
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: f.Name, Method: zip.Deflate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(b)
+	}
+	zw.Close()
+	b := buf.Bytes()
+	if _, err := NewReader(bytes.NewReader(b), int64(len(b))); err != nil {
+		t.Fatalf("deflated copy: %v", err)
+	}
+	e := centralEntries(b)["training/data/0"]
+	binary.LittleEndian.PutUint32(b[e+24:], 0xf0000000) // claims 3.75 GiB
+	_, err = NewReader(bytes.NewReader(b), int64(len(b)))
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "training/data/0") || !strings.Contains(err.Error(), "more than deflate can produce") {
+		t.Fatalf("err %v", err)
+	}
+}
