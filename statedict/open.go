@@ -2,6 +2,7 @@ package statedict
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -21,16 +22,24 @@ type config struct {
 	maxIndex      int64  // largest index.json read
 	maxHeader     int64  // largest safetensors header
 	tempDir       string // where compressed inputs are spooled
-	maxDecompress int64  // largest decompressed size of a gzip/zstd-wrapped file
+	maxDecompress int64  // largest decompressed size of a gzip/zstd-wrapped file; 0: by the file's size
+	ctx           context.Context
+}
+
+// canceled returns the context's error once WithContext's context is done.
+func (c *config) canceled() error {
+	if c.ctx == nil {
+		return nil
+	}
+	return c.ctx.Err()
 }
 
 func defaultConfig() config {
 	return config{
-		limits:        pickle.DefaultLimits(),
-		maxPickle:     1 << 30,
-		maxIndex:      64 << 20,
-		maxHeader:     100_000_000,
-		maxDecompress: 1 << 40,
+		limits:    pickle.DefaultLimits(),
+		maxPickle: 1 << 30,
+		maxIndex:  64 << 20,
+		maxHeader: 100_000_000,
 	}
 }
 
@@ -50,8 +59,18 @@ func WithMaxPickleSize(n int64) Option { return func(c *config) { c.maxPickle = 
 func WithTempDir(dir string) Option { return func(c *config) { c.tempDir = dir } }
 
 // WithMaxDecompressedSize bounds how many bytes a gzip/zstd-wrapped file may
-// expand to (default 1 TiB), a guard against decompression bombs.
+// expand to in the temporary directory, a guard against decompression
+// bombs. The default is 64 times the compressed size, at least 64 MiB and
+// at most the directory's free space; a checkpoint of mostly zeros may
+// need more. Whatever the limit, the first decompressed bytes must begin
+// a checkpoint format, or nothing is spooled.
 func WithMaxDecompressedSize(n int64) Option { return func(c *config) { c.maxDecompress = n } }
+
+// WithContext makes long steps of opening (decompressing a gzip/zstd-wrapped
+// file or a deflated record to the temporary directory, walking a tar or
+// a zip directory, opening shards) stop with ctx's error once ctx is done.
+// Reading tensor data later is not bound to it.
+func WithContext(ctx context.Context) Option { return func(c *config) { c.ctx = ctx } }
 
 // Open opens a checkpoint file or directory: a torch zip, legacy or tar file,
 // a safetensors file, a Hugging Face index.json with its shards, a directory

@@ -22,3 +22,13 @@ func clearNonBlock(f *os.File) error {
 	}
 	return serr
 }
+
+// freeSpace returns the bytes free to an unprivileged user in dir's
+// filesystem.
+func freeSpace(dir string) (int64, bool) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, false
+	}
+	return int64(st.Bavail) * int64(st.Bsize), true
+}

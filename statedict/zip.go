@@ -30,7 +30,12 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		return nil, &Error{Record: zr.File[0].Name, Err: fmt.Errorf("%w: zip entries are not under a top folder as torch.save writes them", ErrFormat)}
 	}
 	files := make(map[string]*zip.File, len(zr.File))
-	for _, f := range zr.File {
+	for i, f := range zr.File {
+		if i%1024 == 0 {
+			if err := cfg.canceled(); err != nil {
+				return nil, err
+			}
+		}
 		if rest, ok := strings.CutPrefix(f.Name, prefix+"/"); ok {
 			files[rest] = f
 		}
@@ -204,7 +209,7 @@ func zipSource(r io.ReaderAt, size int64, f *zip.File, ck *Checkpoint, cfg *conf
 			return nil, fmt.Errorf("%w: deflated record claims %d bytes from %d compressed bytes, more than deflate can produce (%d)",
 				ErrMalformed, f.UncompressedSize64, f.CompressedSize64, lim)
 		}
-		return &zipDeflateSource{f: f, tempDir: cfg.tempDir, ck: ck}, nil
+		return &zipDeflateSource{f: f, tempDir: cfg.tempDir, ck: ck, ctx: cfg.ctx}, nil
 	}
 	return nil, fmt.Errorf("%w: zip compression method %d (only stored and deflated are read)", ErrUnsupported, f.Method)
 }

@@ -155,7 +155,7 @@ type convertReport struct {
 }
 
 func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []convert.Option) error {
-	ck, err := statedict.Open(o.In)
+	ck, err := statedict.Open(o.In, statedict.WithContext(ctx))
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ type inspectSummary struct {
 }
 
 func runInspect(ctx context.Context, s *streams, opts *inspectOptions) error {
-	ck, err := statedict.Open(opts.Path)
+	ck, err := statedict.Open(opts.Path, statedict.WithContext(ctx))
 	if err != nil {
 		return err
 	}

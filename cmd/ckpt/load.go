@@ -225,7 +225,7 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 			return usageError{fmt.Errorf("--map-location: %w", err)}
 		}
 	}
-	ck, err := statedict.Open(path)
+	ck, err := statedict.Open(path, statedict.WithContext(ctx))
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ type verifyReport struct {
 }
 
 func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) error {
-	a, err := statedict.Open(o.A)
+	a, err := statedict.Open(o.A, statedict.WithContext(ctx))
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) erro
 		}
 		bad = len(rep.CheckReport.Mismatches)
 	} else {
-		b, err := statedict.Open(o.B)
+		b, err := statedict.Open(o.B, statedict.WithContext(ctx))
 		if err != nil {
 			return err
 		}
