@@ -21,6 +21,7 @@ type config struct {
 	maxPickle     int64  // largest pickle read into memory
 	maxIndex      int64  // largest index.json read
 	maxHeader     int64  // largest safetensors header
+	maxTensors    int    // most tensors in a safetensors file (0: safetensors.DefaultMaxTensors)
 	tempDir       string // where compressed inputs are spooled
 	maxDecompress int64  // largest decompressed size of a gzip/zstd-wrapped file; 0: by the file's size
 	ctx           context.Context
@@ -53,6 +54,11 @@ func WithPickleLimits(l pickle.Limits) Option { return func(c *config) { c.limit
 // WithMaxPickleSize bounds the size of a pickle record read into memory
 // (default 1 GiB). The pickle is the only part of a checkpoint read eagerly.
 func WithMaxPickleSize(n int64) Option { return func(c *config) { c.maxPickle = n } }
+
+// WithMaxTensors bounds the tensors of one safetensors file (default
+// safetensors.DefaultMaxTensors, 262,144): a header declaring more fails
+// with safetensors.ErrTooManyTensors before they are read into memory.
+func WithMaxTensors(n int) Option { return func(c *config) { c.maxTensors = n } }
 
 // WithTempDir sets where gzip/zstd-wrapped and deflated inputs are
 // decompressed to for random access (default os.TempDir()).

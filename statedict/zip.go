@@ -49,7 +49,7 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		if !ok {
 			return "", false, nil
 		}
-		b, err := readRecord(f, 4096)
+		b, err := readRecord(f, 4096, size)
 		return strings.TrimSpace(string(b)), true, err
 	}
 	if v, ok, err := small("version"); err != nil {
@@ -74,7 +74,7 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 	if !ok {
 		return nil, &Error{Record: pklName, Err: fmt.Errorf("%w: no data.pkl in the archive", ErrMissingRecord)}
 	}
-	data, err := readRecord(pf, cfg.maxPickle)
+	data, err := readRecord(pf, cfg.maxPickle, size)
 	if err != nil {
 		return nil, &Error{Record: pklName, Err: err}
 	}
@@ -225,20 +225,39 @@ func maxInflated(n uint64) uint64 {
 }
 
 // readRecord reads a whole zip record into memory, refusing records larger
-// than max.
-func readRecord(f *zip.File, max int64) ([]byte, error) {
-	if f.UncompressedSize64 > uint64(max) {
-		return nil, fmt.Errorf("%w: record of %d bytes exceeds the limit of %d", ErrMalformed, f.UncompressedSize64, max)
+// than max. The buffer is allocated once, at the record's declared size,
+// and only once that size is known to be backed by the file's bytes: a
+// stored record's claim cannot exceed the file (of fileSize bytes), a
+// deflated one's cannot exceed what its compressed bytes can produce.
+func readRecord(f *zip.File, max, fileSize int64) ([]byte, error) {
+	claim := f.UncompressedSize64
+	if claim > uint64(max) {
+		return nil, fmt.Errorf("%w: record of %d bytes exceeds the limit of %d", ErrMalformed, claim, max)
+	}
+	switch {
+	case f.Method == zip.Store && claim > uint64(fileSize):
+		return nil, fmt.Errorf("%w: record of %d bytes in a %d-byte file", ErrTruncated, claim, fileSize)
+	case f.Method == zip.Deflate && claim > maxInflated(f.CompressedSize64):
+		return nil, fmt.Errorf("%w: deflated record claims %d bytes from %d compressed bytes, more than deflate can produce", ErrMalformed, claim, f.CompressedSize64)
 	}
 	rc, err := f.Open()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, int64(f.UncompressedSize64)))
+	b := make([]byte, claim)
+	_, err = io.ReadFull(rc, b)
 	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w: %v", ErrTruncated, err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	// Reading on to the end lets archive/zip check the record's CRC32.
+	var one [1]byte
+	if n, err := rc.Read(one[:]); n > 0 || err != io.EOF {
+		if err == nil || err == io.EOF {
+			err = fmt.Errorf("record holds more than its declared %d bytes", claim)
 		}
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
