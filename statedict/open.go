@@ -55,6 +55,10 @@ func WithPickleLimits(l pickle.Limits) Option { return func(c *config) { c.limit
 // (default 1 GiB). The pickle is the only part of a checkpoint read eagerly.
 func WithMaxPickleSize(n int64) Option { return func(c *config) { c.maxPickle = n } }
 
+// WithMaxHeaderSize bounds the JSON header of a safetensors file (default
+// 100,000,000 bytes, the reference reader's limit).
+func WithMaxHeaderSize(n int64) Option { return func(c *config) { c.maxHeader = n } }
+
 // WithMaxTensors bounds the tensors of one safetensors file (default
 // safetensors.DefaultMaxTensors, 262,144): a header declaring more fails
 // with safetensors.ErrTooManyTensors before they are read into memory.
