@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 
 	"github.com/ckpt-dev/ckpt/digest"
@@ -141,16 +142,25 @@ func (t *tempFile) commit(force bool) error {
 		return err
 	}
 	if t.named {
-		if err := t.f.Close(); err != nil {
-			return fmt.Errorf("convert: write %s: %w", t.final, err)
+		// Renamed while still open (and so locked against removeStale),
+		// where the system allows renaming an open file.
+		var cerr error
+		if runtime.GOOS == "windows" {
+			cerr = t.f.Close()
 		}
 		err := os.Rename(t.f.Name(), t.final)
 		if err != nil {
 			os.Remove(t.f.Name())
 		}
+		if runtime.GOOS != "windows" {
+			cerr = t.f.Close()
+		}
 		t.f = nil
 		if err != nil {
 			return fmt.Errorf("convert: rename into place: %w", err)
+		}
+		if cerr != nil {
+			return fmt.Errorf("convert: write %s: %w", t.final, cerr)
 		}
 		return nil
 	}
