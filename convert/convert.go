@@ -52,14 +52,17 @@ type Summary struct {
 
 // layout is where the output goes.
 type layout struct {
-	format  Format
-	dir     string
-	single  string // path of a single output file ("" when sharded)
-	stem    string // shard name stem: "model", "pytorch_model"
-	ext     string // shard extension: ".safetensors", ".bin"
-	index   string // index path ("" when single)
-	indexed bool   // an index was asked for explicitly
-	mkdir   bool   // dir may be created (a directory or an index was named)
+	format Format
+	dir    string
+	single string // path of a single output file ("" when sharded)
+	stem   string // shard name stem: "model", "pytorch_model"
+	ext    string // shard extension: ".safetensors", ".bin"
+	index  string // index path ("" when single)
+	// indexTarget is where the index is written: index, or the file
+	// it links to.
+	indexTarget string
+	indexed     bool // an index was asked for explicitly
+	mkdir       bool // dir may be created (a directory or an index was named)
 }
 
 // resolveLayout works out the format and the output paths.
@@ -195,6 +198,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	c.checks = newSourceChecks(ck)
 	l, err := resolveLayout(out, c)
 	if err != nil {
 		return nil, err
@@ -216,11 +220,24 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 			l.index = filepath.Join(l.dir, l.stem+l.ext+".index.json")
 		}
 	}
-	if !c.force {
-		for _, f := range append(append([]string{}, finals...), l.index) {
-			if _, err := os.Lstat(f); f != "" && err == nil {
-				return nil, fmt.Errorf("%w: %s", ErrExists, f)
-			}
+	// Where each output goes: only a missing or regular file is
+	// replaced; a symbolic link is written through (see resolveTarget).
+	targets := make([]string, len(finals))
+	for i, f := range append(append([]string{}, finals...), l.index) {
+		if f == "" {
+			continue
+		}
+		target, err := resolveTarget(f)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Lstat(f); !c.force && err == nil {
+			return nil, fmt.Errorf("%w: %s", ErrExists, f)
+		}
+		if i < len(finals) {
+			targets[i] = target
+		} else {
+			l.indexTarget = target
 		}
 	}
 	sum := &Summary{Format: l.format, Structure: "flat", Aliases: p.aliases, Dropped: p.dropped, Index: l.index, Values: []string{}}
@@ -240,6 +257,11 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	undoDir, err := l.makeDir()
 	if err != nil {
 		return nil, err
+	}
+	for _, f := range append(append([]string{}, targets...), l.indexTarget) {
+		if f != "" {
+			removeStale(f)
+		}
 	}
 	var temps []*tempFile
 	committed := false
@@ -262,7 +284,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		if i > 0 {
 			values = nil
 		}
-		t, n, err := c.writeFile(ctx, finals[i], l.format, g, values, p.tree, md)
+		t, n, err := c.writeFile(ctx, targets[i], l.format, g, values, p.tree, md)
 		if t != nil {
 			temps = append(temps, t)
 		}
@@ -279,7 +301,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		if err != nil {
 			return nil, err
 		}
-		t, err := createTemp(l.index)
+		t, err := createTemp(l.indexTarget)
 		if err != nil {
 			return nil, err
 		}
@@ -296,7 +318,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		}
 	}
 	for _, t := range temps { // shards first, the index last
-		if err := t.commit(); err != nil {
+		if err := t.commit(c.force); err != nil {
 			return nil, err
 		}
 	}

@@ -12,6 +12,18 @@
 // O_DIRECT: the output does not go through the page cache, and the fsync
 // before the rename has nothing left to wait for (docs/benchmarks.md).
 //
+// # Input checks
+//
+// Conversion checks the checksums the input carries while it streams: the
+// CRC32 of each zip record holding a storage, and each tensor's xxh64c
+// digest recorded by ckpt in a safetensors file. A mismatch fails the
+// conversion with ErrDamaged, naming the tensor and record, and nothing
+// is written: damaged bytes are never passed on under fresh digests. A
+// tensor whose bytes are its storage's, in file order (the usual case), is
+// checked on the bytes being converted, without a second read; a storage
+// seen only through views, or swapped from big-endian, is read once more
+// for its check.
+//
 // # Safetensors output
 //
 // The header follows the format's rules (package safetensors). Tensors
@@ -67,7 +79,20 @@
 // # Atomic output
 //
 // Every output file is written to a temporary file in its destination
-// directory, synced, and renamed into place only when complete, so an interrupted
-// conversion never leaves a partial output; an existing output is replaced
-// only with WithForce. For sharded output the index is renamed last.
+// directory, synced, and put in place only when complete, so an
+// interrupted conversion never leaves a partial output; an existing output
+// is replaced only with WithForce. For sharded output the index is put in
+// place last. On Linux the temporary file is unnamed (O_TMPFILE) and
+// linked into place when complete, so that even a conversion killed with
+// SIGKILL leaves nothing behind; on filesystems without O_TMPFILE (and on
+// other systems) it is a hidden ".NAME.tmp-*" file beside the output, held
+// under an flock while its conversion lives, and the next conversion to
+// the same output removes such files that no live process holds.
+//
+// Only a regular file is ever replaced: an output path naming a device
+// (/dev/null), a FIFO, a socket or a directory fails with ErrNotRegular
+// before anything is written, force or not. A symbolic link at an output
+// path is written through, as cp does: its target, which must be a
+// regular file, is replaced atomically (the temporary file goes in the
+// target's directory) and the link is kept; a dangling link is refused.
 package convert

@@ -89,6 +89,8 @@ type config struct {
 	progress   func(int64)
 	bufSize    int
 	wrap       func(io.Writer) io.Writer
+
+	checks *sourceChecks // set by Convert
 }
 
 // Option configures Convert.

@@ -86,7 +86,7 @@ type fileWriter struct {
 func newFileWriter(f *os.File) *fileWriter {
 	w := &fileWriter{f: f, free: make(chan []byte, outputBuffers), jobs: make(chan writeJob, outputBuffers)}
 	if !forceBuffered {
-		if d := openDirect(f.Name()); d != nil {
+		if d := openDirect(f); d != nil {
 			w.direct = d
 		}
 	}

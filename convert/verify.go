@@ -408,6 +408,11 @@ func compareTensor(ctx context.Context, a, b *statedict.Tensor, opts CompareOpti
 	if opts.Tolerance && (!okA || !okB) && a.DType != b.DType {
 		return &Mismatch{Name: a.Name, Kind: "dtype", Detail: fmt.Sprintf("A %s, B %s: no numeric comparison between them", a.DType, b.DType)}, nil
 	}
+	// Dimensions both sides broadcast (stride 0) hold the same elements
+	// along them: compare one slice, so that the cost is what the
+	// storages hold, not what the shapes claim.
+	fullShape := a.Shape
+	a, b, repeat := dropCommonBroadcast(a, b)
 	ra, err := a.Open()
 	if err != nil {
 		return nil, err
@@ -484,6 +489,9 @@ func compareTensor(ctx context.Context, a, b *statedict.Tensor, opts CompareOpti
 	if diff == 0 {
 		return nil, nil
 	}
+	if repeat > 1 {
+		diff, n, first = diff*repeat, n*repeat, fullIndex(first, a.Shape, fullShape)
+	}
 	detail := fmt.Sprintf("%d of %d elements differ, first at flat index %d", diff, n, first)
 	if okA {
 		detail += fmt.Sprintf(", max |A-B| %g", maxAbs)
@@ -555,4 +563,50 @@ func decoder(d statedict.DType) (func([]byte) float64, bool) {
 		return func(b []byte) float64 { return float64(le.Uint64(b)) }, true
 	}
 	return nil, false
+}
+
+// dropCommonBroadcast reduces to size 1 the dimensions that a and b (of
+// one shape) both broadcast (stride 0, size > 1), returning the reduced
+// views and how many times each of their elements appears in the full
+// tensors.
+func dropCommonBroadcast(a, b *statedict.Tensor) (*statedict.Tensor, *statedict.Tensor, int64) {
+	if a.NumEl() < 0 || len(a.Strides) != len(a.Shape) || len(b.Strides) != len(b.Shape) || len(a.Shape) != len(b.Shape) {
+		return a, b, 1
+	}
+	var shape []int64
+	repeat := int64(1)
+	for d, s := range a.Shape {
+		if s > 1 && a.Strides[d] == 0 && b.Strides[d] == 0 {
+			if shape == nil {
+				shape = append([]int64(nil), a.Shape...)
+			}
+			shape[d] = 1
+			repeat *= s
+		}
+	}
+	if shape == nil {
+		return a, b, 1
+	}
+	ra, rb := *a, *b
+	ra.Shape, rb.Shape = shape, shape
+	return &ra, &rb, repeat
+}
+
+// fullIndex maps a flat C-order index of a reduced shape to the flat index
+// of the same element, with the reduced dimensions at 0, in the full
+// shape: the first element of the full tensor that the reduced one stands
+// for.
+func fullIndex(i int64, reduced, full []int64) int64 {
+	coords := make([]int64, len(reduced))
+	for d := len(reduced) - 1; d >= 0; d-- {
+		if reduced[d] > 0 {
+			coords[d] = i % reduced[d]
+			i /= reduced[d]
+		}
+	}
+	var out int64
+	for d, s := range full {
+		out = out*s + coords[d]
+	}
+	return out
 }

@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 
 	"github.com/ckpt-dev/ckpt/digest"
@@ -56,25 +60,53 @@ func (p progressWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// tempFile is an output being written: a temporary file beside its final
-// path, removed unless committed.
+// tempFile is an output being written: an unnamed temporary file in its
+// destination directory (O_TMPFILE, Linux), given its final name only when
+// complete, so that nothing is left behind even by kill -9; where the
+// filesystem lacks unnamed files, a named ".NAME.tmp-*" file beside its
+// final path, removed unless committed, and held under an flock so that a
+// later conversion can remove it if this process dies (removeStale).
 type tempFile struct {
 	f     *os.File
 	w     *fileWriter
 	final string
+	named bool // f has a name in the directory (the fallback)
 }
 
+// forceNamedTemp turns unnamed temporary files off (for tests of the
+// fallback).
+var forceNamedTemp = false
+
 func createTemp(final string) (*tempFile, error) {
-	f, err := os.CreateTemp(filepath.Dir(final), "."+filepath.Base(final)+".tmp-*")
-	if err != nil {
-		return nil, fmt.Errorf("convert: create temporary output: %w", err)
+	dir := filepath.Dir(final)
+	if !forceNamedTemp {
+		if f, err := openUnnamed(dir); err == nil {
+			// Locked for the moment between its hidden name and the
+			// rename (commit).
+			lockTemp(f)
+			return &tempFile{f: f, w: newFileWriter(f), final: final}, nil
+		}
 	}
-	if err := f.Chmod(0o644); err != nil { // CreateTemp makes 0600
+	for try := 0; ; try++ {
+		f, err := os.CreateTemp(dir, tempPrefix(final)+"*")
+		if err != nil {
+			return nil, fmt.Errorf("convert: create temporary output: %w", err)
+		}
+		if err := f.Chmod(0o644); err != nil { // CreateTemp makes 0600
+			f.Close()
+			os.Remove(f.Name())
+			return nil, fmt.Errorf("convert: create temporary output: %w", err)
+		}
+		lockTemp(f)
+		// A concurrent removeStale may have taken the file for an
+		// orphan between its creation and the lock.
+		fi, err1 := f.Stat()
+		now, err2 := os.Lstat(f.Name())
+		if err1 == nil && err2 == nil && os.SameFile(fi, now) || try == 3 {
+			return &tempFile{f: f, w: newFileWriter(f), final: final, named: true}, nil
+		}
 		f.Close()
-		os.Remove(f.Name())
-		return nil, fmt.Errorf("convert: create temporary output: %w", err)
 	}
-	return &tempFile{f: f, w: newFileWriter(f), final: final}, nil
 }
 
 // discard closes and removes the temporary file.
@@ -83,12 +115,14 @@ func (t *tempFile) discard() {
 		t.w.stop()
 		t.w.release()
 		t.f.Close()
-		os.Remove(t.f.Name())
+		if t.named {
+			os.Remove(t.f.Name())
+		}
 		t.f = nil
 	}
 }
 
-// finish syncs and closes the file; commit renames it into place.
+// finish writes out and syncs the file; commit gives it its final name.
 func (t *tempFile) finish() error {
 	if err := t.w.finish(); err != nil {
 		return fmt.Errorf("convert: write %s: %w", t.final, err)
@@ -96,18 +130,73 @@ func (t *tempFile) finish() error {
 	if err := t.f.Sync(); err != nil {
 		return fmt.Errorf("convert: write %s: %w", t.final, err)
 	}
-	if err := t.f.Close(); err != nil {
+	return nil
+}
+
+// commit puts the finished file in place of t.final, which must be
+// missing or a regular file, and closes it. Without force a file that
+// appeared at t.final since the checks is not replaced (where unnamed
+// files are used).
+func (t *tempFile) commit(force bool) error {
+	if err := checkReplaceable(t.final); err != nil {
+		return err
+	}
+	if t.named {
+		// Renamed while still open (and so locked against removeStale),
+		// where the system allows renaming an open file.
+		var cerr error
+		if runtime.GOOS == "windows" {
+			cerr = t.f.Close()
+		}
+		err := os.Rename(t.f.Name(), t.final)
+		if err != nil {
+			os.Remove(t.f.Name())
+		}
+		if runtime.GOOS != "windows" {
+			cerr = t.f.Close()
+		}
+		t.f = nil
+		if err != nil {
+			return fmt.Errorf("convert: rename into place: %w", err)
+		}
+		if cerr != nil {
+			return fmt.Errorf("convert: write %s: %w", t.final, cerr)
+		}
+		return nil
+	}
+	if !force {
+		err := linkUnnamed(t.f, t.final)
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%w: %s", ErrExists, t.final)
+		}
+		if err != nil {
+			return fmt.Errorf("convert: put output in place: %w", err)
+		}
+	} else {
+		// link(2) does not replace: link to a hidden name, then rename
+		// over the final one.
+		hidden := filepath.Join(filepath.Dir(t.final), tempPrefix(t.final)+randomSuffix())
+		if err := linkUnnamed(t.f, hidden); err != nil {
+			return fmt.Errorf("convert: put output in place: %w", err)
+		}
+		if err := os.Rename(hidden, t.final); err != nil {
+			os.Remove(hidden)
+			return fmt.Errorf("convert: rename into place: %w", err)
+		}
+	}
+	err := t.f.Close()
+	t.f = nil
+	if err != nil {
 		return fmt.Errorf("convert: write %s: %w", t.final, err)
 	}
 	return nil
 }
 
-func (t *tempFile) commit() error {
-	if err := os.Rename(t.f.Name(), t.final); err != nil {
-		return fmt.Errorf("convert: rename into place: %w", err)
-	}
-	t.f = nil
-	return nil
+// randomSuffix returns a short random name part.
+func randomSuffix() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // outWriter is an output being written; Flush writes out everything
@@ -146,11 +235,12 @@ func writeErr(final string, err error) error {
 }
 
 // itemReader returns the item's bytes as they go to a safetensors file:
-// logical elements, little-endian, cast when asked.
-func (c *config) itemReader(ctx context.Context, it *item) (io.ReadCloser, error) {
-	rc, err := it.src.Open()
+// logical elements, little-endian, cast when asked; the checkedReader
+// verifies the input's checksums once they are read.
+func (c *config) itemReader(ctx context.Context, it *item) (io.ReadCloser, *checkedReader, error) {
+	rc, cr, err := c.checks.tensorReader(ctx, it.src, it.dtype != it.src.DType)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var r io.Reader = ctxReader{ctx, rc}
 	r = io.TeeReader(r, progressWriter{io.Discard, c.progress})
@@ -160,7 +250,7 @@ func (c *config) itemReader(ctx context.Context, it *item) (io.ReadCloser, error
 	return struct {
 		io.Reader
 		io.Closer
-	}{r, rc}, nil
+	}{r, rc}, cr, nil
 }
 
 // writeSafetensors writes one safetensors file holding items to tmp,
@@ -195,7 +285,7 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 	var total int64
 	for _, wt := range sw.Order() {
 		it := byName[wt.Name]
-		rc, err := c.itemReader(ctx, it)
+		rc, cr, err := c.itemReader(ctx, it)
 		if err != nil {
 			return 0, err
 		}
@@ -215,6 +305,9 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 		v, err := dg.Sum()
 		if err != nil {
 			return 0, &TensorError{Name: wt.Name, Err: err}
+		}
+		if err := cr.verify(v); err != nil {
+			return 0, err
 		}
 		digests[wt.Name] = v.String()
 	}
@@ -249,11 +342,12 @@ func (s *pthStorage) nbytes() int64 {
 }
 
 // storageReader returns a storage's bytes as they go to a .pth file:
-// little-endian, cast when asked.
-func (c *config) storageReader(ctx context.Context, s *pthStorage) (io.ReadCloser, error) {
-	rc, err := s.src.OpenLittleEndian()
+// little-endian, cast when asked; the checkedReader verifies the input's
+// CRC32 once they are read.
+func (c *config) storageReader(ctx context.Context, s *pthStorage) (io.ReadCloser, *checkedReader, error) {
+	rc, cr, err := c.checks.storageReader(ctx, s.src)
 	if err != nil {
-		return nil, &TensorError{Name: s.src.Record, Err: err}
+		return nil, nil, err
 	}
 	var r io.Reader = io.TeeReader(ctxReader{ctx, rc}, progressWriter{io.Discard, c.progress})
 	if s.dtype != s.src.DType {
@@ -262,7 +356,7 @@ func (c *config) storageReader(ctx context.Context, s *pthStorage) (io.ReadClose
 	return struct {
 		io.Reader
 		io.Closer
-	}{r, rc}, nil
+	}{r, rc}, cr, nil
 }
 
 // location returns the tag written for a storage.
@@ -301,13 +395,16 @@ func (c *config) writePth(ctx context.Context, w io.Writer, items []*item, value
 	}
 	var total int64
 	for _, s := range storages {
-		rc, err := c.storageReader(ctx, s)
+		rc, cr, err := c.storageReader(ctx, s)
 		if err != nil {
 			return 0, err
 		}
 		err = zw.WriteRecord("data/"+s.key, s.nbytes(), rc)
 		rc.Close()
 		if err != nil {
+			return 0, err
+		}
+		if err := cr.verify(0); err != nil {
 			return 0, err
 		}
 		total += s.nbytes()

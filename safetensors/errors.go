@@ -16,6 +16,9 @@ var (
 	// ErrHeaderTooLarge reports a header length above the limit
 	// (100,000,000 bytes unless WithMaxHeaderSize says otherwise).
 	ErrHeaderTooLarge = errors.New("safetensors: header too large")
+	// ErrTooManyTensors: the header declares more tensors than the limit
+	// (WithMaxTensors).
+	ErrTooManyTensors = errors.New("safetensors: too many tensors")
 	// ErrInvalidHeader reports a header that is not valid UTF-8, not a JSON
 	// object of the expected form, or has a malformed entry.
 	ErrInvalidHeader = errors.New("safetensors: invalid header")

@@ -20,8 +20,27 @@ const DefaultMaxHeaderSize = 100_000_000
 // metadataKey is the reserved header key of the free-form string metadata.
 const metadataKey = "__metadata__"
 
+// DefaultMaxTensors is the most tensors Parse accepts in one file by
+// default: several times the largest real checkpoints (a 671B-parameter
+// mixture of experts holds about 100,000 tensors across all its shards),
+// and a bound on the memory a header costs its readers (each tensor costs
+// about 1-2 KB once read into a checkpoint's model).
+const DefaultMaxTensors = 1 << 18
+
 type config struct {
-	maxHeader int64
+	maxHeader  int64
+	maxTensors int
+}
+
+// WithMaxTensors sets the most tensors Parse accepts in one file; more
+// fail with ErrTooManyTensors as soon as the limit is passed. n <= 0
+// keeps DefaultMaxTensors.
+func WithMaxTensors(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxTensors = n
+		}
+	}
 }
 
 // Option configures Parse.
@@ -95,7 +114,7 @@ func (f *File) Lookup(name string) (TensorInfo, bool) {
 // are refused rather than resolved to the last one, and integers above
 // 2^63-1 are refused even in the shape of an empty tensor.
 func Parse(r io.ReaderAt, size int64, opts ...Option) (*File, error) {
-	cfg := config{maxHeader: DefaultMaxHeaderSize}
+	cfg := config{maxHeader: DefaultMaxHeaderSize, maxTensors: DefaultMaxTensors}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -117,7 +136,7 @@ func Parse(r io.ReaderAt, size int64, opts ...Option) (*File, error) {
 	if err := readFull(r, hdr, 8); err != nil {
 		return nil, err
 	}
-	f, err := parseHeader(hdr)
+	f, err := parseHeader(hdr, cfg.maxTensors)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +210,7 @@ type headerParser struct {
 }
 
 // parseHeader decodes the header JSON into a File with unsorted tensors.
-func parseHeader(b []byte) (*File, error) {
+func parseHeader(b []byte, maxTensors int) (*File, error) {
 	if !utf8.Valid(b) {
 		return nil, fmt.Errorf("%w: not valid UTF-8", ErrInvalidHeader)
 	}
@@ -216,6 +235,9 @@ func parseHeader(b []byte) (*File, error) {
 				return nil, err
 			}
 			continue
+		}
+		if len(f.Tensors) >= maxTensors {
+			return nil, fmt.Errorf("%w: more than %d (WithMaxTensors raises the limit)", ErrTooManyTensors, maxTensors)
 		}
 		t, err := p.tensor(name)
 		if err != nil {

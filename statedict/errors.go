@@ -27,6 +27,9 @@ var (
 	ErrUnsupported = errors.New("statedict: unsupported")
 	// ErrNeedsDirectory: a sharded index was given without the directory that holds its shards.
 	ErrNeedsDirectory = errors.New("statedict: sharded index needs its directory (use Open with a path)")
+	// ErrNotRegular: a path names a FIFO, device, socket or other
+	// non-regular file, which Open refuses rather than wait on.
+	ErrNotRegular = errors.New("statedict: not a regular file")
 )
 
 // Error is the typed error of every failed read: it says where (file,

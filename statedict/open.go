@@ -21,8 +21,11 @@ type config struct {
 	maxPickle     int64  // largest pickle read into memory
 	maxIndex      int64  // largest index.json read
 	maxHeader     int64  // largest safetensors header
+	maxTensors    int    // most tensors in a safetensors file (0: safetensors.DefaultMaxTensors)
 	tempDir       string // where compressed inputs are spooled
-	maxDecompress int64  // largest decompressed size of a gzip/zstd-wrapped file
+	maxDecompress int64  // largest decompressed size of a gzip/zstd-wrapped file; 0: by the file's size
+
+	shard         bool   // opening a shard of an index: another index is refused
 
 	// See limits.go.
 	ctx          context.Context
@@ -30,14 +33,21 @@ type config struct {
 	maxNameBytes int64 // bytes of those names; 0: scaled to the pickle
 }
 
+// canceled returns the context's error once WithContext's context is done.
+func (c *config) canceled() error {
+	if c.ctx == nil {
+		return nil
+	}
+	return c.ctx.Err()
+}
+
 func defaultConfig() config {
 	return config{
-		limits:        pickle.DefaultLimits(),
-		maxPickle:     1 << 30,
-		maxIndex:      64 << 20,
-		maxHeader:     100_000_000,
-		maxDecompress: 1 << 40,
-		ctx:           context.Background(),
+		limits:    pickle.DefaultLimits(),
+		maxPickle: 1 << 30,
+		maxIndex:  64 << 20,
+		maxHeader: 100_000_000,
+		ctx:       context.Background(),
 	}
 }
 
@@ -52,12 +62,25 @@ func WithPickleLimits(l pickle.Limits) Option { return func(c *config) { c.limit
 // (default 1 GiB). The pickle is the only part of a checkpoint read eagerly.
 func WithMaxPickleSize(n int64) Option { return func(c *config) { c.maxPickle = n } }
 
+// WithMaxHeaderSize bounds the JSON header of a safetensors file (default
+// 100,000,000 bytes, the reference reader's limit).
+func WithMaxHeaderSize(n int64) Option { return func(c *config) { c.maxHeader = n } }
+
+// WithMaxTensors bounds the tensors of one safetensors file (default
+// safetensors.DefaultMaxTensors, 262,144): a header declaring more fails
+// with safetensors.ErrTooManyTensors before they are read into memory.
+func WithMaxTensors(n int) Option { return func(c *config) { c.maxTensors = n } }
+
 // WithTempDir sets where gzip/zstd-wrapped and deflated inputs are
 // decompressed to for random access (default os.TempDir()).
 func WithTempDir(dir string) Option { return func(c *config) { c.tempDir = dir } }
 
 // WithMaxDecompressedSize bounds how many bytes a gzip/zstd-wrapped file may
-// expand to (default 1 TiB), a guard against decompression bombs.
+// expand to in the temporary directory, a guard against decompression
+// bombs. The default is 64 times the compressed size, at least 64 MiB and
+// at most the directory's free space; a checkpoint of mostly zeros may
+// need more. Whatever the limit, the first decompressed bytes must begin
+// a checkpoint format, or nothing is spooled.
 func WithMaxDecompressedSize(n int64) Option { return func(c *config) { c.maxDecompress = n } }
 
 // Open opens a checkpoint file or directory: a torch zip, legacy or tar file,
@@ -84,20 +107,61 @@ func Open(path string, opts ...Option) (*Checkpoint, error) {
 	return openFile(path, &cfg)
 }
 
-func openFile(path string, cfg *config) (*Checkpoint, error) {
-	f, err := os.Open(path)
+// openRegular opens path for reading if it is a regular file. A FIFO is
+// opened without waiting for a writer (O_NONBLOCK, cleared again for a
+// regular file) and refused, as are devices and sockets: reading one
+// would block forever or never end.
+func openRegular(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|nonBlock, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &Error{File: path, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, fileKind(fi.Mode()))}
+	}
+	if err := clearNonBlock(f); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// fileKind names a non-regular file's type for messages.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDir != 0:
+		return "a directory"
+	}
+	return "not a regular file"
+}
+
+func openFile(path string, cfg *config) (*Checkpoint, error) {
+	f, fi, err := openRegular(path)
+	if err != nil {
 		return nil, err
 	}
 	c := *cfg
 	c.name = path
 	var ck *Checkpoint
 	if isIndexJSON(f, fi.Size()) {
+		if c.shard {
+			f.Close()
+			return nil, &Error{File: path, Err: fmt.Errorf("%w: a shard is itself an index", ErrMalformed)}
+		}
 		ck, err = openSharded(path, f, fi.Size(), &c)
 		f.Close()
 	} else {

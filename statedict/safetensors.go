@@ -10,7 +10,7 @@ import (
 // readSafetensors adapts a safetensors file: every tensor is a contiguous
 // cpu tensor over a storage of its own.
 func readSafetensors(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
-	f, err := safetensors.Parse(r, size, safetensors.WithMaxHeaderSize(cfg.maxHeader))
+	f, err := safetensors.Parse(r, size, safetensors.WithMaxHeaderSize(cfg.maxHeader), safetensors.WithMaxTensors(cfg.maxTensors))
 	if err != nil {
 		return nil, &Error{Record: "header", Err: err}
 	}

@@ -55,7 +55,11 @@ func openSharded(path string, r io.ReaderAt, size int64, cfg *config) (*Checkpoi
 	}()
 	names := make(map[string]string)
 	for _, name := range shards {
+		if err := cfg.canceled(); err != nil {
+			return nil, err
+		}
 		c := *cfg
+		c.shard = true
 		sp := filepath.Join(dir, name)
 		sub, err := openFile(sp, &c)
 		if err != nil {

@@ -2,6 +2,7 @@ package statedict
 
 import (
 	"archive/zip"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -28,7 +29,8 @@ func (s *sectionSource) readerAt() (io.ReaderAt, error) {
 type zipDeflateSource struct {
 	f       *zip.File
 	tempDir string
-	ck      *Checkpoint // owns the spool file
+	ck      *Checkpoint     // owns the spool file
+	ctx     context.Context // stops the spooling; nil: never
 
 	once  sync.Once
 	spool *os.File
@@ -61,7 +63,7 @@ func (s *zipDeflateSource) readerAt() (io.ReaderAt, error) {
 			return
 		}
 		defer rc.Close()
-		s.spool, s.err = spoolToTemp(rc, s.tempDir, int64(s.f.UncompressedSize64))
+		s.spool, s.err = spoolToTemp(s.ctx, rc, s.tempDir, int64(s.f.UncompressedSize64))
 		if s.err == nil {
 			s.ck.closers = append(s.ck.closers, s.spool)
 		}
@@ -71,12 +73,16 @@ func (s *zipDeflateSource) readerAt() (io.ReaderAt, error) {
 
 // spoolToTemp copies at most max bytes of r into an unlinked temporary
 // file, so that nothing is left behind however the process ends.
-func spoolToTemp(r io.Reader, dir string, max int64) (*os.File, error) {
+// It stops when ctx is done (nil: never).
+func spoolToTemp(ctx context.Context, r io.Reader, dir string, max int64) (*os.File, error) {
 	f, err := os.CreateTemp(dir, "ckpt-spool-*")
 	if err != nil {
 		return nil, err
 	}
 	os.Remove(f.Name())
+	if ctx != nil {
+		r = ctxReader{ctx, r}
+	}
 	n, err := io.Copy(f, io.LimitReader(r, max+1))
 	if err == nil && n > max {
 		err = fmt.Errorf("%w: decompresses to more than %d bytes", ErrMalformed, max)
@@ -86,4 +92,17 @@ func spoolToTemp(r io.Reader, dir string, max int64) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// ctxReader fails reads once ctx is done, so that a long copy stops.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

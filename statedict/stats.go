@@ -35,6 +35,54 @@ func ComputeStats(ctx context.Context, t *Tensor, progress func(n int64)) (Stats
 	if t.NumEl() == 0 {
 		return st, nil
 	}
+	// A broadcast view (expand: stride 0) repeats the elements of the
+	// view without those dimensions: read each once and weight it, so the
+	// cost is what the storage holds, not what the shape claims.
+	full := t
+	t, repeat := t.Distinct()
+	st, err := computeStats(ctx, t, progress)
+	if err != nil {
+		if e, ok := err.(*Error); ok {
+			e.Tensor = full.Name
+		}
+		return st, err
+	}
+	st.Count *= repeat
+	st.NaN *= repeat
+	st.Inf *= repeat
+	return st, nil
+}
+
+// Distinct returns the view of t's distinct element positions: t with
+// every broadcast dimension (stride 0, size > 1, as Tensor.expand makes)
+// reduced to size 1, and how many times each of its elements appears in
+// t. For a tensor without broadcast dimensions it is t itself and 1.
+func (t *Tensor) Distinct() (*Tensor, int64) {
+	repeat := int64(1)
+	if t.NumEl() < 0 {
+		return t, 1
+	}
+	var shape []int64
+	for d, s := range t.Shape {
+		if s > 1 && d < len(t.Strides) && t.Strides[d] == 0 {
+			if shape == nil {
+				shape = append([]int64(nil), t.Shape...)
+			}
+			shape[d] = 1
+			repeat *= s // no overflow: NumEl fits
+		}
+	}
+	if shape == nil {
+		return t, 1
+	}
+	v := *t
+	v.Shape = shape
+	return &v, repeat
+}
+
+func computeStats(ctx context.Context, t *Tensor, progress func(n int64)) (Stats, error) {
+	st := Stats{Min: math.NaN(), Max: math.NaN(), Mean: math.NaN()}
+	dec := decoderFor(t.DType)
 	rc, err := t.Open()
 	if err != nil {
 		return st, err

@@ -58,6 +58,9 @@ func readTar(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 	tr := tar.NewReader(pr)
 	members := make(map[string]tarMember)
 	for {
+		if err := cfg.canceled(); err != nil {
+			return nil, err
+		}
 		h, err := tr.Next()
 		if err == io.EOF {
 			break
@@ -140,6 +143,9 @@ func readTarStorages(r io.ReaderAt, m tarMember, bigEndian bool, cfg *config) (m
 	}
 	out := make(map[string]*Storage, count)
 	for i := int64(0); i < count; i++ {
+		if err := cfg.canceled(); err != nil {
+			return nil, err
+		}
 		av, err := next()
 		if err != nil {
 			return nil, err
@@ -219,6 +225,9 @@ func readTarTensors(r io.ReaderAt, m tarMember, storages map[string]*Storage, cf
 	}
 	out := make(map[string]*pickle.Tensor, count)
 	for i := int64(0); i < count; i++ {
+		if err := cfg.canceled(); err != nil {
+			return nil, err
+		}
 		av, n, err := pickleAt(r, pos, end, rec, cfg)
 		if err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"sort"
 	"strings"
 
 	"github.com/ckpt-dev/ckpt/pickle"
@@ -29,8 +30,16 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		return nil, &Error{Record: zr.File[0].Name, Err: fmt.Errorf("%w: zip entries are not under a top folder as torch.save writes them", ErrFormat)}
 	}
 	files := make(map[string]*zip.File, len(zr.File))
-	for _, f := range zr.File {
+	for i, f := range zr.File {
+		if i%1024 == 0 {
+			if err := cfg.canceled(); err != nil {
+				return nil, err
+			}
+		}
 		if rest, ok := strings.CutPrefix(f.Name, prefix+"/"); ok {
+			if _, dup := files[rest]; dup {
+				return nil, &Error{Record: f.Name, Err: fmt.Errorf("%w: duplicate zip entry: two records of one name, only one of which torch would read", ErrMalformed)}
+			}
 			files[rest] = f
 		}
 	}
@@ -43,7 +52,7 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		if !ok {
 			return "", false, nil
 		}
-		b, err := readRecord(f, 4096)
+		b, err := readRecord(f, 4096, size)
 		return strings.TrimSpace(string(b)), true, err
 	}
 	if v, ok, err := small("version"); err != nil {
@@ -68,11 +77,15 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 	if !ok {
 		return nil, &Error{Record: pklName, Err: fmt.Errorf("%w: no data.pkl in the archive", ErrMissingRecord)}
 	}
-	data, err := readRecord(pf, cfg.maxPickle)
+	data, err := readRecord(pf, cfg.maxPickle, size)
 	if err != nil {
 		return nil, &Error{Record: pklName, Err: err}
 	}
 	used := make(map[string]*Storage)
+	spans := []recordSpan{}
+	if off, err := pf.DataOffset(); err == nil {
+		spans = append(spans, recordSpan{name: pklName, begin: off, end: off + int64(min(pf.CompressedSize64, 1<<62))})
+	}
 	load := func(pid any) (any, error) {
 		ref, err := pickle.ParseStoragePID(pid)
 		if err != nil {
@@ -91,15 +104,29 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		if err != nil {
 			return nil, err
 		}
-		if declared := ref.Numel * int64(max(s.DType.Size(), 1)); s.NBytes < declared {
-			ck.Warnings = append(ck.Warnings, fmt.Sprintf("record %s holds %d bytes, storage %s declares %d", s.Record, s.NBytes, s.Key, declared))
-		}
 		s.BigEndian = ck.ByteOrder == "big"
 		s.CRC32 = f.CRC32
 		s.HasCRC = f.CRC32 != 0 || f.UncompressedSize64 == 0
+		switch declared := ref.Numel * int64(max(s.DType.Size(), 1)); {
+		case s.NBytes < declared:
+			ck.Warnings = append(ck.Warnings, fmt.Sprintf("record %s holds %d bytes, storage %s declares %d", s.Record, s.NBytes, s.Key, declared))
+		case int64(f.UncompressedSize64) > declared:
+			// torch.save writes exactly the storage's bytes. The extra
+			// bytes are ignored, as torch.load ignores them; the CRC32
+			// covers them, so it cannot be checked over the storage (a
+			// check would report damage that is not there).
+			ck.Warnings = append(ck.Warnings, fmt.Sprintf("record %s holds %d bytes, more than the %d that storage %s declares: the extra bytes are ignored and the record's CRC32, which covers them, is not checked",
+				s.Record, f.UncompressedSize64, declared, s.Key))
+			s.HasCRC = false
+		}
 		if s.src, err = zipSource(r, size, f, ck, cfg); err != nil {
 			return nil, &Error{Record: s.Record, Err: err}
 		}
+		off, err := f.DataOffset()
+		if err != nil {
+			return nil, &Error{Record: s.Record, Err: fmt.Errorf("%w: %v", ErrMalformed, err)}
+		}
+		spans = append(spans, recordSpan{name: s.Record, begin: off, end: off + int64(min(f.CompressedSize64, 1<<62))})
 		used[ref.Key] = s
 		ref.Ref = s
 		return ref, nil
@@ -109,6 +136,9 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		return nil, pickleError(pklName, err)
 	}
 	ck.Root = root
+	if err := checkRecordOverlaps(spans); err != nil {
+		return nil, err
+	}
 	if err := newBuilder(ck, pklName, cfg, int64(len(data))).walk(root, "", false); err != nil {
 		return nil, err
 	}
@@ -175,28 +205,98 @@ func zipSource(r io.ReaderAt, size int64, f *zip.File, ck *Checkpoint, cfg *conf
 		}
 		return &sectionSource{r: r, off: off, n: n}, nil
 	case zip.Deflate:
-		return &zipDeflateSource{f: f, tempDir: cfg.tempDir, ck: ck}, nil
+		// Readers size buffers by the record's declared size: a claim
+		// the compressed bytes cannot back (8 GiB from 48 bytes) is
+		// refused before anything is allocated from it.
+		if lim := maxInflated(f.CompressedSize64); f.UncompressedSize64 > lim {
+			return nil, fmt.Errorf("%w: deflated record claims %d bytes from %d compressed bytes, more than deflate can produce (%d)",
+				ErrMalformed, f.UncompressedSize64, f.CompressedSize64, lim)
+		}
+		return &zipDeflateSource{f: f, tempDir: cfg.tempDir, ck: ck, ctx: cfg.ctx}, nil
 	}
 	return nil, fmt.Errorf("%w: zip compression method %d (only stored and deflated are read)", ErrUnsupported, f.Method)
 }
 
+// maxInflated is the most bytes n deflated bytes can expand to: deflate's
+// best ratio is 1032:1 (a 258-byte match in two bits), plus a margin for
+// block headers.
+func maxInflated(n uint64) uint64 {
+	if n > 1<<50 {
+		return 1 << 62
+	}
+	return n*1032 + 64<<10
+}
+
 // readRecord reads a whole zip record into memory, refusing records larger
-// than max.
-func readRecord(f *zip.File, max int64) ([]byte, error) {
-	if f.UncompressedSize64 > uint64(max) {
-		return nil, fmt.Errorf("%w: record of %d bytes exceeds the limit of %d", ErrMalformed, f.UncompressedSize64, max)
+// than max. The buffer is allocated once, at the record's declared size,
+// and only once that size is known to be backed by the file's bytes: a
+// stored record's claim cannot exceed the file (of fileSize bytes), a
+// deflated one's cannot exceed what its compressed bytes can produce.
+func readRecord(f *zip.File, max, fileSize int64) ([]byte, error) {
+	claim := f.UncompressedSize64
+	if claim > uint64(max) {
+		return nil, fmt.Errorf("%w: record of %d bytes exceeds the limit of %d", ErrMalformed, claim, max)
+	}
+	switch {
+	case f.Method == zip.Store && claim > uint64(fileSize):
+		return nil, fmt.Errorf("%w: record of %d bytes in a %d-byte file", ErrTruncated, claim, fileSize)
+	case f.Method == zip.Deflate && claim > maxInflated(f.CompressedSize64):
+		return nil, fmt.Errorf("%w: deflated record claims %d bytes from %d compressed bytes, more than deflate can produce", ErrMalformed, claim, f.CompressedSize64)
 	}
 	rc, err := f.Open()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, int64(f.UncompressedSize64)))
+	b := make([]byte, claim)
+	_, err = io.ReadFull(rc, b)
 	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w: %v", ErrTruncated, err)
 		}
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
+	// Reading on to the end lets archive/zip check the record's CRC32.
+	var one [1]byte
+	if n, err := rc.Read(one[:]); n > 0 || err != io.EOF {
+		if err == nil || err == io.EOF {
+			err = fmt.Errorf("record holds more than its declared %d bytes", claim)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
 	return b, nil
+}
+
+// recordSpan is where a zip record's (compressed) bytes lie in the file.
+type recordSpan struct {
+	name       string
+	begin, end int64
+}
+
+// checkRecordOverlaps refuses records whose bytes overlap: torch.save never
+// writes such an archive, and a central directory pointing many entries at
+// one record multiplies what is read and written (as Go's archive/zip
+// documentation warns its users). Empty records overlap nothing.
+func checkRecordOverlaps(spans []recordSpan) error {
+	sort.Slice(spans, func(i, j int) bool {
+		if spans[i].begin != spans[j].begin {
+			return spans[i].begin < spans[j].begin
+		}
+		return spans[i].end < spans[j].end
+	})
+	var last *recordSpan
+	for i := range spans {
+		s := &spans[i]
+		if s.end <= s.begin {
+			continue
+		}
+		if last != nil && s.begin < last.end {
+			return &Error{Record: s.name, Err: fmt.Errorf("%w: records %s and %s share bytes %d-%d of the file (overlapping or aliased zip entries)",
+				ErrMalformed, last.name, s.name, s.begin, min(s.end, last.end))}
+		}
+		if last == nil || s.end > last.end {
+			last = s
+		}
+	}
+	return nil
 }

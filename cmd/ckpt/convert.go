@@ -67,8 +67,11 @@ Anything the output cannot carry is listed.
 ` + tpHelp + `
 
 OUT is written to a temporary file beside it and renamed into place when
-complete: an interrupted convert never leaves a partial OUT. An existing OUT
-is replaced only with --force.`,
+complete: an interrupted convert never leaves a partial OUT (on Linux the
+temporary file is unnamed, so even kill -9 leaves nothing). An existing OUT
+is replaced only with --force, and only if it is a regular file: a device
+(/dev/null), FIFO or socket is refused. A symbolic link at OUT is written
+through, as cp does: its target is replaced and the link kept.`,
 		Example: `  ckpt convert model.pt model.safetensors
   ckpt convert --map-location cpu gpu_run.pt cpu_run.pt
   ckpt convert --dtype bf16 --strip-prefix module. ddp.pt model.safetensors

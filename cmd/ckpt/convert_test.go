@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"runtime"
 
 	"encoding/json"
 	"io"
@@ -194,7 +196,15 @@ func TestConvertKilled(t *testing.T) {
 		// Wait until the temporary output holds data, then signal.
 		deadline := time.Now().Add(30 * time.Second)
 		for {
+			// A named temporary file, or (Linux) an unnamed one the
+			// process holds open in outDir.
 			m, _ := filepath.Glob(filepath.Join(outDir, ".out.safetensors.tmp-*"))
+			fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", cmd.Process.Pid))
+			for _, fd := range fds {
+				if l, err := os.Readlink(fd); err == nil && strings.HasPrefix(l, outDir+"/") {
+					m = append(m, fd)
+				}
+			}
 			if len(m) > 0 {
 				if fi, err := os.Stat(m[0]); err == nil && fi.Size() > 1<<20 {
 					break
@@ -213,6 +223,12 @@ func TestConvertKilled(t *testing.T) {
 		}
 		if _, err := os.Stat(out); !os.IsNotExist(err) {
 			t.Errorf("%s: OUT exists after the signal (%v)", sig, err)
+		}
+		if sig == syscall.SIGKILL && runtime.GOOS == "linux" {
+			// Unnamed temporary files: nothing survives the process.
+			if left, _ := os.ReadDir(outDir); len(left) != 0 {
+				t.Errorf("SIGKILL: left %v", left)
+			}
 		}
 		if sig == syscall.SIGINT {
 			if left, _ := os.ReadDir(outDir); len(left) != 0 || !strings.Contains(stderr.String(), "interrupted") {

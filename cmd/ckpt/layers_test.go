@@ -42,8 +42,8 @@ func TestLayers(t *testing.T) {
 		"internal/testenv": {},
 		// make test's reader of go test -json (standard library only).
 		"internal/testsummary": {},
-		// The hostile-input corpus generator (standard library only).
-		"internal/hostile":     {},
+		// The hostile-input corpus generator (zstd for the zstd bombs).
+		"internal/hostile":     {"github.com/klauspost/compress/"},
 		"internal/hostile/gen": {mod + "internal/hostile"},
 		// A benchmark harness for the peer that ckpt itself does not use.
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},

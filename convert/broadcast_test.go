@@ -1,0 +1,74 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/torchzip"
+)
+
+// broadcastCheckpoint is torch.save({"x": torch.tensor([v]).expand(2**40),
+// "y": torch.tensor(row).expand(3, 4)}) as torch writes it (the views keep
+// stride 0 over their small storages).
+func broadcastCheckpoint(t *testing.T, v float32, row [4]float32) *statedict.Checkpoint {
+	t.Helper()
+	f32 := func(vs ...float32) []byte {
+		b := make([]byte, 0, 4*len(vs))
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+		return b
+	}
+	s0 := &torchzip.StorageRef{Key: "0", DType: statedict.Float32, Location: "cpu", NumEl: 1}
+	s1 := &torchzip.StorageRef{Key: "1", DType: statedict.Float32, Location: "cpu", NumEl: 4}
+	pkl, err := torchzip.EncodeStateDict([]torchzip.Entry{
+		{Name: "x", Tensor: &torchzip.TensorRef{Storage: s0, Shape: []int64{1 << 40}, Strides: []int64{0}}},
+		{Name: "y", Tensor: &torchzip.TensorRef{Storage: s1, Shape: []int64{3, 4}, Strides: []int64{0, 1}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := torchzip.NewWriter(&buf)
+	zw.WriteRecord("data.pkl", int64(len(pkl)), bytes.NewReader(pkl))
+	zw.WriteRecord("data/0", 4, bytes.NewReader(f32(v)))
+	zw.WriteRecord("data/1", 16, bytes.NewReader(f32(row[:]...)))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := statedict.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck
+}
+
+// TestCompareBroadcast: comparing broadcast views (verify A A on a
+// (2^40,) view of one element) costs what the storages hold; differences
+// are counted and located in the full tensor.
+func TestCompareBroadcast(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := broadcastCheckpoint(t, 1.5, [4]float32{1, 2, 3, 4})
+	rep, err := Compare(ctx, a, broadcastCheckpoint(t, 1.5, [4]float32{1, 2, 3, 4}), CompareOptions{})
+	if err != nil || rep.Compared != 2 || len(rep.Differences) != 0 {
+		t.Fatalf("A A: %+v, %v", rep, err)
+	}
+	rep, err = Compare(ctx, a, broadcastCheckpoint(t, 2.5, [4]float32{1, 2, 9, 4}), CompareOptions{})
+	if err != nil || len(rep.Differences) != 2 {
+		t.Fatalf("A B: %+v, %v", rep, err)
+	}
+	for _, d := range rep.Differences {
+		want := map[string]string{"x": "1099511627776 of 1099511627776 elements differ, first at flat index 0",
+			"y": "3 of 12 elements differ, first at flat index 2"}[d.Name]
+		if !strings.HasPrefix(d.Detail, want) {
+			t.Errorf("%s: %q, want %q", d.Name, d.Detail, want)
+		}
+	}
+}
