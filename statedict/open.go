@@ -25,7 +25,7 @@ type config struct {
 	tempDir       string // where compressed inputs are spooled
 	maxDecompress int64  // largest decompressed size of a gzip/zstd-wrapped file; 0: by the file's size
 
-	shard         bool   // opening a shard of an index: another index is refused
+	shard bool // opening a shard of an index: another index is refused
 
 	// See limits.go.
 	ctx          context.Context
