@@ -502,6 +502,15 @@ class Expect:
         elif obj is None or type(obj) in (bool, int, float, str):
             assert not (type(obj) is float and not math.isfinite(obj))
             self.d["objects"][name] = obj
+        elif isinstance(obj, nn.Module):
+            # A whole pickled model: the class is a foreign object, its
+            # tensors are named as model.state_dict() names them.
+            g = f"{type(obj).__module__}.{type(obj).__qualname__}"
+            if g not in self.d["foreign"]:
+                self.d["foreign"].append(g)
+            self.d.setdefault("foreign_at", {})[name] = g
+            for k, v in obj.state_dict(keep_vars=True).items():
+                self.tensor(v, sub(k), storages)
         elif type(obj).__module__ == "mymodule":
             g = f"{type(obj).__module__}.{type(obj).__qualname__}"
             if g not in self.d["foreign"]:
@@ -753,6 +762,61 @@ def gen_foreign():
     assert ex.d["foreign"] == ["mymodule.MyConfig"]
     data = zipfile.ZipFile(p).read("foreign/data.pkl")
     assert b"cmymodule\nMyConfig\n" in data and b"\x81" in data  # GLOBAL + NEWOBJ (+ BUILD)
+
+
+def gen_legacy_protocols():
+    """The legacy format with every pickle protocol torch.save can write it
+    in (0 is refused by torch.load itself; 2 is legacy.pt)."""
+    for proto in (1, 3, 4, 5):
+        p = FIX / f"legacy_proto{proto}.pt"
+        save(basic_state(), p, pickle_protocol=proto, _use_new_zipfile_serialization=False)
+        expect_from_torch(p, fmt="torch-legacy")
+
+
+def gen_modules():
+    """Whole models (torch.save(model)) in the zip and legacy formats: a
+    user class with submodules, a persistent and a non-persistent buffer,
+    a frozen parameter and a None attribute; nn.Linear alone; a model
+    inside a checkpoint dict."""
+    mod = types.ModuleType("mymodule")
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 2, 3)
+            self.bn = nn.BatchNorm1d(2)
+            self.fc = nn.Linear(2, 3)
+            self.register_buffer("scale", torch.tensor([2.0]))
+            self.register_buffer("tmp", torch.tensor([7.0]), persistent=False)
+            self.register_parameter("unused", None)
+            self.plain = torch.ones(2)  # an attribute, not in the state dict
+            self.fc.bias.requires_grad_(False)
+
+    Net.__module__ = "mymodule"
+    Net.__qualname__ = "Net"
+    mod.Net = Net
+    sys.modules["mymodule"] = mod
+    try:
+        torch.manual_seed(3)
+        net = Net()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # no source for a class made here
+            p = FIX / "module_zip.pt"
+            save(net, p)
+            expect_from_torch(p)
+            p = FIX / "module_legacy.pt"
+            save(net, p, _use_new_zipfile_serialization=False)
+            expect_from_torch(p, fmt="torch-legacy")
+            p = FIX / "module_in_dict.pt"
+            save({"model": net, "epoch": 3}, p)
+            expect_from_torch(p)
+            p = FIX / "module_linear_legacy.pt"
+            save(nn.Linear(3, 2), p, pickle_protocol=4, _use_new_zipfile_serialization=False)
+            expect_from_torch(p, fmt="torch-legacy")
+    finally:
+        del sys.modules["mymodule"]
+    keys = list(net.state_dict())
+    assert "tmp" not in keys and "plain" not in keys and "conv1.weight" in keys, keys
 
 
 def gen_zip_variants():
@@ -1356,6 +1420,11 @@ def main():
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
     torch.manual_seed(0)
     FIX.mkdir(parents=True, exist_ok=True)
+    if len(sys.argv) > 1:  # only the named generators, e.g. gen_modules: other files stay
+        for name in sys.argv[1:]:
+            globals()[name]()
+        print(f"{' '.join(sys.argv[1:])} written to {FIX} ({check_sizes()} bytes)")
+        return
     torch2 = int(torch.__version__.split(".")[0]) >= 2
     for p in FIX.iterdir():  # each torch replaces its own fixtures only
         if p.name != "README.md" and p.name.startswith("torch2_") == torch2:
@@ -1379,6 +1448,8 @@ def main():
     gen_quantized()
     gen_sparse()
     gen_foreign()
+    gen_legacy_protocols()
+    gen_modules()
     gen_zip_variants()
     gen_v21()
     gen_bigendian()

@@ -112,6 +112,9 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 		return b.walk(x.State, name, true)
 	case *pickle.Foreign:
 		b.ck.Foreign = append(b.ck.Foreign, Object{Name: name, Type: x.Module + "." + x.Name, Value: x})
+		if st, ok := moduleState(x); ok {
+			return b.walkModule(x, st, name)
+		}
 		if b.enter(x) {
 			return nil
 		}

@@ -52,9 +52,6 @@ func readLegacy(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 	storages := make(map[string]*Storage)
 	var order []*Storage
 	load := func(pid any) (any, error) {
-		if cls, ok := modulePID(pid); ok {
-			return cls, nil
-		}
 		ref, err := pickle.ParseStoragePID(pid)
 		if err != nil {
 			return nil, err
@@ -126,17 +123,4 @@ func readLegacy(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		return nil, err
 	}
 	return ck, nil
-}
-
-// modulePID recognises ('module', class, source_file, source), the id the
-// legacy writer gives the class of a pickled nn.Module; the class comes back.
-func modulePID(pid any) (any, bool) {
-	t, ok := pid.(*pickle.Tuple)
-	if !ok || len(*t) < 2 {
-		return nil, false
-	}
-	if s, ok := (*t)[0].(string); ok && s == "module" {
-		return (*t)[1], true
-	}
-	return nil, false
 }
