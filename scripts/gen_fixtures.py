@@ -499,9 +499,18 @@ class Expect:
         elif type(obj) in (list, tuple):
             for i, v in enumerate(obj):
                 self.walk(v, storages, sub(i))
+        elif type(obj) in (set, frozenset, bytes, complex):
+            # Leaves that ckpt must print as Python does: their repr() is the expectation.
+            self.d["objects"][name] = None
+            self.d.setdefault("reprs", {})[name] = repr(obj)
         elif obj is None or type(obj) in (bool, int, float, str):
             assert not (type(obj) is float and not math.isfinite(obj))
             self.d["objects"][name] = obj
+        elif isinstance(obj, torch.storage.TypedStorage):
+            # torch.load returns every storage saved as a value as a TypedStorage
+            # (an UntypedStorage as uint8).
+            self.d.setdefault("storage_values", {})[name] = {
+                "dtype": dtype_name(obj.dtype), "size": len(obj), "device": str(obj.device)}
         elif isinstance(obj, nn.Module):
             # A whole pickled model: the class is a foreign object, its
             # tensors are named as model.state_dict() names them.
@@ -817,6 +826,38 @@ def gen_modules():
         del sys.modules["mymodule"]
     keys = list(net.state_dict())
     assert "tmp" not in keys and "plain" not in keys and "conv1.weight" in keys, keys
+
+
+def gen_storages():
+    """Storages saved as values: a TypedStorage at the root, and typed,
+    untyped (zip only) and empty storages in a dict beside a tensor that
+    shares the typed one, zip and legacy."""
+    t = torch.arange(6, dtype=torch.float32)
+    p = FIX / "storage_root.pt"
+    save(torch.arange(4, dtype=torch.int16).storage(), p)
+    expect_from_torch(p)
+    for fmt, kw in (("torch-zip", {}), ("torch-legacy", {"_use_new_zipfile_serialization": False})):
+        p = FIX / ("storages.pt" if fmt == "torch-zip" else "storages_legacy.pt")
+        obj = {"typed": t.storage(), "empty": torch.LongStorage(), "half": torch.HalfStorage(3).fill_(1.5), "t": t}
+        if not kw:  # torch 1.13's legacy loader fails on the UntypedStorage its writer writes
+            obj["untyped"] = torch.UntypedStorage(5)
+        save(obj, p, **kw)
+        expect_from_torch(p, fmt=fmt)
+
+
+def gen_values():
+    """Values ckpt must print as Python prints them: sets, frozensets, bytes,
+    complex numbers, floats, quotes; a tensor under a bytes key."""
+    g = torch.Generator().manual_seed(4)
+    obj = {"set": {3, 1, 2}, "empty_set": set(), "frozen": frozenset({1, 2}), "bytes": b"raw\x00'\xff",
+           "complex": complex(1.5, -2), "big_float": 1e16, "quote": "it's", b"raw": torch.randn(2, generator=g),
+           1.5: torch.zeros(1), (1, "a"): torch.ones(1)}
+    p = FIX / "values.pt"
+    save(obj, p)
+    expect_from_torch(p)
+    p = FIX / "values_legacy.pt"
+    save(obj, p, pickle_protocol=4, _use_new_zipfile_serialization=False)
+    expect_from_torch(p, fmt="torch-legacy")
 
 
 def gen_zip_variants():
@@ -1450,6 +1491,8 @@ def main():
     gen_foreign()
     gen_legacy_protocols()
     gen_modules()
+    gen_storages()
+    gen_values()
     gen_zip_variants()
     gen_v21()
     gen_bigendian()

@@ -5,7 +5,6 @@ import (
 	"math/big"
 	"math/bits"
 	"strconv"
-	"strings"
 
 	"github.com/ckpt-dev/ckpt/pickle"
 )
@@ -39,41 +38,12 @@ func join(prefix, key string) string {
 }
 
 // KeyName renders a dict key the way tensor and object names show it:
-// Python's str(key) ("3", "True", "None", "(1, 'a')").
+// Python's str(key) ("3", "True", "None", "1.5", "(1, 'a')", "b'raw'").
 func KeyName(k any) string {
-	switch v := k.(type) {
-	case string:
-		return v
-	case *pickle.Tuple:
-		parts := make([]string, len(*v))
-		for i, e := range *v {
-			if s, ok := e.(string); ok {
-				parts[i] = "'" + s + "'"
-			} else {
-				parts[i] = KeyName(e)
-			}
-		}
-		if len(parts) == 1 {
-			return "(" + parts[0] + ",)"
-		}
-		return "(" + strings.Join(parts, ", ") + ")"
-	case int64:
-		return strconv.FormatInt(v, 10)
-	case *big.Int:
-		return v.String()
-	case bool:
-		if v {
-			return "True"
-		}
-		return "False"
-	case float64:
-		return strconv.FormatFloat(v, 'g', -1, 64)
-	case nil:
-		return "None"
-	case []byte:
-		return fmt.Sprintf("b%q", v)
+	if s, ok := k.(string); ok {
+		return s
 	}
-	return TypeName(k)
+	return pickle.Repr(k)
 }
 
 // walk visits v at the given name. tensorsOnly is set below opaque and
@@ -127,10 +97,36 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 				return err
 			}
 		}
+	case *pickle.StorageRef:
+		return b.addStorageValue(x, name, tensorsOnly)
 	default:
 		if !tensorsOnly {
 			b.ck.Objects = append(b.ck.Objects, Object{Name: name, Type: TypeName(v), Value: v})
 		}
+	}
+	return nil
+}
+
+// addStorageValue records a storage saved as a value of its own
+// (torch.save(t.storage()), a TypedStorage or UntypedStorage in a
+// container): an Object of type torch.storage.TypedStorage, as torch.load
+// returns every storage, whose Value is the *pickle.StorageRef, and the
+// storage itself, whose bytes must all be in the file.
+func (b *builder) addStorageValue(ref *pickle.StorageRef, name string, tensorsOnly bool) error {
+	s, ok := ref.Ref.(*Storage)
+	if !ok || s == nil {
+		return b.fail(name, fmt.Errorf("%w: storage without a resolved record", ErrMalformed))
+	}
+	if s.DType == Invalid {
+		s.DType = Uint8 // an untyped storage: torch.load makes it a uint8 TypedStorage
+	}
+	if want := ref.Numel * int64(max(s.DType.Size(), 1)); s.NBytes < want {
+		return &Error{Record: s.Record, Tensor: name, Err: fmt.Errorf("%w: storage %s of %d elements needs %d bytes, has %d",
+			ErrShortStorage, s.Key, ref.Numel, want, s.NBytes)}
+	}
+	b.addStorage(s)
+	if !tensorsOnly {
+		b.ck.Objects = append(b.ck.Objects, Object{Name: name, Type: TypeName(ref), Value: ref})
 	}
 	return nil
 }
@@ -201,8 +197,10 @@ func TypeName(v any) string {
 		return x.Module + "." + x.Name
 	case *pickle.Foreign:
 		return x.Module + "." + x.Name
+	case *pickle.StorageRef:
+		return storageType(x)
 	}
-	return fmt.Sprintf("%T", v)
+	return "unknown"
 }
 
 func (b *builder) addTensor(pt *pickle.Tensor, name string) error {
@@ -358,3 +356,7 @@ func contiguousStrides(shape []int64) []int64 {
 	}
 	return st
 }
+
+// storageType names the Python class torch.load gives a storage saved by
+// itself: torch.storage.TypedStorage, also for an UntypedStorage (as uint8).
+func storageType(*pickle.StorageRef) string { return "torch.storage.TypedStorage" }

@@ -30,6 +30,15 @@ type expected struct {
 	Error     string           `json:"error"`
 	Global    string           `json:"global"`
 	Tensor    string           `json:"tensor"`
+	// Reprs are Python's repr() of leaves that are not plain JSON values
+	// (sets, frozensets, bytes, complex), by name.
+	Reprs map[string]string `json:"reprs"`
+	// StorageValues are storages saved as values, by name.
+	StorageValues map[string]struct {
+		DType  string `json:"dtype"`
+		Size   int64  `json:"size"`
+		Device string `json:"device"`
+	} `json:"storage_values"`
 }
 
 type expectedTensor struct {
@@ -132,12 +141,37 @@ func checkCheckpoint(t *testing.T, ck *statedict.Checkpoint, want expected) {
 			t.Errorf("object %q missing", name)
 			continue
 		}
+		if r, ok := want.Reprs[name]; ok {
+			if got := pickle.Repr(o.Value); got != r {
+				t.Errorf("object %q prints %s, Python prints %s", name, got, r)
+			}
+			continue
+		}
 		if !sameValue(o.Value, wv) {
 			t.Errorf("object %q = %#v, want %#v", name, o.Value, wv)
 		}
 	}
-	if want.Objects != nil && len(ck.Objects) != len(want.Objects) {
-		t.Errorf("%d objects, want %d", len(ck.Objects), len(want.Objects))
+	storages := 0
+	for _, o := range ck.Objects {
+		ref, ok := o.Value.(*pickle.StorageRef)
+		if !ok {
+			continue
+		}
+		storages++
+		w, ok := want.StorageValues[o.Name]
+		dt := ref.DType
+		if dt == "" {
+			dt = "uint8"
+		}
+		if !ok || o.Type != "torch.storage.TypedStorage" || dt != w.DType || ref.Numel != w.Size || ref.Location != w.Device {
+			t.Errorf("storage value %q: %s %s %d %s, want %+v", o.Name, o.Type, dt, ref.Numel, ref.Location, w)
+		}
+	}
+	if storages != len(want.StorageValues) {
+		t.Errorf("%d storage values, want %d", storages, len(want.StorageValues))
+	}
+	if want.Objects != nil && len(ck.Objects)-storages != len(want.Objects) {
+		t.Errorf("%d objects, want %d", len(ck.Objects)-storages, len(want.Objects))
 	}
 	var opaque, foreign []string
 	for _, o := range ck.Opaque {
