@@ -42,7 +42,8 @@ before a single byte is copied.
 Exit codes:
   0  success
   1  unreadable, unsafe or failing input (one line on stderr)
-  2  usage error`,
+  2  usage error
+  3  ckpt scan: unknown globals found, nothing unsafe`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
