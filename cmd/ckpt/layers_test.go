@@ -20,6 +20,7 @@ func TestLayers(t *testing.T) {
 		"remap":       {mod + "statedict"},
 		"devicecopy":  {mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
 		"kernels":     {},
+		"scan":        {mod + "pickle", mod + "statedict", "github.com/klauspost/compress/"},
 		"torchzip":    {mod + "statedict", mod + "pickle"},
 		"convert":     {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", "github.com/klauspost/compress/"},
 		"cmd/ckpt":    {mod, "github.com/spf13/cobra", "github.com/spf13/pflag"},
