@@ -35,10 +35,41 @@ torch.save(sd, f"{work}/big.pt")
 torch.save(sd, f"{work}/big_legacy.pt", _use_new_zipfile_serialization=False)
 PYEOF
 
+# The published blocklist bypasses and hidden globals of pickle/audit_test.go, one bare
+# pickle file each: how many does each scanner flag?
+mkdir -p "$WORK/bypasses"
+"$PY" - "$WORK/bypasses" <<'PYEOF'
+import sys
+d = sys.argv[1]
+P = {
+ "collect_env_run": b"\x80\x02ctorch.utils.collect_env\nrun\nX\x04\x00\x00\x00trueq\x00\x85R.",
+ "spawnv_passfds": b"\x80\x02cmultiprocessing.util\nspawnv_passfds\nX\x04\x00\x00\x00true]\x86R.",
+ "runpy_run_code": b"\x80\x02crunpy\n_run_code\nX\x04\x00\x00\x00pass}\x86R.",
+ "pip_main": b"\x80\x02cpip\nmain\n]X\x07\x00\x00\x00install\x85R.",
+ "getattr_chain": b"c__builtin__\ngetattr\n(c__builtin__\n__import__\n(S'os'\ntRS'system'\ntR(S'true'\ntR.",
+ "memo_stack_global": b"\x80\x04\x8c\x02os\x94\x8c\x06system\x94\x8c\x04true\x94h\x00h\x01\x93h\x02\x85R.",
+ "computed_stack_global": b"\x80\x04c__builtin__\nstr\n\x8c\x02os\x85R\x8c\x06system\x93\x8c\x04true\x85R.",
+ "inst_p0": b"(S'true'\nios\nsystem\n.",
+ "nested_reduce": b"c__builtin__\neval\n(c__builtin__\nstr\n(S'1+1'\ntRtR.",
+ "torch_load": b"\x80\x02ctorch\nload\nX\x05\x00\x00\x00x.pth\x85R.",
+ "numpy_runstring": b"\x80\x02cnumpy.testing._private.utils\nrunstring\nX\x04\x00\x00\x00pass}\x86R.",
+ "functools_partial": b"\x80\x02cfunctools\npartial\ncposix\nsystem\n\x85R.",
+ "inductor_compile": b"\x80\x02ctorch._inductor.codecache\ncompile_file\n)R.",
+}
+for k, v in P.items():
+    open(f"{d}/{k}.pkl", "wb").write(v)
+PYEOF
+NBYP=$(ls "$WORK/bypasses" | wc -l)
+CKPT_FLAG=0; REF_FLAG=0
+for f in "$WORK"/bypasses/*.pkl; do
+  if "$WORK/ckpt" scan "$f" >/dev/null 2>&1; then :; else CKPT_FLAG=$((CKPT_FLAG+1)); fi
+  if "$PY" "$ROOT/bench/scan_ref.py" "$f" >/dev/null 2>&1; then :; else REF_FLAG=$((REF_FLAG+1)); fi
+done
+
 run() { # label cmd... -> appends "label wall_s rss_kib" to $WORK/times
   local label=$1; shift
   /usr/bin/time -f "%e %M" -o "$WORK/t" "$@" >/dev/null 2>&1 || true
-  echo "$label $(cat "$WORK/t")" >> "$WORK/times"
+  echo "$label $(tail -1 "$WORK/t")" >> "$WORK/times"   # time prepends "Command exited ..." on exit != 0
 }
 for r in $(seq "$ROUNDS"); do
   for f in big.pt big_legacy.pt fixtures; do
@@ -58,3 +89,5 @@ for f in big.pt big_legacy.pt fixtures; do
   set -- $c $p
   echo "| $f | $1 s | $(( $2 / 1024 )) MiB | $3 s | $(( $4 / 1024 )) MiB | $(awk -v a="$3" -v b="$1" 'BEGIN{printf "%.1fx", (b>0)?a/b:0}') |"
 done
+echo
+echo "Bypass pickles flagged (exit != 0: unsafe or unknown for ckpt, a blocklist hit for the reference): ckpt $CKPT_FLAG of $NBYP, reference $REF_FLAG of $NBYP"

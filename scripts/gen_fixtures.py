@@ -860,6 +860,17 @@ def gen_values():
     expect_from_torch(p, fmt="torch-legacy")
 
 
+def gen_quant_packed():
+    """quint4x2 and quint2x4: sub-byte elements packed 2 and 4 to a byte, so
+    the storage holds fewer bytes than the tensor has elements."""
+    x = torch.arange(8, dtype=torch.float32).reshape(2, 4) / 4
+    p = FIX / "quant_packed.pt"
+    save({"q4": torch.quantize_per_tensor(x, 0.25, 0, torch.quint4x2),
+          "q2": torch.quantize_per_tensor(x, 0.25, 0, torch.quint2x4)}, p)
+    ex = expect_from_torch(p)
+    assert [t["storage_nbytes"] for t in ex.d["tensors"]] == [4, 2], ex.d["tensors"]
+
+
 def gen_zip_variants():
     """Repacks of real torch.save output: deflated, ZIP64 everywhere."""
     state = {"w": torch.arange(8, dtype=torch.float32).reshape(2, 4), "b": torch.tensor([1, 2], dtype=torch.int64)}
@@ -1493,6 +1504,7 @@ def main():
     gen_modules()
     gen_storages()
     gen_values()
+    gen_quant_packed()
     gen_zip_variants()
     gen_v21()
     gen_bigendian()

@@ -338,7 +338,11 @@ func extentBytes(t *Tensor) (int64, bool) {
 			return 0, false
 		}
 	}
-	hi, lo := bits.Mul64(last+1, uint64(t.DType.Size()))
+	n := last + 1
+	if k := uint64(t.DType.PerByte()); k > 1 { // packed: element i is in byte i/k
+		n = (n + k - 1) / k
+	}
+	hi, lo := bits.Mul64(n, uint64(t.DType.Size()))
 	if hi != 0 || lo >= 1<<62 {
 		return 0, false
 	}
