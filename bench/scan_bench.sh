@@ -12,8 +12,8 @@
 # temporary directory under PARENT_DIR (deleted at the end; tensors are torch.empty, whose
 # untouched pages cost no memory), the same as a legacy (magic-number) file, and the
 # testdata/fixtures tree (about 60 small files). Each command runs ROUNDS times (default 5),
-# interleaved, warm page cache; the table shows the median wall time and the peak RSS
-# (/usr/bin/time -v) of the median run's command.
+# interleaved, warm page cache; the table shows the median wall time of the whole process
+# (date +%s%N around /usr/bin/time) and the peak RSS (/usr/bin/time %M) of that run.
 set -euo pipefail
 PARENT=${1:-/tmp}
 SIZE_GB=${2:-10}
@@ -66,10 +66,13 @@ for f in "$WORK"/bypasses/*.pkl; do
   if "$PY" "$ROOT/bench/scan_ref.py" "$f" >/dev/null 2>&1; then :; else REF_FLAG=$((REF_FLAG+1)); fi
 done
 
-run() { # label cmd... -> appends "label wall_s rss_kib" to $WORK/times
+run() { # label cmd... -> appends "label wall_ms rss_kib" to $WORK/times
   local label=$1; shift
-  /usr/bin/time -f "%e %M" -o "$WORK/t" "$@" >/dev/null 2>&1 || true
-  echo "$label $(tail -1 "$WORK/t")" >> "$WORK/times"   # time prepends "Command exited ..." on exit != 0
+  local t0 t1
+  t0=$(date +%s%N)
+  /usr/bin/time -f "%M" -o "$WORK/t" "$@" >/dev/null 2>&1 || true
+  t1=$(date +%s%N)
+  echo "$label $(( (t1 - t0) / 1000 )) $(tail -1 "$WORK/t")" >> "$WORK/times"   # time prepends "Command exited ..." on exit != 0
 }
 for r in $(seq "$ROUNDS"); do
   for f in big.pt big_legacy.pt fixtures; do
@@ -81,13 +84,13 @@ done
 echo "Machine: $(uname -m), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB RAM, $(uname -r); $(date -u +%F); median of $ROUNDS runs"
 echo "big.pt: $(stat -c %s "$WORK/big.pt") bytes; big_legacy.pt: $(stat -c %s "$WORK/big_legacy.pt") bytes"
 echo
-echo "| files | ckpt scan --json | ckpt peak RSS | Python blocklist scan (scan_ref.py) | its peak RSS | ref / ckpt |"
+echo "| files | ckpt scan --json (process) | ckpt peak RSS | Python blocklist scan, scan_ref.py (process) | its peak RSS | ref / ckpt |"
 echo "|---|---|---|---|---|---|"
 for f in big.pt big_legacy.pt fixtures; do
   c=$(awk -v k="ckpt:$f" '$1==k{print $2, $3}' "$WORK/times" | sort -n | awk '{a[NR]=$0} END{print a[int((NR+1)/2)]}')
   p=$(awk -v k="ref:$f" '$1==k{print $2, $3}' "$WORK/times" | sort -n | awk '{a[NR]=$0} END{print a[int((NR+1)/2)]}')
   set -- $c $p
-  echo "| $f | $1 s | $(( $2 / 1024 )) MiB | $3 s | $(( $4 / 1024 )) MiB | $(awk -v a="$3" -v b="$1" 'BEGIN{printf "%.1fx", (b>0)?a/b:0}') |"
+  echo "| $f | $(awk -v u="$1" 'BEGIN{printf "%.1f", u/1000}') ms | $(( $2 / 1024 )) MiB | $(awk -v u="$3" 'BEGIN{printf "%.1f", u/1000}') ms | $(( $4 / 1024 )) MiB | $(awk -v a="$3" -v b="$1" 'BEGIN{printf "%.1fx", (b>0)?a/b:0}') |"
 done
 echo
 echo "Bypass pickles flagged (exit != 0: unsafe or unknown for ckpt, a blocklist hit for the reference): ckpt $CKPT_FLAG of $NBYP, reference $REF_FLAG of $NBYP"

@@ -243,6 +243,9 @@ func resolve(module, name string, rt *hookEnv) (*pyClass, error) {
 		}
 	case objectClasses[full]:
 		c.kind = kindObject
+	case legacyTensorClass(mod, name):
+		d, _ := legacyTensorDType(mod, name)
+		c.kind, c.fn = kindFunc, legacyTensorMaker(full, d)
 	case tensorClasses[full], isDTypeGlobal(mod, name), storageDTypes(mod, name) != nil,
 		mod == "torch" && (layouts[name] || qschemes[name]):
 		c.kind = kindValue
@@ -260,4 +263,9 @@ func internalClass(name string, rt *hookEnv) *pyClass {
 		c.fn = setMaker(false)
 	}
 	return c
+}
+
+func legacyTensorClass(module, name string) bool {
+	_, ok := legacyTensorDType(module, name)
+	return ok
 }

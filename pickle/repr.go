@@ -184,7 +184,7 @@ func StorageRepr(s *StorageRef) string {
 	if dt == "" {
 		dt = "uint8"
 	}
-	return "<storage " + dt + ", " + strconv.FormatInt(s.Numel, 10) + " elements, " + s.Location + ">"
+	return "<storage " + dt + ", " + strconv.FormatInt(s.Len(), 10) + " elements, " + s.Location + ">"
 }
 
 func dimsRepr(d []int64) string {

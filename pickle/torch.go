@@ -22,6 +22,25 @@ type StorageRef struct {
 	Location string // location tag as saved ("cpu", "cuda:0", ...)
 	Numel    int64  // as saved: elements for typed classes, BYTES for UntypedStorage
 	Ref      any    // free slot: a persistent-load hook may keep its own resolved storage here
+	// View is set when the id names a slice of the storage Key (the view
+	// metadata of torch < 0.4's legacy format); Numel is then the root's.
+	View *StorageView
+}
+
+// Len is the storage's size as torch's len() reports it for the loaded
+// storage: the view's size for a view, else Numel.
+func (s *StorageRef) Len() int64 {
+	if s.View != nil {
+		return s.View.Numel
+	}
+	return s.Numel
+}
+
+// StorageView is a storage that is a slice of another (torch < 0.4):
+// elements [Offset, Offset+Numel) of the root storage.
+type StorageView struct {
+	Key           string // the view's own key
+	Offset, Numel int64
 }
 
 // Tensor is a torch tensor as rebuilt from its pickle: metadata only.
@@ -112,7 +131,8 @@ func isDTypeGlobal(module, name string) bool {
 
 // ParseStoragePID parses torch's ('storage', storage_type, key, location,
 // numel[, view_metadata]) persistent id, as passed to a WithPersistentLoad
-// hook. Legacy view metadata must be None.
+// hook. Legacy view metadata (view_key, offset, size), written by torch <
+// 0.4 for storages that are slices of another, is returned in View.
 func ParseStoragePID(pid any) (*StorageRef, error) {
 	t, ok := pid.(*Tuple)
 	if !ok || (len(*t) != 5 && len(*t) != 6) {
@@ -146,7 +166,26 @@ func ParseStoragePID(pid any) (*StorageRef, error) {
 		return nil, malformed("storage size %v is not a non-negative integer", f[4])
 	}
 	if len(f) == 6 && f[5] != nil {
-		return nil, malformed("storage views (legacy view metadata) are not supported")
+		vm, ok := f[5].(*Tuple)
+		if !ok || len(*vm) != 3 {
+			return nil, malformed("storage view metadata is not (view_key, offset, size)")
+		}
+		v := &StorageView{}
+		switch k := (*vm)[0].(type) {
+		case string:
+			v.Key = k
+		case int64:
+			v.Key = strconv.FormatInt(k, 10)
+		default:
+			return nil, malformed("storage view key is not a string")
+		}
+		var ok1, ok2 bool
+		v.Offset, ok1 = (*vm)[1].(int64)
+		v.Numel, ok2 = (*vm)[2].(int64)
+		if !ok1 || !ok2 || v.Offset < 0 || v.Numel < 0 || v.Offset > ref.Numel || v.Numel > ref.Numel-v.Offset {
+			return nil, malformed("storage view [%v, +%v) does not fit storage %s of %d elements", (*vm)[1], (*vm)[2], ref.Key, ref.Numel)
+		}
+		ref.View = v
 	}
 	return ref, nil
 }
@@ -242,6 +281,9 @@ func dims(rt *hookEnv, what string, v any) ([]int64, error) {
 func asTensor(what string, v any) (*Tensor, error) {
 	if p, ok := v.(*pyTensor); ok {
 		return p.t, nil
+	}
+	if p, ok := v.(*pyLegacyTensor); ok {
+		return p.tensor(), nil
 	}
 	return nil, malformed("%s is %T, not a tensor", what, v)
 }
@@ -769,4 +811,71 @@ func decodeLong(rt *hookEnv, args []any) (any, error) {
 		return int(n.Int64()), nil
 	}
 	return n, nil
+}
+
+// legacyTensorDType returns the dtype of torch < 0.4's tensor classes
+// (torch.FloatTensor, torch.cuda.LongTensor, ...).
+func legacyTensorDType(module, name string) (string, bool) {
+	if module != "torch" && module != "torch.cuda" {
+		return "", false
+	}
+	base, ok := strings.CutSuffix(name, "Tensor")
+	if !ok {
+		return "", false
+	}
+	d, ok := storageClasses[base+"Storage"]
+	return d, ok
+}
+
+// pyLegacyTensor is torch < 0.4's pickled tensor: torch.FloatTensor()
+// (REDUCE with no arguments), then BUILD with (storage, storage_offset,
+// size, stride), which torch's Tensor.__setstate__ applies with set_.
+type pyLegacyTensor struct {
+	dtype, class string
+	rt           *hookEnv
+	t            *Tensor
+}
+
+func legacyTensorMaker(class, dtype string) hookFunc {
+	return func(rt *hookEnv, args []any) (any, error) {
+		if len(args) != 0 {
+			return nil, malformed("%s called with %d arguments (torch < 0.4 tensors are built empty, then BUILD)", class, len(args))
+		}
+		return &pyLegacyTensor{dtype: dtype, class: class, rt: rt}, nil
+	}
+}
+
+// PySetState implements BUILD: Tensor.__setstate__'s legacy form.
+func (p *pyLegacyTensor) PySetState(state any) error {
+	items, ok := seq(state)
+	if !ok || len(items) != 4 {
+		return malformed("%s state is not (storage, offset, size, stride)", p.class)
+	}
+	t, err := stridedTensor(p.rt, p.class+".__setstate__", items)
+	if err != nil {
+		return err
+	}
+	if t.Storage.DType != p.dtype {
+		return malformed("%s on a %s storage", p.class, cmpOr(t.Storage.DType, "untyped"))
+	}
+	t.Rebuild = "legacy __setstate__"
+	p.t = t
+	return nil
+}
+
+func cmpOr(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
+}
+
+// tensor returns the built tensor; torch.FloatTensor() without state is an
+// empty tensor, which has no storage.
+func (p *pyLegacyTensor) tensor() *Tensor {
+	if p.t == nil {
+		p.t = &Tensor{DType: p.dtype, Shape: []int64{0}, Stride: []int64{1}, Layout: "strided",
+			Rebuild: "legacy __setstate__", Device: "cpu"}
+	}
+	return p.t
 }

@@ -441,6 +441,8 @@ func (c *converter) value(v any, depth int) (any, error) {
 		return []byte(*x), nil
 	case *pyTensor:
 		return x.t, nil
+	case *pyLegacyTensor:
+		return x.tensor(), nil
 	case *pyClass:
 		if x.kind != kindObject && x.kind != kindForeign {
 			return Global{x.module, x.name}, nil

@@ -417,11 +417,15 @@ def torch_load(path, tar_keys=None):
         if pid[0] != "storage":
             continue
         cd = untyped(res)._cdata
+        if len(pid) > 5 and pid[5] is not None:
+            # A storage view of torch < 0.4 (view_key, offset, size): its
+            # own storage, a slice of the root the map_location saw.
+            info = {"key": str(pid[5][0]), "location": pid[3], "nbytes": res.nbytes()}
+            assert storages.setdefault(cd, info) == info
+            continue
         loc, nb = locs[cd]
         assert loc == pid[3], (loc, pid)
         info = {"key": pid[2], "location": loc, "nbytes": nb}
-        if len(pid) > 5 and pid[5] is not None:
-            raise ValueError("storage views are not expected in fixtures")
         assert storages.setdefault(cd, info) == info
     return Loaded(obj, storages)
 
@@ -869,6 +873,68 @@ def gen_quant_packed():
           "q2": torch.quantize_per_tensor(x, 0.25, 0, torch.quint2x4)}, p)
     ex = expect_from_torch(p)
     assert [t["storage_nbytes"] for t in ex.d["tensors"]] == [4, 2], ex.d["tensors"]
+
+
+# torch < 0.4 files, which torch 1.13 cannot write but loads: written here the way torch
+# 0.3's torch/serialization.py wrote them (legacy stream, persistent ids with view
+# metadata) and torch/tensor.py pickled tensors (__reduce__: (type(self), (), state),
+# state = (storage, storage_offset, size, stride), applied by Tensor.__setstate__).
+
+class Stor:
+    """A storage as torch < 0.4's persistent_id saw it: a root, or a view of one."""
+    def __init__(self, key, cls, data, view=None):
+        self.key, self.cls, self.data, self.view = key, cls, data, view
+
+class OldTensor:
+    """torch < 0.4's Tensor.__reduce__: (type(self), (), (storage, offset, size, stride))."""
+    def __init__(self, cls, storage, offset, size, stride):
+        self.cls, self.state = cls, (storage, offset, tuple(size), tuple(stride))
+    def __reduce__(self):
+        return (self.cls, (), self.state)
+
+def write_legacy(path, obj, roots, proto=2):
+    f = io.BytesIO()
+    def dump(o, pid=None):
+        p = pickle.Pickler(f, protocol=proto)
+        if pid:
+            p.persistent_id = pid
+        p.dump(o)
+    dump(0x1950a86a20f9469cfc6c)
+    dump(1001)
+    dump(dict(protocol_version=1001, little_endian=True, type_sizes=dict(short=2, int=4, long=4)))
+    def pid(o):
+        if isinstance(o, Stor):
+            root = o if o.view is None else o.view[0]
+            vm = None if o.view is None else (o.key, o.view[1], o.view[2])
+            return ("storage", root.cls, root.key, "cpu", len(root.data) // root.cls().element_size(), vm)
+        return None
+    dump(obj, pid)
+    dump([r.key for r in roots])
+    for r in roots:
+        n = len(r.data) // r.cls().element_size()
+        f.write(struct.pack("<q", n))
+        f.write(r.data)
+    open(path, "wb").write(f.getvalue())
+
+def gen_old_formats():
+    """Pre-0.4 tensors (torch.FloatTensor() + BUILD) and storage views."""
+    f32 = struct.pack("<6f", 0, 1, 2, 3, 4, 5)
+    i64 = struct.pack("<4q", 10, 20, 30, 40)
+    root = Stor("140001", torch.FloatStorage, f32)
+    lroot = Stor("140002", torch.LongStorage, i64)
+    view = Stor("140003", None, None, view=(root, 2, 3))   # elements 2..4 of root
+    write_legacy(FIX / "old_pre04.pt", {
+        "w": OldTensor(torch.FloatTensor, root, 0, (2, 3), (3, 1)),
+        "row1": OldTensor(torch.FloatTensor, root, 3, (3,), (1,)),
+        "ids_t": OldTensor(torch.LongTensor, lroot, 0, (2, 2), (1, 2)),
+    }, [root, lroot])
+    write_legacy(FIX / "old_storage_view.pt", {
+        "on_view": OldTensor(torch.FloatTensor, view, 1, (2,), (1,)),
+        "view": view,
+        "whole": OldTensor(torch.FloatTensor, root, 0, (6,), (1,)),
+    }, [root])
+    for name in ("old_pre04.pt", "old_storage_view.pt"):
+        expect_from_torch(FIX / name, fmt="torch-legacy")
 
 
 def gen_zip_variants():
@@ -1505,6 +1571,7 @@ def main():
     gen_storages()
     gen_values()
     gen_quant_packed()
+    gen_old_formats()
     gen_zip_variants()
     gen_v21()
     gen_bigendian()

@@ -120,9 +120,9 @@ func (b *builder) addStorageValue(ref *pickle.StorageRef, name string, tensorsOn
 	if s.DType == Invalid {
 		s.DType = Uint8 // an untyped storage: torch.load makes it a uint8 TypedStorage
 	}
-	if want := ref.Numel * int64(max(s.DType.Size(), 1)); s.NBytes < want {
+	if want := ref.Len() * int64(max(s.DType.Size(), 1)); s.NBytes < want {
 		return &Error{Record: s.Record, Tensor: name, Err: fmt.Errorf("%w: storage %s of %d elements needs %d bytes, has %d",
-			ErrShortStorage, s.Key, ref.Numel, want, s.NBytes)}
+			ErrShortStorage, s.Key, ref.Len(), want, s.NBytes)}
 	}
 	b.addStorage(s)
 	if !tensorsOnly {

@@ -163,8 +163,8 @@ func checkCheckpoint(t *testing.T, ck *statedict.Checkpoint, want expected) {
 		if dt == "" {
 			dt = "uint8"
 		}
-		if !ok || o.Type != "torch.storage.TypedStorage" || dt != w.DType || ref.Numel != w.Size || ref.Location != w.Device {
-			t.Errorf("storage value %q: %s %s %d %s, want %+v", o.Name, o.Type, dt, ref.Numel, ref.Location, w)
+		if !ok || o.Type != "torch.storage.TypedStorage" || dt != w.DType || ref.Len() != w.Size || ref.Location != w.Device {
+			t.Errorf("storage value %q: %s %s %d %s, want %+v", o.Name, o.Type, dt, ref.Len(), ref.Location, w)
 		}
 	}
 	if storages != len(want.StorageValues) {

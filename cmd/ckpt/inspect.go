@@ -256,7 +256,7 @@ func jsonValue(v any) any {
 	case pickle.Global:
 		return x.Module + "." + x.Name
 	case *pickle.StorageRef:
-		return storageValue{ref: x, Key: x.Key, DType: cmp.Or(x.DType, "uint8"), Size: x.Numel, Device: x.Location}
+		return storageValue{ref: x, Key: x.Key, DType: cmp.Or(x.DType, "uint8"), Size: x.Len(), Device: x.Location}
 	}
 	return pickle.Repr(v)
 }
