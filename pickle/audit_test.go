@@ -107,3 +107,34 @@ func checkAllowed(t *testing.T, fx string, data []byte) {
 		}
 	}
 }
+
+// FuzzGlobals checks that the audit never panics, stays within the input,
+// reports only the four verdicts, and never calls a global allowed that
+// Classify does not allow.
+func FuzzGlobals(f *testing.F) {
+	for _, c := range bypasses {
+		f.Add([]byte(c.pickle))
+	}
+	f.Add([]byte("\x80\x02ctorch._utils\n_rebuild_tensor_v2\nq\x00."))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		gs, n, err := Globals(data, Limits{MaxDepth: 200, MaxMemo: 1 << 16, MaxContainerLen: 1 << 16, MaxOps: 1 << 20})
+		if err == nil && (n <= 0 || n > len(data)) {
+			t.Fatalf("end %d of %d", n, len(data))
+		}
+		for _, g := range gs {
+			if g.Offset < 0 || int(g.Offset) >= len(data) {
+				t.Fatalf("offset %d of %d", g.Offset, len(data))
+			}
+			if _, ok := verdictRank[g.Verdict]; !ok {
+				t.Fatalf("verdict %q", g.Verdict)
+			}
+			if !g.Dynamic {
+				if v, _ := Classify(g.Module, g.Name); v != g.Verdict {
+					t.Fatalf("%s.%s: %s, Classify says %s", g.Module, g.Name, g.Verdict, v)
+				}
+			} else if g.Verdict != VerdictUnknown {
+				t.Fatalf("computed global %s", g.Verdict)
+			}
+		}
+	})
+}
