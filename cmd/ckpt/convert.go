@@ -222,7 +222,7 @@ func printConvert(w io.Writer, r *convertReport) {
 		fmt.Fprintf(w, "dropped %d (not in the output):\n", len(r.Dropped))
 		tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 		for _, d := range r.Dropped {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.Name, d.Type, d.Reason)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", displayName(d.Name), d.Type, d.Reason)
 		}
 		tw.Flush()
 	}

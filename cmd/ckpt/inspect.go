@@ -399,6 +399,15 @@ type storageValue struct {
 }
 
 // pyRepr prints a value (after jsonValue) as Python's repr() would.
+// displayName is how the human reports name the root of the object tree,
+// whose dotted name is "".
+func displayName(name string) string {
+	if name == "" {
+		return "(root)"
+	}
+	return name
+}
+
 func pyRepr(v any) string {
 	if s, ok := v.(storageValue); ok {
 		return pickle.Repr(s.ref)

@@ -53,3 +53,21 @@ func TestScanJSON(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 }
+
+// TestConvertDroppedRootName: convert names the root "(root)" in its
+// dropped list, as inspect does (a whole pickled model's class).
+func TestConvertDroppedRootName(t *testing.T) {
+	out := t.TempDir() + "/m.safetensors"
+	code, stdout, errs := runCLI(t, "convert", fx+"module_zip.pt", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(stdout+errs, "  (root)  mymodule.Net") {
+		t.Errorf("dropped list does not name the root (root):\n%s%s", stdout, errs)
+	}
+	code, stdout, _ = runCLI(t, "inspect", fx+"module_zip.pt")
+	if code != 0 || !strings.Contains(stdout, "conv1.weight") || strings.Contains(stdout, "_modules") ||
+		!strings.Contains(stdout, "(root)  mymodule.Net") {
+		t.Errorf("inspect of a whole model:\n%s", stdout)
+	}
+}
