@@ -786,7 +786,7 @@ def gen_legacy_protocols():
         expect_from_torch(p, fmt="torch-legacy")
 
 
-def gen_modules():
+def gen_modules(prefix="module", **extra):
     """Whole models (torch.save(model)) in the zip and legacy formats: a
     user class with submodules, a persistent and a non-persistent buffer,
     a frozen parameter and a None attribute; nn.Linear alone; a model
@@ -814,18 +814,19 @@ def gen_modules():
         net = Net()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # no source for a class made here
-            p = FIX / "module_zip.pt"
+            p = FIX / f"{prefix}_zip.pt"
             save(net, p)
-            expect_from_torch(p)
-            p = FIX / "module_legacy.pt"
+            expect_from_torch(p, **extra)
+            p = FIX / f"{prefix}_legacy.pt"
             save(net, p, _use_new_zipfile_serialization=False)
-            expect_from_torch(p, fmt="torch-legacy")
-            p = FIX / "module_in_dict.pt"
-            save({"model": net, "epoch": 3}, p)
-            expect_from_torch(p)
-            p = FIX / "module_linear_legacy.pt"
-            save(nn.Linear(3, 2), p, pickle_protocol=4, _use_new_zipfile_serialization=False)
-            expect_from_torch(p, fmt="torch-legacy")
+            expect_from_torch(p, fmt="torch-legacy", **extra)
+            if prefix == "module":
+                p = FIX / "module_in_dict.pt"
+                save({"model": net, "epoch": 3}, p)
+                expect_from_torch(p)
+                p = FIX / "module_linear_legacy.pt"
+                save(nn.Linear(3, 2), p, pickle_protocol=4, _use_new_zipfile_serialization=False)
+                expect_from_torch(p, fmt="torch-legacy")
     finally:
         del sys.modules["mymodule"]
     keys = list(net.state_dict())
@@ -1524,6 +1525,11 @@ def gen_torch2():
     expect_from_torch(p, fmt="torch-legacy", torch_version=torch.__version__)
 
 
+def gen_torch2_modules():
+    """Whole models saved by torch 2.x (its Module state has more hook dicts)."""
+    gen_modules("torch2_module", torch_version=torch.__version__)
+
+
 def check_sizes():
     total = 0
     for p in FIX.rglob("*"):
@@ -1549,6 +1555,7 @@ def main():
             shutil.rmtree(p) if p.is_dir() else p.unlink()
     if torch2:
         gen_torch2()
+        gen_torch2_modules()
         print(f"torch {torch.__version__} fixtures written to {FIX} ({check_sizes()} bytes)")
         return
     check_zip_writer()
