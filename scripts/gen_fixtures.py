@@ -1377,6 +1377,24 @@ def bad(name, data, expect, note):
 BAD_NOTES = []
 
 
+def gen_bad_sparse():
+    """Sparse tensors whose invariants do not hold, saved by torch 1.13 through
+    its unsafe constructors. torch.load refuses both (it validates every loaded
+    sparse tensor); ckpt opens them and refuses their data when it is read."""
+    cases = {
+        "sparse_invalid_coo.pt": ("coo", torch._sparse_coo_tensor_unsafe(
+            torch.tensor([[0, 5]]), torch.tensor([1.0, 2.0]), (3,)), "index 5 in a dimension of size 3"),
+        "sparse_invalid_csr.pt": ("csr", torch._sparse_csr_tensor_unsafe(
+            torch.tensor([1, 1, 2]), torch.tensor([0, 1]), torch.tensor([1.0, 2.0]), (2, 2)), "crow_indices[0] = 1"),
+    }
+    for name, (key, t, why) in cases.items():
+        buf = io.BytesIO()
+        torch.save({key: t, "dense": torch.ones(2)}, buf)
+        p = bad(name, buf.getvalue(), {"error": "sparse-data", "tensor": key},
+                f"{why}: opens, but reading the {key} components fails (torch.load refuses the file)")
+        assert_torch_rejects(p)
+
+
 def assert_torch_rejects(p):
     try:
         torch.load(p, map_location="cpu")
@@ -1478,6 +1496,8 @@ def gen_bad(basic_path):
     bad("huge_binbytes8.pt", torch_zip("huge_binbytes8", [("data.pkl", pkl), ("version", b"3\n")]),
         {"error": "malformed"},
         f"BINBYTES8 declares 2^62 bytes in a {len(pkl)}-byte pickle; refuse without allocating")
+
+    gen_bad_sparse()
 
     (BAD / "README.md").write_text(
         "# Hostile and broken checkpoints\n\n"

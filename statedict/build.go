@@ -213,6 +213,10 @@ func (b *builder) addTensor(pt *pickle.Tensor, name string) error {
 		b.addStorage(t.Storage)
 		return nil
 	}
+	var g *sparseGroup
+	if t.Layout != Nested {
+		g = &sparseGroup{name: name, layout: t.Layout, shape: pt.Shape, parts: map[string]*Tensor{}}
+	}
 	for _, c := range pt.Components {
 		ct, err := b.makeTensor(c.Tensor, join(name, c.Name))
 		if err != nil {
@@ -222,6 +226,10 @@ func (b *builder) addTensor(pt *pickle.Tensor, name string) error {
 		ct.Component = c.Name
 		ct.RequiresGrad = t.RequiresGrad
 		ct.Parameter = t.Parameter
+		if g != nil {
+			ct.sparse = g
+			g.parts[c.Name] = ct
+		}
 		b.ck.Tensors = append(b.ck.Tensors, ct)
 		b.addStorage(ct.Storage)
 	}

@@ -83,6 +83,8 @@ type Tensor struct {
 	Subclass string
 	// Meta is true for tensors saved without data (device "meta").
 	Meta bool
+
+	sparse *sparseGroup // the sparse tensor a component belongs to; nil otherwise
 }
 
 // Quantization holds the quantizer of a quantized tensor.
