@@ -109,7 +109,11 @@ type pySet struct {
 func (s *pySet) Add(v any) { s.items = append(s.items, v) }
 
 // pyTensor wraps a tensor on the stack; BUILD on a tensor is ignored.
-type pyTensor struct{ t *Tensor }
+// state holds _rebuild_from_type_v2's attributes until conversion.
+type pyTensor struct {
+	t     *Tensor
+	state any
+}
 
 // PySetState implements BUILD on a tensor by ignoring the state, which only
 // sets Python attributes.

@@ -62,6 +62,11 @@ type Tensor struct {
 	Quant      *QParams
 	Subclass   string // module.name of a tensor subclass from _rebuild_from_type_v2 or a wrapper subclass
 	Device     string // device of storage-less tensors ("meta", a wrapper subclass's device, ...)
+	// Attributes are the Python attributes _rebuild_from_type_v2 restores
+	// on the tensor (its state, usually a dict): a wrapper subclass keeps
+	// its real data there (e.g. {'elem': tensor}) over a storage-less shell.
+	// nil when there are none.
+	Attributes any
 }
 
 // NamedTensor is one component of a sparse or nested tensor.
@@ -373,7 +378,7 @@ func rebuildTensor(rt *hookEnv, args []any) (any, error) {
 	if t.DType == "" {
 		return nil, malformed("_rebuild_tensor on an untyped storage has no dtype")
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 func rebuildTensorV2(rt *hookEnv, args []any) (any, error) {
@@ -390,7 +395,7 @@ func rebuildTensorV2(rt *hookEnv, args []any) (any, error) {
 	if t.RequiresGrad, err = requiresGrad(args[4]); err != nil {
 		return nil, err
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 func rebuildTensorV3(rt *hookEnv, args []any) (any, error) {
@@ -407,7 +412,7 @@ func rebuildTensorV3(rt *hookEnv, args []any) (any, error) {
 	if t.DType, err = dtypeArg(args[6]); err != nil {
 		return nil, err
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 func requiresGrad(v any) (bool, error) {
@@ -428,7 +433,7 @@ func parameterOf(what string, data, rg any) (any, error) {
 	if p.RequiresGrad, err = requiresGrad(rg); err != nil {
 		return nil, err
 	}
-	return &pyTensor{&p}, nil
+	return &pyTensor{t: &p}, nil
 }
 
 func rebuildParameter(_ *hookEnv, args []any) (any, error) {
@@ -521,7 +526,7 @@ func rebuildQTensor(rt *hookEnv, args []any) (any, error) {
 		}
 	}
 	t.Quant = q
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 var sparseComponents = map[string][]string{
@@ -564,7 +569,7 @@ func rebuildSparse(rt *hookEnv, args []any) (any, error) {
 	if t.Shape, err = dims(rt, "size", data[len(names)]); err != nil {
 		return nil, err
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 // rebuildNested is _rebuild_nested_tensor(buffer, sizes, strides, storage_offsets).
@@ -581,7 +586,7 @@ func rebuildNested(_ *hookEnv, args []any) (any, error) {
 		t.Components = append(t.Components, NamedTensor{n, c})
 	}
 	t.DType = t.Components[0].Tensor.DType
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 // storagelessGeometry fills the dtype, sizes and strides of a tensor that
@@ -616,7 +621,7 @@ func rebuildMeta(rt *hookEnv, args []any) (any, error) {
 	if t.RequiresGrad, err = requiresGrad(args[3]); err != nil {
 		return nil, err
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 // rebuildWrapperSubclass is _rebuild_wrapper_subclass(cls, dtype, size,
@@ -646,7 +651,7 @@ func rebuildWrapperSubclass(rt *hookEnv, args []any) (any, error) {
 	if t.RequiresGrad, err = requiresGrad(args[7]); err != nil {
 		return nil, err
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 // rebuildFromNumpy is _rebuild_device_tensor_from_numpy(ndarray, dtype,
@@ -675,7 +680,7 @@ func rebuildFromNumpy(rt *hookEnv, args []any) (any, error) {
 			}
 		}
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 // rebuildFromCPUTensor is _rebuild_device_tensor_from_cpu_tensor(data,
@@ -698,14 +703,14 @@ func rebuildFromCPUTensor(_ *hookEnv, args []any) (any, error) {
 	if t.RequiresGrad, err = requiresGrad(args[3]); err != nil {
 		return nil, err
 	}
-	return &pyTensor{&t}, nil
+	return &pyTensor{t: &t}, nil
 }
 
 // rebuildFromType is _rebuild_from_type(_v2)(func, new_type, args, state):
 // func(*args) as an instance of new_type. torch.Tensor keeps the tensor,
 // nn.Parameter marks it a parameter, other classes set Subclass. The state
-// only sets Python attributes and is ignored. When func does not build a
-// tensor the call is recorded as a *Foreign.
+// (Python attributes) is kept in Tensor.Attributes. When func does not
+// build a tensor the call is recorded as a *Foreign.
 func rebuildFromType(rt *hookEnv, args []any) (any, error) {
 	if err := arity("_rebuild_from_type_v2", args, 4); err != nil {
 		return nil, err
@@ -732,6 +737,10 @@ func rebuildFromType(rt *hookEnv, args []any) (any, error) {
 		return &pyObj{cls: self, args: args}, nil
 	}
 	t := *pt.t
+	state := args[3]
+	if d, ok := state.(*types.Dict); ok && len(*d) == 0 {
+		state = nil
+	}
 	switch typ.String() {
 	case "torch.Tensor", "torch._tensor.Tensor":
 	case "torch.nn.parameter.Parameter", "torch.nn.Parameter":
@@ -739,7 +748,7 @@ func rebuildFromType(rt *hookEnv, args []any) (any, error) {
 	default:
 		t.Subclass = typ.String()
 	}
-	return &pyTensor{&t}, nil
+	return &pyTensor{t: &t, state: state}, nil
 }
 
 // newSize is torch.Size(seq): a tuple of non-negative ints.

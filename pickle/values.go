@@ -440,6 +440,16 @@ func (c *converter) value(v any, depth int) (any, error) {
 	case *types.ByteArray:
 		return []byte(*x), nil
 	case *pyTensor:
+		if x.state != nil {
+			if _, done := c.seen[x]; !done {
+				c.seen[x] = x.t
+				attrs, err := c.value(x.state, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				x.t.Attributes = attrs
+			}
+		}
 		return x.t, nil
 	case *pyLegacyTensor:
 		return x.tensor(), nil

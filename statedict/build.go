@@ -203,10 +203,19 @@ func TypeName(v any) string {
 	return "unknown"
 }
 
-func (b *builder) addTensor(pt *pickle.Tensor, name string) error {
+func (b *builder) addTensor(pt *pickle.Tensor, name string) (err error) {
 	t, err := b.makeTensor(pt, name)
 	if err != nil {
 		return err
+	}
+	if pt.Attributes != nil {
+		// A wrapper subclass keeps its real data in its attributes
+		// ({'elem': tensor}): those tensors are listed under name.attr.
+		defer func() {
+			if err == nil {
+				err = b.walk(pt.Attributes, name, true)
+			}
+		}()
 	}
 	if len(pt.Components) == 0 {
 		b.ck.Tensors = append(b.ck.Tensors, t)
