@@ -119,15 +119,15 @@ func newScanner(ctx context.Context, opts []Option) *scanner {
 
 // Paths scans files and directories (recursively, in lexical order).
 // Files in directories that are no checkpoint or pickle at all are
-// skipped; a path named explicitly that is none is a Problem. Only an
-// error of the context (or one walking a directory) is returned as error.
+// skipped; a path named explicitly that is none is a Problem. A path that
+// does not exist, an error walking a directory and the context's error are
+// returned as errors.
 func Paths(ctx context.Context, paths []string, opts ...Option) (*Report, error) {
 	s := newScanner(ctx, opts)
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
-			s.problem(p, "", err)
-			continue
+			return s.rep, err // a path named explicitly that does not exist: the caller's mistake
 		}
 		if !fi.IsDir() {
 			s.file(p, true)

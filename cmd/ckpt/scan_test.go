@@ -18,6 +18,7 @@ func TestScanExitCodes(t *testing.T) {
 		{[]string{"scan", fx + "foreign.pt", fx + "bad/unsafe_os_system.pt"}, 1, "os.system"},
 		{[]string{"scan", fx + "bad/garbage.pt"}, 3, "Not scanned in full"},
 		{[]string{"scan"}, 2, ""},
+		{[]string{"scan", fx + "no_such_file.pt"}, 1, ""},
 	} {
 		code, out, errs := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(out, c.want) {
