@@ -103,3 +103,50 @@ func TestInteropCPURetag(t *testing.T) {
 	convert(t, fixtures+"cuda_tagged.pt", out, WithRules(rules))
 	py(t, "cpuload", out, fixtures+"cuda_tagged.pt")
 }
+
+// TestInteropStorageValues: storages saved as values (root, typed, untyped,
+// empty, zip and legacy) come out of a .pth conversion as torch.load gives
+// them from the source, loadable with weights_only.
+func TestInteropStorageValues(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	for _, f := range []string{"storage_root.pt", "storages.pt", "storages_legacy.pt"} {
+		src := filepath.Join("..", "testdata", "fixtures", f)
+		out := filepath.Join(dir, f+".pth")
+		convert(t, src, out)
+		py(t, "storages", out, src)
+	}
+}
+
+// TestInteropWholeModule: a whole pickled model converts to a flat state
+// dict named as model.state_dict() names it, in .pth (loaded by torch with
+// weights_only) and safetensors.
+func TestInteropWholeModule(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	want := []string{"scale", "conv1.weight", "conv1.bias", "bn.weight", "bn.bias", "bn.running_mean",
+		"bn.running_var", "bn.num_batches_tracked", "fc.weight", "fc.bias"}
+	for _, f := range []string{"module_zip.pt", "module_legacy.pt"} {
+		src := filepath.Join("..", "testdata", "fixtures", f)
+		out := filepath.Join(dir, f+".pth")
+		convert(t, src, out)
+		py(t, append([]string{"names", out}, want...)...)
+		st := filepath.Join(dir, f+".safetensors")
+		convert(t, src, st)
+		ck, err := statedict.Open(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, tt := range ck.Tensors {
+			got[tt.Name] = true
+		}
+		ck.Close()
+		for _, n := range want {
+			if !got[n] || len(got) != len(want) {
+				t.Errorf("%s: safetensors names %v, want %v", f, got, want)
+				break
+			}
+		}
+	}
+}

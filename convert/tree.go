@@ -60,7 +60,7 @@ func treePlan(ck *statedict.Checkpoint, c *config) (*plan, error) {
 	}
 	b.t.root = root
 	p.tree = b.t
-	if len(p.items) == 0 {
+	if len(p.items) == 0 && len(b.t.storages) == 0 {
 		return nil, nil
 	}
 	have := map[viewKey]bool{}
@@ -146,6 +146,14 @@ func (b *treeBuilder) unwritable(v any, leafOnly bool) string {
 		return b.memoized(x, func() string { return b.itemsWhy(x.Items, true) })
 	case *pickle.Object, *pickle.Foreign:
 		return "not a plain value; never executed"
+	case *pickle.StorageRef:
+		if leafOnly {
+			return "storage as a key, set item or attribute"
+		}
+		if s, ok := x.Ref.(*statedict.Storage); !ok || s == nil || s.DType.Size() <= 0 {
+			return "storage without a resolved record"
+		}
+		return ""
 	}
 	return fmt.Sprintf("%s values are not kept", statedict.TypeName(v))
 }
@@ -280,6 +288,21 @@ func (b *treeBuilder) copy(v any, name string) (any, error) {
 		}
 		b.done[v] = ref
 		return ref, nil
+	case *pickle.StorageRef:
+		if out, ok := b.done[v]; ok {
+			return out, nil
+		}
+		s := x.Ref.(*statedict.Storage)
+		dtype := s.DType
+		if b.p.cast[s] {
+			dtype = b.c.dtype
+		}
+		ref, err := b.storage(s, dtype, name)
+		if err != nil {
+			return nil, err
+		}
+		b.done[v] = ref
+		return ref, nil
 	case *big.Int:
 		b.done[v] = x
 	case float64:
@@ -375,16 +398,9 @@ func (b *treeBuilder) tensor(pt *pickle.Tensor, name string) (*torchzip.TensorRe
 	if b.p.cast[s] {
 		it.dtype = b.c.dtype
 	}
-	ref, ok := b.refs[s]
-	if !ok {
-		loc, err := b.c.location(s)
-		if err != nil {
-			return nil, &TensorError{Name: name, Err: err}
-		}
-		ps := &pthStorage{key: strconv.Itoa(len(b.t.storages)), src: s, dtype: it.dtype}
-		b.t.storages = append(b.t.storages, ps)
-		ref = &torchzip.StorageRef{Key: ps.key, DType: ps.dtype, Location: loc, NumEl: s.NBytes / int64(s.DType.Size())}
-		b.refs[s] = ref
+	ref, err := b.storage(s, it.dtype, name)
+	if err != nil {
+		return nil, err
 	}
 	b.p.items = append(b.p.items, it)
 	return &torchzip.TensorRef{Storage: ref, Offset: t.Offset, Shape: t.Shape, Strides: t.Strides,
@@ -396,4 +412,21 @@ func join(prefix, key string) string {
 		return key
 	}
 	return prefix + "." + key
+}
+
+// storage returns the output storage of a source storage, registering it
+// on first use (by a tensor or as a value of its own).
+func (b *treeBuilder) storage(s *statedict.Storage, dtype statedict.DType, name string) (*torchzip.StorageRef, error) {
+	if ref, ok := b.refs[s]; ok {
+		return ref, nil
+	}
+	loc, err := b.c.location(s)
+	if err != nil {
+		return nil, &TensorError{Name: name, Err: err}
+	}
+	ps := &pthStorage{key: strconv.Itoa(len(b.t.storages)), src: s, dtype: dtype}
+	b.t.storages = append(b.t.storages, ps)
+	ref := &torchzip.StorageRef{Key: ps.key, DType: ps.dtype, Location: loc, NumEl: s.NBytes / int64(s.DType.Size())}
+	b.refs[s] = ref
+	return ref, nil
 }

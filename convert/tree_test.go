@@ -221,7 +221,7 @@ func TestTreePlanRules(t *testing.T) {
 	for _, d := range p.dropped {
 		reasons[d.Name] = d.Reason
 	}
-	if len(reasons) != 4 || !strings.HasPrefix(reasons[`b"raw"`], "key bytes: torch 1.13") || !strings.HasPrefix(reasons["betas"], "item 0: float") ||
+	if len(reasons) != 4 || !strings.HasPrefix(reasons["b'raw'"], "key bytes: torch 1.13") || !strings.HasPrefix(reasons["betas"], "item 0: float") ||
 		!strings.HasPrefix(reasons["mixed"], "item 1: sparse") || !strings.HasPrefix(reasons["('k', 1.5)"], "key item 1: float") {
 		t.Errorf("dropped %v", reasons)
 	}

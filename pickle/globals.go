@@ -110,7 +110,11 @@ type pySet struct {
 func (s *pySet) Add(v any) { s.items = append(s.items, v) }
 
 // pyTensor wraps a tensor on the stack; BUILD on a tensor is ignored.
-type pyTensor struct{ t *Tensor }
+// state holds _rebuild_from_type_v2's attributes until conversion.
+type pyTensor struct {
+	t     *Tensor
+	state any
+}
 
 // PySetState implements BUILD on a tensor by ignoring the state, which only
 // sets Python attributes.
@@ -244,6 +248,9 @@ func resolve(module, name string, rt *hookEnv) (*pyClass, error) {
 		}
 	case objectClasses[full]:
 		c.kind = kindObject
+	case legacyTensorClass(mod, name):
+		d, _ := legacyTensorDType(mod, name)
+		c.kind, c.fn = kindFunc, legacyTensorMaker(full, d)
 	case tensorClasses[full], isDTypeGlobal(mod, name), storageDTypes(mod, name) != nil,
 		mod == "torch" && (layouts[name] || qschemes[name]):
 		c.kind = kindValue
@@ -261,4 +268,9 @@ func internalClass(name string, rt *hookEnv) *pyClass {
 		c.fn = setMaker(false)
 	}
 	return c
+}
+
+func legacyTensorClass(module, name string) bool {
+	_, ok := legacyTensorDType(module, name)
+	return ok
 }

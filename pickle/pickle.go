@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	gopickle "github.com/nlpodyssey/gopickle/pickle"
 )
@@ -175,10 +176,34 @@ func (m *machine) locate(consumed int, err error) error {
 	case errors.Is(err, ErrMalformed), errors.Is(err, ErrLimit), errors.Is(err, ErrUnsafe),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 	default:
-		err = fmt.Errorf("%w: %v", ErrMalformed, err)
+		err = fmt.Errorf("%w: %s", ErrMalformed, vmMessage(err.Error()))
 	}
 	off, op := m.prog.origin(consumed)
 	return &OpError{Offset: int64(off), Op: op, Err: err}
+}
+
+// vmMessages rephrase gopickle's errors that end in a Go dump of the
+// offending value (%#v) or name its Go interfaces.
+var vmMessages = []struct{ prefix, say string }{
+	{"NEWOBJ requires a PyNewable object", "NEWOBJ on a value that is not a class"},
+	{"NEWOBJ_EX requires a PyNewable object", "NEWOBJ_EX on a value that is not a class"},
+	{"REDUCE requires a Callable object", "REDUCE calls a value that is not callable"},
+	{"cannot instantiate", "OBJ or INST on a value that is not a class"},
+	{"BUILD requires a PyDictSettable instance", "BUILD on a value that takes no state"},
+	{"STACK_GLOBAL requires str", "STACK_GLOBAL needs two strings"},
+	{"APPEND requires", "APPEND(S) on a value that is not a list"},
+	{"SETITEM", "SETITEM(S) on a value that is not a dict"},
+	{"ADDITEMS requires", "ADDITEMS on a value that is not a set"},
+}
+
+// vmMessage returns gopickle's error text without Go syntax.
+func vmMessage(msg string) string {
+	for _, m := range vmMessages {
+		if strings.HasPrefix(msg, m.prefix) {
+			return m.say
+		}
+	}
+	return msg
 }
 
 func malformed(format string, args ...any) error {

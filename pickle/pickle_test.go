@@ -451,7 +451,7 @@ func TestMalformed(t *testing.T) {
 		"v2 untyped":         cat(proto, v2(pid("UntypedStorage", "0", "cpu", 1), 0, ints(1), ints(1), fls), stop),
 		"v2 65 dims":         cat(proto, v2(pid("FloatStorage", "0", "cpu", 1), 0, ints(make([]int32, 65)...), ints(1), fls), stop),
 		"bad pid":            cat(proto, T(S("storage"), G("torch", "NopeStorage"), S("0"), S("cpu"), I(1)), op('Q'), stop),
-		"pid view":           cat(proto, T(S("storage"), G("torch", "FloatStorage"), S("0"), S("cpu"), I(1), T(S("v"), I(0), I(1))), op('Q'), stop),
+		"pid view too long":  cat(proto, T(S("storage"), G("torch", "FloatStorage"), S("0"), S("cpu"), I(1), T(S("v"), I(0), I(2))), op('Q'), stop),
 		"device bad":         cat(proto, call(G("torch", "device"), I(1)), stop),
 		"codecs bad":         cat(proto, call(G("_codecs", "encode"), S("€"), S("latin1")), stop),
 		"layout bad":         cat(proto, call(G("torch.serialization", "_get_layout"), S("torch.nope")), stop),

@@ -113,6 +113,10 @@ type scanner struct {
 	index  map[[2]string]int
 	intern map[string]int // internal helper globals by name
 	rt     *hookEnv
+	// audit, when set, records every global instead of refusing unsafe
+	// ones (see Globals); start is the offset of the current opcode.
+	audit *[]GlobalUse
+	start int
 }
 
 // scan validates data and rewrites it into a program gopickle can run.
@@ -316,6 +320,7 @@ func (s *scanner) run(target int) (int, error) {
 			}
 		}
 		s.pos++
+		s.start = start
 		stop, err := s.step(op, info, start)
 		if err != nil {
 			return -1, &OpError{Offset: int64(start), Op: info.name, Err: err}
@@ -502,6 +507,9 @@ func (s *scanner) global(module, name string) (int, error) {
 	if len(module) > maxNameLen || len(name) > maxNameLen {
 		return 0, malformed("global name longer than %d bytes", maxNameLen)
 	}
+	if s.audit != nil {
+		s.recordGlobal(module, name, false)
+	}
 	key := [2]string{module, name}
 	if i, ok := s.index[key]; ok {
 		return i, nil
@@ -510,6 +518,9 @@ func (s *scanner) global(module, name string) (int, error) {
 	module, name = strings.Clone(module), strings.Clone(name)
 	key = [2]string{module, name}
 	c, err := resolve(module, name, s.rt)
+	if err != nil && s.audit != nil { // audited, never run: keep walking
+		c, err = &pyClass{module: module, name: name, kind: kindForeign, rt: s.rt}, nil
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -746,6 +757,13 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			return false, err
 		}
 		mod, name := s.stack[len(s.stack)-2], s.stack[len(s.stack)-1]
+		if (mod == notStr || name == notStr) && s.audit != nil {
+			s.recordGlobal("", "", true)
+			s.stack = s.stack[:len(s.stack)-2]
+			s.push(other)
+			s.out = append(s.out, '0', '0', 'N')
+			return false, nil
+		}
 		if mod == notStr || name == notStr {
 			return false, malformed("STACK_GLOBAL needs two strings")
 		}

@@ -22,6 +22,25 @@ type StorageRef struct {
 	Location string // location tag as saved ("cpu", "cuda:0", ...)
 	Numel    int64  // as saved: elements for typed classes, BYTES for UntypedStorage
 	Ref      any    // free slot: a persistent-load hook may keep its own resolved storage here
+	// View is set when the id names a slice of the storage Key (the view
+	// metadata of torch < 0.4's legacy format); Numel is then the root's.
+	View *StorageView
+}
+
+// Len is the storage's size as torch's len() reports it for the loaded
+// storage: the view's size for a view, else Numel.
+func (s *StorageRef) Len() int64 {
+	if s.View != nil {
+		return s.View.Numel
+	}
+	return s.Numel
+}
+
+// StorageView is a storage that is a slice of another (torch < 0.4):
+// elements [Offset, Offset+Numel) of the root storage.
+type StorageView struct {
+	Key           string // the view's own key
+	Offset, Numel int64
 }
 
 // Tensor is a torch tensor as rebuilt from its pickle: metadata only.
@@ -43,6 +62,11 @@ type Tensor struct {
 	Quant      *QParams
 	Subclass   string // module.name of a tensor subclass from _rebuild_from_type_v2 or a wrapper subclass
 	Device     string // device of storage-less tensors ("meta", a wrapper subclass's device, ...)
+	// Attributes are the Python attributes _rebuild_from_type_v2 restores
+	// on the tensor (its state, usually a dict): a wrapper subclass keeps
+	// its real data there (e.g. {'elem': tensor}) over a storage-less shell.
+	// nil when there are none.
+	Attributes any
 }
 
 // NamedTensor is one component of a sparse or nested tensor.
@@ -112,7 +136,8 @@ func isDTypeGlobal(module, name string) bool {
 
 // ParseStoragePID parses torch's ('storage', storage_type, key, location,
 // numel[, view_metadata]) persistent id, as passed to a WithPersistentLoad
-// hook. Legacy view metadata must be None.
+// hook. Legacy view metadata (view_key, offset, size), written by torch <
+// 0.4 for storages that are slices of another, is returned in View.
 func ParseStoragePID(pid any) (*StorageRef, error) {
 	t, ok := pid.(*Tuple)
 	if !ok || (len(*t) != 5 && len(*t) != 6) {
@@ -146,7 +171,26 @@ func ParseStoragePID(pid any) (*StorageRef, error) {
 		return nil, malformed("storage size %v is not a non-negative integer", f[4])
 	}
 	if len(f) == 6 && f[5] != nil {
-		return nil, malformed("storage views (legacy view metadata) are not supported")
+		vm, ok := f[5].(*Tuple)
+		if !ok || len(*vm) != 3 {
+			return nil, malformed("storage view metadata is not (view_key, offset, size)")
+		}
+		v := &StorageView{}
+		switch k := (*vm)[0].(type) {
+		case string:
+			v.Key = k
+		case int64:
+			v.Key = strconv.FormatInt(k, 10)
+		default:
+			return nil, malformed("storage view key is not a string")
+		}
+		var ok1, ok2 bool
+		v.Offset, ok1 = (*vm)[1].(int64)
+		v.Numel, ok2 = (*vm)[2].(int64)
+		if !ok1 || !ok2 || v.Offset < 0 || v.Numel < 0 || v.Offset > ref.Numel || v.Numel > ref.Numel-v.Offset {
+			return nil, malformed("storage view [%v, +%v) does not fit storage %s of %d elements", (*vm)[1], (*vm)[2], ref.Key, ref.Numel)
+		}
+		ref.View = v
 	}
 	return ref, nil
 }
@@ -243,6 +287,9 @@ func asTensor(what string, v any) (*Tensor, error) {
 	if p, ok := v.(*pyTensor); ok {
 		return p.t, nil
 	}
+	if p, ok := v.(*pyLegacyTensor); ok {
+		return p.tensor(), nil
+	}
 	return nil, malformed("%s is %T, not a tensor", what, v)
 }
 
@@ -331,7 +378,7 @@ func rebuildTensor(rt *hookEnv, args []any) (any, error) {
 	if t.DType == "" {
 		return nil, malformed("_rebuild_tensor on an untyped storage has no dtype")
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 func rebuildTensorV2(rt *hookEnv, args []any) (any, error) {
@@ -348,7 +395,7 @@ func rebuildTensorV2(rt *hookEnv, args []any) (any, error) {
 	if t.RequiresGrad, err = requiresGrad(args[4]); err != nil {
 		return nil, err
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 func rebuildTensorV3(rt *hookEnv, args []any) (any, error) {
@@ -365,7 +412,7 @@ func rebuildTensorV3(rt *hookEnv, args []any) (any, error) {
 	if t.DType, err = dtypeArg(args[6]); err != nil {
 		return nil, err
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 func requiresGrad(v any) (bool, error) {
@@ -386,7 +433,7 @@ func parameterOf(what string, data, rg any) (any, error) {
 	if p.RequiresGrad, err = requiresGrad(rg); err != nil {
 		return nil, err
 	}
-	return &pyTensor{&p}, nil
+	return &pyTensor{t: &p}, nil
 }
 
 func rebuildParameter(_ *hookEnv, args []any) (any, error) {
@@ -479,7 +526,7 @@ func rebuildQTensor(rt *hookEnv, args []any) (any, error) {
 		}
 	}
 	t.Quant = q
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 var sparseComponents = map[string][]string{
@@ -522,7 +569,7 @@ func rebuildSparse(rt *hookEnv, args []any) (any, error) {
 	if t.Shape, err = dims(rt, "size", data[len(names)]); err != nil {
 		return nil, err
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 // rebuildNested is _rebuild_nested_tensor(buffer, sizes, strides, storage_offsets).
@@ -539,7 +586,7 @@ func rebuildNested(_ *hookEnv, args []any) (any, error) {
 		t.Components = append(t.Components, NamedTensor{n, c})
 	}
 	t.DType = t.Components[0].Tensor.DType
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 // storagelessGeometry fills the dtype, sizes and strides of a tensor that
@@ -574,7 +621,7 @@ func rebuildMeta(rt *hookEnv, args []any) (any, error) {
 	if t.RequiresGrad, err = requiresGrad(args[3]); err != nil {
 		return nil, err
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 // rebuildWrapperSubclass is _rebuild_wrapper_subclass(cls, dtype, size,
@@ -604,7 +651,7 @@ func rebuildWrapperSubclass(rt *hookEnv, args []any) (any, error) {
 	if t.RequiresGrad, err = requiresGrad(args[7]); err != nil {
 		return nil, err
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 // rebuildFromNumpy is _rebuild_device_tensor_from_numpy(ndarray, dtype,
@@ -633,7 +680,7 @@ func rebuildFromNumpy(rt *hookEnv, args []any) (any, error) {
 			}
 		}
 	}
-	return &pyTensor{t}, nil
+	return &pyTensor{t: t}, nil
 }
 
 // rebuildFromCPUTensor is _rebuild_device_tensor_from_cpu_tensor(data,
@@ -656,14 +703,14 @@ func rebuildFromCPUTensor(_ *hookEnv, args []any) (any, error) {
 	if t.RequiresGrad, err = requiresGrad(args[3]); err != nil {
 		return nil, err
 	}
-	return &pyTensor{&t}, nil
+	return &pyTensor{t: &t}, nil
 }
 
 // rebuildFromType is _rebuild_from_type(_v2)(func, new_type, args, state):
 // func(*args) as an instance of new_type. torch.Tensor keeps the tensor,
 // nn.Parameter marks it a parameter, other classes set Subclass. The state
-// only sets Python attributes and is ignored. When func does not build a
-// tensor the call is recorded as a *Foreign.
+// (Python attributes) is kept in Tensor.Attributes. When func does not
+// build a tensor the call is recorded as a *Foreign.
 func rebuildFromType(rt *hookEnv, args []any) (any, error) {
 	if err := arity("_rebuild_from_type_v2", args, 4); err != nil {
 		return nil, err
@@ -690,6 +737,10 @@ func rebuildFromType(rt *hookEnv, args []any) (any, error) {
 		return &pyObj{cls: self, args: args}, nil
 	}
 	t := *pt.t
+	state := args[3]
+	if d, ok := state.(*types.Dict); ok && len(*d) == 0 {
+		state = nil
+	}
 	switch typ.String() {
 	case "torch.Tensor", "torch._tensor.Tensor":
 	case "torch.nn.parameter.Parameter", "torch.nn.Parameter":
@@ -697,7 +748,7 @@ func rebuildFromType(rt *hookEnv, args []any) (any, error) {
 	default:
 		t.Subclass = typ.String()
 	}
-	return &pyTensor{&t}, nil
+	return &pyTensor{t: &t, state: state}, nil
 }
 
 // newSize is torch.Size(seq): a tuple of non-negative ints.
@@ -769,4 +820,71 @@ func decodeLong(rt *hookEnv, args []any) (any, error) {
 		return int(n.Int64()), nil
 	}
 	return n, nil
+}
+
+// legacyTensorDType returns the dtype of torch < 0.4's tensor classes
+// (torch.FloatTensor, torch.cuda.LongTensor, ...).
+func legacyTensorDType(module, name string) (string, bool) {
+	if module != "torch" && module != "torch.cuda" {
+		return "", false
+	}
+	base, ok := strings.CutSuffix(name, "Tensor")
+	if !ok {
+		return "", false
+	}
+	d, ok := storageClasses[base+"Storage"]
+	return d, ok
+}
+
+// pyLegacyTensor is torch < 0.4's pickled tensor: torch.FloatTensor()
+// (REDUCE with no arguments), then BUILD with (storage, storage_offset,
+// size, stride), which torch's Tensor.__setstate__ applies with set_.
+type pyLegacyTensor struct {
+	dtype, class string
+	rt           *hookEnv
+	t            *Tensor
+}
+
+func legacyTensorMaker(class, dtype string) hookFunc {
+	return func(rt *hookEnv, args []any) (any, error) {
+		if len(args) != 0 {
+			return nil, malformed("%s called with %d arguments (torch < 0.4 tensors are built empty, then BUILD)", class, len(args))
+		}
+		return &pyLegacyTensor{dtype: dtype, class: class, rt: rt}, nil
+	}
+}
+
+// PySetState implements BUILD: Tensor.__setstate__'s legacy form.
+func (p *pyLegacyTensor) PySetState(state any) error {
+	items, ok := seq(state)
+	if !ok || len(items) != 4 {
+		return malformed("%s state is not (storage, offset, size, stride)", p.class)
+	}
+	t, err := stridedTensor(p.rt, p.class+".__setstate__", items)
+	if err != nil {
+		return err
+	}
+	if t.Storage.DType != p.dtype {
+		return malformed("%s on a %s storage", p.class, cmpOr(t.Storage.DType, "untyped"))
+	}
+	t.Rebuild = "legacy __setstate__"
+	p.t = t
+	return nil
+}
+
+func cmpOr(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
+}
+
+// tensor returns the built tensor; torch.FloatTensor() without state is an
+// empty tensor, which has no storage.
+func (p *pyLegacyTensor) tensor() *Tensor {
+	if p.t == nil {
+		p.t = &Tensor{DType: p.dtype, Shape: []int64{0}, Stride: []int64{1}, Layout: "strided",
+			Rebuild: "legacy __setstate__", Device: "cpu"}
+	}
+	return p.t
 }

@@ -110,8 +110,9 @@ func (m *machine) findClass(module, _ string) (any, error) {
 	return m.prog.globals[i], nil
 }
 
-// persistentLoad handles BINPERSID/PERSID: the rewritten FROZENSET, or a
-// real persistent id handed (converted) to the caller's hook.
+// persistentLoad handles BINPERSID/PERSID: the rewritten FROZENSET, the
+// class of a legacy pickled module, or a real persistent id handed
+// (converted) to the caller's hook.
 func (m *machine) persistentLoad(pid any) (any, error) {
 	if t, ok := pid.(*types.Tuple); ok && len(*t) == 2 {
 		if mark, ok := (*t)[1].(*frozenMark); ok && mark == m.prog.fsMark {
@@ -120,6 +121,26 @@ func (m *machine) persistentLoad(pid any) (any, error) {
 				s.items = *items
 			}
 			return s, nil
+		}
+	}
+	// ('module', cls, source_file, source): the id torch's legacy writer
+	// gives the class of a pickled nn.Module. torch's loader returns the
+	// class (after comparing the source, which ckpt does not run); so does
+	// this one, unconverted, so that NEWOBJ can record an instance of it.
+	// torch < 0.3's tar format wrote (cls, source_file, source).
+	if t, ok := pid.(*types.Tuple); ok {
+		if len(*t) == 4 {
+			if s, ok := (*t)[0].(string); ok && s == "module" {
+				if c, ok := (*t)[1].(*pyClass); ok {
+					return c, nil
+				}
+				return nil, malformed("module persistent id does not name a class")
+			}
+		}
+		if len(*t) == 3 {
+			if c, ok := (*t)[0].(*pyClass); ok {
+				return c, nil
+			}
 		}
 	}
 	p, err := m.conv.value(pid, 0)
@@ -430,7 +451,19 @@ func (c *converter) value(v any, depth int) (any, error) {
 	case *types.ByteArray:
 		return []byte(*x), nil
 	case *pyTensor:
+		if x.state != nil {
+			if _, done := c.seen[x]; !done {
+				c.seen[x] = x.t
+				attrs, err := c.value(x.state, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				x.t.Attributes = attrs
+			}
+		}
 		return x.t, nil
+	case *pyLegacyTensor:
+		return x.tensor(), nil
 	case *pyClass:
 		if x.kind != kindObject && x.kind != kindForeign {
 			return Global{x.module, x.name}, nil

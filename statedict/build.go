@@ -6,7 +6,6 @@ import (
 	"math/big"
 	"math/bits"
 	"strconv"
-	"strings"
 
 	"github.com/ckpt-dev/ckpt/pickle"
 )
@@ -78,72 +77,13 @@ func join(prefix, key string) string {
 	return prefix + "." + key
 }
 
-// maxTupleKeyName bounds the rendering of a tuple key: tuples can nest
-// and share through the memo, so str(key) can be exponentially long.
-const maxTupleKeyName = 4096
-
 // KeyName renders a dict key the way tensor and object names show it:
-// Python's str(key) ("3", "True", "None", "(1, 'a')"). A tuple key whose
-// rendering would pass 4096 bytes is cut there and ends with "...".
+// Python's str(key) ("3", "True", "None", "1.5", "(1, 'a')", "b'raw'").
 func KeyName(k any) string {
-	switch v := k.(type) {
-	case string:
-		return v
-	case *pickle.Tuple:
-		var sb strings.Builder
-		if !tupleName(&sb, v) {
-			return sb.String()[:maxTupleKeyName] + "..."
-		}
-		return sb.String()
-	case int64:
-		return strconv.FormatInt(v, 10)
-	case *big.Int:
-		return v.String()
-	case bool:
-		if v {
-			return "True"
-		}
-		return "False"
-	case float64:
-		return strconv.FormatFloat(v, 'g', -1, 64)
-	case nil:
-		return "None"
-	case []byte:
-		return fmt.Sprintf("b%q", v)
+	if s, ok := k.(string); ok {
+		return s
 	}
-	return TypeName(k)
-}
-
-// tupleName writes str(t) to sb, stopping (and reporting false) once sb
-// holds more than maxTupleKeyName bytes.
-func tupleName(sb *strings.Builder, t *pickle.Tuple) bool {
-	sb.WriteByte('(')
-	for i, e := range *t {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		switch x := e.(type) {
-		case string:
-			sb.WriteString("'")
-			sb.WriteString(x[:min(len(x), maxTupleKeyName+1)])
-			sb.WriteString("'")
-		case *pickle.Tuple:
-			if !tupleName(sb, x) {
-				return false
-			}
-		default:
-			s := KeyName(e)
-			sb.WriteString(s[:min(len(s), maxTupleKeyName+1)])
-		}
-		if sb.Len() > maxTupleKeyName {
-			return false
-		}
-	}
-	if len(*t) == 1 {
-		sb.WriteByte(',')
-	}
-	sb.WriteByte(')')
-	return sb.Len() <= maxTupleKeyName
+	return pickle.Repr(k)
 }
 
 // walk visits v at the given name. tensorsOnly is set below opaque and
@@ -170,10 +110,6 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 		return b.walkSeq(x, *x, name, tensorsOnly)
 	case *pickle.Tuple:
 		return b.walkSeq(x, *x, name, tensorsOnly)
-	case *pickle.Set:
-		// Items in stream order, named by position like a list's (a set
-		// as a leaf value would print as Go syntax).
-		return b.walkSeq(x, x.Items, name, tensorsOnly)
 	case *pickle.Object:
 		if !tensorsOnly {
 			b.ck.Opaque = append(b.ck.Opaque, Object{Name: name, Type: x.Module + "." + x.Name, Value: x})
@@ -185,6 +121,9 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 		return b.walk(x.State, name, true)
 	case *pickle.Foreign:
 		b.ck.Foreign = append(b.ck.Foreign, Object{Name: name, Type: x.Module + "." + x.Name, Value: x})
+		if st, ok := moduleState(x); ok {
+			return b.walkModule(x, st, name)
+		}
 		if b.enter(x) {
 			return nil
 		}
@@ -197,10 +136,36 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 				return err
 			}
 		}
+	case *pickle.StorageRef:
+		return b.addStorageValue(x, name, tensorsOnly)
 	default:
 		if !tensorsOnly {
 			b.ck.Objects = append(b.ck.Objects, Object{Name: name, Type: TypeName(v), Value: v})
 		}
+	}
+	return nil
+}
+
+// addStorageValue records a storage saved as a value of its own
+// (torch.save(t.storage()), a TypedStorage or UntypedStorage in a
+// container): an Object of type torch.storage.TypedStorage, as torch.load
+// returns every storage, whose Value is the *pickle.StorageRef, and the
+// storage itself, whose bytes must all be in the file.
+func (b *builder) addStorageValue(ref *pickle.StorageRef, name string, tensorsOnly bool) error {
+	s, ok := ref.Ref.(*Storage)
+	if !ok || s == nil {
+		return b.fail(name, fmt.Errorf("%w: storage without a resolved record", ErrMalformed))
+	}
+	if s.DType == Invalid {
+		s.DType = Uint8 // an untyped storage: torch.load makes it a uint8 TypedStorage
+	}
+	if want := ref.Len() * int64(max(s.DType.Size(), 1)); s.NBytes < want {
+		return &Error{Record: s.Record, Tensor: name, Err: fmt.Errorf("%w: storage %s of %d elements needs %d bytes, has %d",
+			ErrShortStorage, s.Key, ref.Len(), want, s.NBytes)}
+	}
+	b.addStorage(s)
+	if !tensorsOnly {
+		b.ck.Objects = append(b.ck.Objects, Object{Name: name, Type: TypeName(ref), Value: ref})
 	}
 	return nil
 }
@@ -271,19 +236,34 @@ func TypeName(v any) string {
 		return x.Module + "." + x.Name
 	case *pickle.Foreign:
 		return x.Module + "." + x.Name
+	case *pickle.StorageRef:
+		return storageType(x)
 	}
-	return fmt.Sprintf("%T", v)
+	return "unknown"
 }
 
-func (b *builder) addTensor(pt *pickle.Tensor, name string) error {
+func (b *builder) addTensor(pt *pickle.Tensor, name string) (err error) {
 	t, err := b.makeTensor(pt, name)
 	if err != nil {
 		return err
+	}
+	if pt.Attributes != nil {
+		// A wrapper subclass keeps its real data in its attributes
+		// ({'elem': tensor}): those tensors are listed under name.attr.
+		defer func() {
+			if err == nil {
+				err = b.walk(pt.Attributes, name, true)
+			}
+		}()
 	}
 	if len(pt.Components) == 0 {
 		b.ck.Tensors = append(b.ck.Tensors, t)
 		b.addStorage(t.Storage)
 		return nil
+	}
+	var g *sparseGroup
+	if t.Layout != Nested {
+		g = &sparseGroup{name: name, layout: t.Layout, shape: pt.Shape, parts: map[string]*Tensor{}}
 	}
 	for _, c := range pt.Components {
 		ct, err := b.makeTensor(c.Tensor, join(name, c.Name))
@@ -294,6 +274,10 @@ func (b *builder) addTensor(pt *pickle.Tensor, name string) error {
 		ct.Component = c.Name
 		ct.RequiresGrad = t.RequiresGrad
 		ct.Parameter = t.Parameter
+		if g != nil {
+			ct.sparse = g
+			g.parts[c.Name] = ct
+		}
 		b.ck.Tensors = append(b.ck.Tensors, ct)
 		b.addStorage(ct.Storage)
 	}
@@ -410,7 +394,11 @@ func extentBytes(t *Tensor) (int64, bool) {
 			return 0, false
 		}
 	}
-	hi, lo := bits.Mul64(last+1, uint64(t.DType.Size()))
+	n := last + 1
+	if k := uint64(t.DType.PerByte()); k > 1 { // packed: element i is in byte i/k
+		n = (n + k - 1) / k
+	}
+	hi, lo := bits.Mul64(n, uint64(t.DType.Size()))
 	if hi != 0 || lo >= 1<<62 {
 		return 0, false
 	}
@@ -428,3 +416,7 @@ func contiguousStrides(shape []int64) []int64 {
 	}
 	return st
 }
+
+// storageType names the Python class torch.load gives a storage saved by
+// itself: torch.storage.TypedStorage, also for an UntypedStorage (as uint8).
+func storageType(*pickle.StorageRef) string { return "torch.storage.TypedStorage" }

@@ -41,7 +41,7 @@ func defaultMaxDecompressed(size int64, tempDir string) int64 {
 // content begin a format newReader reads.
 func plausibleContainer(head []byte) bool {
 	switch {
-	case bytes.HasPrefix(head, zipMagic), bytes.HasPrefix(head, zipEmpty), bytes.HasPrefix(head, legacyMagic):
+	case bytes.HasPrefix(head, zipMagic), bytes.HasPrefix(head, zipEmpty), isLegacyMagic(head):
 		return true
 	case len(head) >= 262 && bytes.Equal(head[257:262], []byte("ustar")):
 		return true

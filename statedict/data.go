@@ -79,7 +79,24 @@ func (t *Tensor) Raw() (*io.SectionReader, error) {
 // Open returns the tensor's logical elements in C order, little-endian:
 // exactly NBytes() bytes, whatever the offset, strides and byte order of the
 // storage. This is what torch would hold after tensor.contiguous().
+// Reading a component of a sparse tensor first checks the sparse tensor's
+// invariants (indices in range, compressed indices from 0 to the number of
+// entries), as torch.load does: ErrInvalidSparse when they do not hold.
 func (t *Tensor) Open() (io.ReadCloser, error) {
+	if t.sparse != nil {
+		if err := t.sparse.validate(); err != nil {
+			e := &Error{Tensor: t.Name, Err: err}
+			if t.Storage != nil {
+				e.File, e.Record = t.Storage.File, t.Storage.Record
+			}
+			return nil, e
+		}
+	}
+	return t.openData()
+}
+
+// openData is Open without the sparse invariant check.
+func (t *Tensor) openData() (io.ReadCloser, error) {
 	if t.Storage == nil {
 		return nil, &Error{Tensor: t.Name, Err: ErrNoData}
 	}

@@ -107,6 +107,20 @@ func (d DType) Size() int {
 	return dtypes[d].size
 }
 
+// PerByte is the number of elements one storage byte holds: 2 for
+// quint4x2, 4 for quint2x4 (torch packs them, so their storages hold
+// ceil(numel / PerByte) bytes), 1 for every other dtype, including
+// float4_e2m1fn_x2, whose elements are whole bytes.
+func (d DType) PerByte() int64 {
+	switch d {
+	case QUInt4x2:
+		return 2
+	case QUInt2x4:
+		return 4
+	}
+	return 1
+}
+
 // IsFloat reports whether d is a real floating-point type (float8 through float64).
 func (d DType) IsFloat() bool { return d < numDTypes && dtypes[d].float }
 

@@ -50,27 +50,38 @@ func readLegacy(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		}
 	}
 	storages := make(map[string]*Storage)
+	views := make(map[string]*legacyView)
 	var order []*Storage
 	load := func(pid any) (any, error) {
-		if cls, ok := modulePID(pid); ok {
-			return cls, nil
-		}
 		ref, err := pickle.ParseStoragePID(pid)
 		if err != nil {
 			return nil, err
 		}
-		if s, ok := storages[ref.Key]; ok {
-			ref.Ref = s
-			return ref, nil
+		s, ok := storages[ref.Key]
+		if !ok {
+			if s, err = newStorage(ref, "storage "+ref.Key, 1<<62); err != nil {
+				return nil, err
+			}
+			s.BigEndian = ck.ByteOrder == "big"
+			storages[ref.Key] = s
+			order = append(order, s)
 		}
-		s, err := newStorage(ref, "storage "+ref.Key, 1<<62)
-		if err != nil {
-			return nil, err
-		}
-		s.BigEndian = ck.ByteOrder == "big"
-		storages[ref.Key] = s
-		order = append(order, s)
 		ref.Ref = s
+		if v := ref.View; v != nil {
+			// A slice of the root storage (torch < 0.4): a storage of its
+			// own whose bytes are read from the root's once it is laid out.
+			vs, ok := views[v.Key]
+			if !ok {
+				elem := int64(max(s.DType.Size(), 1))
+				vs = &legacyView{root: s, off: v.Offset * elem,
+					s: &Storage{Key: v.Key, Location: s.Location, DType: s.DType, NBytes: v.Numel * elem,
+						Record: "storage " + ref.Key, BigEndian: s.BigEndian}}
+				views[v.Key] = vs
+			} else if vs.root != s || vs.off != v.Offset*int64(max(s.DType.Size(), 1)) {
+				return nil, &Error{Record: "main pickle", Err: fmt.Errorf("%w: storage view %s is described twice differently", ErrMalformed, v.Key)}
+			}
+			ref.Ref = vs.s
+		}
 		return ref, nil
 	}
 	rootAt := pos
@@ -120,6 +131,13 @@ func readLegacy(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 			return nil, &Error{Record: "storage " + s.Key, Err: fmt.Errorf("%w: storage %s is not in the key list", ErrMissingRecord, s.Key)}
 		}
 	}
+	for _, v := range views {
+		src, ok := v.root.src.(*sectionSource)
+		if !ok || v.off+v.s.NBytes > src.n {
+			return nil, &Error{Record: v.s.Record, Err: fmt.Errorf("%w: storage view %s runs past storage %s", ErrShortStorage, v.s.Key, v.root.Key)}
+		}
+		v.s.src = &sectionSource{r: src.r, off: src.off + v.off, n: v.s.NBytes}
+	}
 	if off != size {
 		ck.Warnings = append(ck.Warnings, fmt.Sprintf("%d trailing bytes after the last storage", size-off))
 	}
@@ -130,15 +148,10 @@ func readLegacy(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 	return ck, nil
 }
 
-// modulePID recognises ('module', class, source_file, source), the id the
-// legacy writer gives the class of a pickled nn.Module; the class comes back.
-func modulePID(pid any) (any, bool) {
-	t, ok := pid.(*pickle.Tuple)
-	if !ok || len(*t) < 2 {
-		return nil, false
-	}
-	if s, ok := (*t)[0].(string); ok && s == "module" {
-		return (*t)[1], true
-	}
-	return nil, false
+// legacyView is a storage that is a slice of a root storage (torch < 0.4's
+// view metadata), off bytes into it.
+type legacyView struct {
+	root *Storage
+	off  int64
+	s    *Storage
 }

@@ -83,6 +83,8 @@ type Tensor struct {
 	Subclass string
 	// Meta is true for tensors saved without data (device "meta").
 	Meta bool
+
+	sparse *sparseGroup // the sparse tensor a component belongs to; nil otherwise
 }
 
 // Quantization holds the quantizer of a quantized tensor.
@@ -111,11 +113,15 @@ func (t *Tensor) NumEl() int64 {
 	return n
 }
 
-// NBytes is the number of bytes of the tensor's logical elements.
+// NBytes is the number of bytes of the tensor's logical elements
+// (quint4x2 and quint2x4 pack 2 and 4 elements to a byte).
 func (t *Tensor) NBytes() int64 {
 	n := t.NumEl()
 	if n < 0 {
 		return -1
+	}
+	if k := t.DType.PerByte(); k > 1 {
+		return (n + k - 1) / k // packed sub-byte elements
 	}
 	return n * int64(t.DType.Size())
 }

@@ -206,9 +206,28 @@ var (
 	zipEmpty  = []byte("PK\x05\x06")
 	gzipMagic = []byte{0x1f, 0x8b}
 	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
-	// PROTO 2, LONG1 of 10 bytes: the legacy magic number 0x1950a86a20f9469cfc6c.
-	legacyMagic = []byte{0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19}
+	// LONG1 of 10 bytes: the legacy magic number 0x1950a86a20f9469cfc6c as
+	// protocols 2 to 5 write it (after PROTO, and for 4 and 5 a FRAME).
+	legacyMagicLong1 = []byte{0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, '.'}
+	// The same number as protocol 1 (and 0) write it: a text LONG.
+	legacyMagicText = []byte("L119547037146038801333356L\n.")
 )
+
+// isLegacyMagic reports whether head starts with torch's legacy magic-number
+// pickle in any pickle protocol torch.save can write (1 to 5).
+func isLegacyMagic(head []byte) bool {
+	if bytes.HasPrefix(head, legacyMagicText) {
+		return true
+	}
+	if len(head) < 2 || head[0] != 0x80 || head[1] < 2 || head[1] > 5 {
+		return false
+	}
+	rest := head[2:]
+	if head[1] >= 4 && len(rest) >= 9 && rest[0] == 0x95 { // FRAME with its 8-byte length
+		rest = rest[9:]
+	}
+	return bytes.HasPrefix(rest, legacyMagicLong1)
+}
 
 func newReader(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 	if size == 0 {
@@ -223,7 +242,7 @@ func newReader(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 	switch {
 	case bytes.HasPrefix(head, zipMagic), bytes.HasPrefix(head, zipEmpty):
 		return readZip(r, size, cfg)
-	case bytes.HasPrefix(head, legacyMagic):
+	case isLegacyMagic(head):
 		return readLegacy(r, size, cfg)
 	case len(head) >= 262 && bytes.Equal(head[257:262], []byte("ustar")):
 		return readTar(r, size, cfg)

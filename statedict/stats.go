@@ -9,7 +9,8 @@ import (
 )
 
 // ErrNoStats: statistics are not defined for the tensor's dtype (complex,
-// quantized, packed sub-byte and bit types).
+// quantized, packed sub-byte and bit types), or the tensor has no data
+// (meta tensors, wrapper subclass shells).
 var ErrNoStats = fmt.Errorf("statedict: no statistics for this dtype")
 
 // Stats summarises a tensor's logical elements.
@@ -30,6 +31,9 @@ func ComputeStats(ctx context.Context, t *Tensor, progress func(n int64)) (Stats
 	dec := decoderFor(t.DType)
 	if dec == nil || t.Quant != nil {
 		return Stats{}, &Error{Tensor: t.Name, Err: fmt.Errorf("%w (%s)", ErrNoStats, t.DType)}
+	}
+	if t.Storage == nil && t.NumEl() != 0 {
+		return Stats{}, &Error{Tensor: t.Name, Err: fmt.Errorf("%w (a tensor without data)", ErrNoStats)}
 	}
 	st := Stats{Min: math.NaN(), Max: math.NaN(), Mean: math.NaN()}
 	if t.NumEl() == 0 {

@@ -97,9 +97,6 @@ func readTar(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		return nil, err
 	}
 	load := func(pid any) (any, error) {
-		if cls, ok := modulePID(pid); ok {
-			return cls, nil
-		}
 		if t, ok := pid.(*pickle.Tuple); ok && len(*t) > 0 {
 			return (*t)[0], nil
 		}

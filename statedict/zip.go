@@ -91,6 +91,9 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		if err != nil {
 			return nil, err
 		}
+		if ref.View != nil {
+			return nil, fmt.Errorf("%w: storage %s: view metadata (torch < 0.4's legacy format) in a zip checkpoint", ErrMalformed, ref.Key)
+		}
 		if s, ok := used[ref.Key]; ok {
 			ref.Ref = s
 			return ref, nil

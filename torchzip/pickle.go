@@ -224,23 +224,7 @@ func tensor(b []byte, t *TensorRef) ([]byte, error) {
 		b = global(b, "torch._utils", "_rebuild_tensor_v2")
 	}
 	b = append(b, opMark)
-	// persistent id ('storage', torch.<X>Storage, key, location, numel),
-	// or ('storage', torch.storage.UntypedStorage, key, location, nbytes)
-	b = append(b, opMark)
-	b = str(b, "storage")
-	if v3 {
-		b = global(b, "torch.storage", "UntypedStorage")
-	} else {
-		b = global(b, "torch", class)
-	}
-	b = str(b, s.Key)
-	b = str(b, s.Location)
-	if v3 {
-		b = integer(b, s.NumEl*int64(s.DType.Size()))
-	} else {
-		b = integer(b, s.NumEl)
-	}
-	b = append(b, opTuple, opBinPersID)
+	b = storagePID(b, s)
 	b = integer(b, t.Offset)
 	b = ints(b, t.Shape)
 	b = ints(b, t.Strides)
@@ -258,4 +242,27 @@ func tensor(b []byte, t *TensorRef) ([]byte, error) {
 		b = append(b, opTuple, opReduce)
 	}
 	return b, nil
+}
+
+// storagePID writes the persistent id of a storage: ('storage',
+// torch.<X>Storage, key, location, numel), or for dtypes without a classic
+// storage class ('storage', torch.storage.UntypedStorage, key, location,
+// nbytes), as torch.save writes them.
+func storagePID(b []byte, s *StorageRef) []byte {
+	class := s.DType.StorageClass()
+	b = append(b, opMark)
+	b = str(b, "storage")
+	if class == "" {
+		b = global(b, "torch.storage", "UntypedStorage")
+	} else {
+		b = global(b, "torch", class)
+	}
+	b = str(b, s.Key)
+	b = str(b, s.Location)
+	if class == "" {
+		b = integer(b, s.NumEl*int64(s.DType.Size()))
+	} else {
+		b = integer(b, s.NumEl)
+	}
+	return append(b, opTuple, opBinPersID)
 }

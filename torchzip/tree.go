@@ -48,7 +48,9 @@ const memoStringMin = 16
 //   - *pickle.Dict of Class "" (a dict) or "collections.OrderedDict", with
 //     its State (string-keyed attributes such as a state dict's _metadata)
 //     restored by BUILD on an OrderedDict; *pickle.List; *pickle.Tuple;
-//   - *TensorRef: a tensor rebuilt as EncodeStateDict does.
+//   - *TensorRef: a tensor rebuilt as EncodeStateDict does;
+//   - *StorageRef: a storage as a value of its own (its persistent id, which
+//     torch.load returns as a TypedStorage).
 //
 // Containers and tensors reached twice (shared or cyclic references) are
 // written once and referenced through the memo, as pickle does; so are
@@ -117,7 +119,7 @@ func (e *encoder) node(v any, path string, depth int) error {
 		return e.fail(path, fmt.Errorf("%w: nested deeper than %d", ErrInvalid, maxTreeDepth))
 	}
 	switch x := v.(type) {
-	case *pickle.Dict, *pickle.List, *pickle.Tuple, *pickle.Set, *TensorRef, *big.Int:
+	case *pickle.Dict, *pickle.List, *pickle.Tuple, *pickle.Set, *TensorRef, *StorageRef, *big.Int:
 		if i, ok := e.memo[x]; ok {
 			e.get(i)
 			return nil
@@ -157,6 +159,13 @@ func (e *encoder) node(v any, path string, depth int) error {
 			return err
 		}
 		e.b = append(e.b, opTuple1, opReduce)
+		e.memo[x] = e.put()
+		return nil
+	case *StorageRef:
+		if x.Key == "" || x.NumEl < 0 || x.DType.StorageClass() == "" && !Torch2DType(x.DType) {
+			return e.fail(path, fmt.Errorf("%w: storage of %s", ErrUnsupportedDType, x.DType))
+		}
+		e.b = storagePID(e.b, x)
 		e.memo[x] = e.put()
 		return nil
 	case *TensorRef:

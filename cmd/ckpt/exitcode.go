@@ -9,10 +9,21 @@ import (
 
 // Exit codes, documented in `ckpt --help` and the README.
 const (
-	exitOK    = 0
-	exitError = 1 // unreadable, unsafe or failing input
-	exitUsage = 2 // bad flags or arguments
+	exitOK      = 0
+	exitError   = 1 // unreadable, unsafe or failing input
+	exitUsage   = 2 // bad flags or arguments
+	exitUnknown = 3 // ckpt scan: unknown globals, nothing unsafe
 )
+
+// exitCodeError makes the command exit with code after printing err (a
+// report's verdict, already shown in full on stdout).
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e exitCodeError) Error() string { return e.err.Error() }
+func (e exitCodeError) Unwrap() error { return e.err }
 
 // usageError marks an error as the user's invocation being wrong. help is
 // the command whose --help explains the right usage ("ckpt load"); empty
@@ -47,6 +58,10 @@ func reportError(w io.Writer, err error) int {
 		return exitUsage
 	}
 	fmt.Fprintf(w, "ckpt: %s\n", msg)
+	var ce exitCodeError
+	if errors.As(err, &ce) {
+		return ce.code
+	}
 	return exitError
 }
 

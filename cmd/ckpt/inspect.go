@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -261,16 +262,14 @@ func jsonValue(v any) any {
 		return x
 	case *big.Int:
 		return x.String()
-	case []byte:
-		return fmt.Sprintf("b%q", x)
-	case complex128:
-		return fmt.Sprint(x)
 	case pickle.Device:
 		return string(x)
 	case pickle.Global:
 		return x.Module + "." + x.Name
+	case *pickle.StorageRef:
+		return storageValue{ref: x, Key: x.Key, DType: cmp.Or(x.DType, "uint8"), Size: x.Len(), Device: x.Location}
 	}
-	return fmt.Sprintf("%v", v)
+	return pickle.Repr(v)
 }
 
 func addStats(ctx context.Context, s *streams, ck *statedict.Checkpoint, rep *inspectReport, quiet bool) error {
@@ -407,19 +406,22 @@ func printObjects(w io.Writer, title string, objs []inspectObject, values bool) 
 	tw.Flush()
 }
 
+// storageValue is a storage saved as a value, as --json reports it: torch
+// loads every storage as a TypedStorage (untyped ones as uint8).
+type storageValue struct {
+	ref    *pickle.StorageRef
+	Key    string `json:"storage"`
+	DType  string `json:"dtype"`
+	Size   int64  `json:"size"`
+	Device string `json:"device"`
+}
+
+// pyRepr prints a value (after jsonValue) as Python's repr() would.
 func pyRepr(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "None"
-	case bool:
-		if x {
-			return "True"
-		}
-		return "False"
-	case string:
-		return fmt.Sprintf("%q", x)
+	if s, ok := v.(storageValue); ok {
+		return pickle.Repr(s.ref)
 	}
-	return fmt.Sprint(v)
+	return pickle.Repr(v)
 }
 
 func fnum(f *float64) string {

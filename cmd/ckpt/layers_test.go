@@ -26,6 +26,7 @@ func TestLayers(t *testing.T) {
 		"remap":       {mod + "statedict"},
 		"devicecopy":  {mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
 		"kernels":     {},
+		"scan":        {mod + "pickle", mod + "statedict", "github.com/klauspost/compress/"},
 		"torchzip":    {mod + "statedict", mod + "pickle"},
 		"convert":     {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", "github.com/klauspost/compress/"},
 		// The root package ckpt owns the orchestration (open, plan,
@@ -33,7 +34,7 @@ func TestLayers(t *testing.T) {
 		rootPkg: {mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest"},
 		// The CLI: the ckpt facade, the packages whose types it reports,
 		// and cobra. See also TestCLIIsThin.
-		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle",
+		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan",
 			"github.com/spf13/cobra", "github.com/spf13/pflag"},
 		// The example service: the facade only.
 		"examples/tensorserver": {rootPkg + "$", mod + "statedict"},

@@ -50,7 +50,8 @@ Progress bars are drawn on stderr when it is a terminal, except with --json,
 Exit codes:
   0  success
   1  unreadable, unsafe or failing input (one line on stderr)
-  2  usage error`,
+  2  usage error
+  3  ckpt scan: unknown globals found, nothing unsafe`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       versionString(),

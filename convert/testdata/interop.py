@@ -172,6 +172,36 @@ def cpuload(path, ref):
         if got[k].device.type != "cpu" or not same(got[k], want[k]):
             fail(f"{k} differs")
 
+def storages(path, ref):
+    """Storages saved as values survive a .pth conversion: same class, dtype,
+    size and bytes as torch.load of the source, and a tensor that shared a
+    storage with one still shares it."""
+    got = load_ours(path, weights_only=True)
+    want = torch.load(ref, map_location="cpu", weights_only=False)
+    if not isinstance(want, dict):
+        got, want = {"": got}, {"": want}
+    if sorted(got) != sorted(want):
+        fail(f"keys {sorted(got)}, want {sorted(want)}")
+    for k, w in want.items():
+        g = got[k]
+        if type(g) is not type(w):
+            fail(f"{k}: {type(g)}, want {type(w)}")
+        if isinstance(w, torch.Tensor):
+            if not same(g, w):
+                fail(f"{k} differs")
+            continue
+        if g.dtype != w.dtype or len(g) != len(w) or g.tolist() != w.tolist():
+            fail(f"{k}: {g.dtype} {len(g)} {g.tolist()}, want {w.dtype} {len(w)} {w.tolist()}")
+    if "t" in want and "typed" in want:
+        if (got["t"].storage().data_ptr() == got["typed"].data_ptr()) != (want["t"].storage().data_ptr() == want["typed"].data_ptr()):
+            fail("tensor t and storage typed: sharing differs")
+
+def names(path, *want):
+    """A flat state dict whose keys are exactly want, loadable with weights_only."""
+    got = load_ours(path, weights_only=True)
+    if list(got) != list(want):
+        fail(f"keys {list(got)}, want {list(want)}")
+
 def stlib(d, *files):
     import warnings
     from safetensors import safe_open
@@ -216,5 +246,6 @@ def newdtypes(ref, *files):
 
 if __name__ == "__main__":
     cmd = sys.argv[1]
-    {"make": make, "check": check, "cast": cast, "cpuload": cpuload, "stlib": stlib, "newdtypes": newdtypes}[cmd](*sys.argv[2:])
+    {"make": make, "check": check, "cast": cast, "cpuload": cpuload, "stlib": stlib, "newdtypes": newdtypes,
+     "storages": storages, "names": names}[cmd](*sys.argv[2:])
     print("ok")

@@ -1,0 +1,569 @@
+package scan
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/ckpt-dev/ckpt/pickle"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// Finding is one global imported by a pickle.
+type Finding struct {
+	File    string         `json:"file"`
+	Record  string         `json:"record"` // zip entry, "pickle 3" of a legacy stream, tar member; nested records joined by "!"
+	Offset  int64          `json:"offset"` // of the opcode, in the file or record (zip entry, tar member)
+	Op      string         `json:"op"`     // GLOBAL, INST or STACK_GLOBAL
+	Global  string         `json:"global"` // module.name as written; "?" when computed while unpickling
+	Verdict pickle.Verdict `json:"verdict"`
+	Reason  string         `json:"reason"`
+}
+
+// Problem is a file or record that could not be scanned in full. A
+// problem makes the verdict at best unknown: what was not read was not
+// checked.
+type Problem struct {
+	File   string `json:"file"`
+	Record string `json:"record,omitempty"`
+	Error  string `json:"error"`
+}
+
+// Report is the result of a scan.
+type Report struct {
+	Files    int       `json:"files"`   // files scanned
+	Pickles  int       `json:"pickles"` // pickles scanned
+	Findings []Finding `json:"findings"`
+	Problems []Problem `json:"problems"`
+}
+
+// Worst returns the most severe verdict of the report: unsafe, then
+// unknown (also for problems), then data, then allowed.
+func (r *Report) Worst() pickle.Verdict {
+	rank := map[pickle.Verdict]int{pickle.VerdictAllowed: 0, pickle.VerdictData: 1, pickle.VerdictUnknown: 2, pickle.VerdictUnsafe: 3}
+	w := pickle.VerdictAllowed
+	if len(r.Problems) > 0 {
+		w = pickle.VerdictUnknown
+	}
+	for _, f := range r.Findings {
+		if rank[f.Verdict] > rank[w] {
+			w = f.Verdict
+		}
+	}
+	return w
+}
+
+// Counts returns the number of findings per verdict.
+func (r *Report) Counts() map[pickle.Verdict]int {
+	m := map[pickle.Verdict]int{}
+	for _, f := range r.Findings {
+		m[f.Verdict]++
+	}
+	return m
+}
+
+// Option configures a scan.
+type Option func(*config)
+
+type config struct {
+	maxPickle     int64
+	maxDecompress int64
+	tempDir       string
+	limits        pickle.Limits
+}
+
+// WithMaxPickleSize bounds the size of one pickle read into memory
+// (default 1 GiB); a larger one is a Problem.
+func WithMaxPickleSize(n int64) Option { return func(c *config) { c.maxPickle = n } }
+
+// WithTempDir sets where gzip/zstd-wrapped files are decompressed to.
+func WithTempDir(dir string) Option { return func(c *config) { c.tempDir = dir } }
+
+// WithMaxDecompressedSize bounds what a gzip/zstd-wrapped file may expand to (default 1 TiB).
+func WithMaxDecompressedSize(n int64) Option { return func(c *config) { c.maxDecompress = n } }
+
+// maxNesting bounds nested archives (a zip in a zip in a gzip ...).
+const maxNesting = 8
+
+// legacyPickles is how many pickles torch's legacy loader reads before the
+// storage bytes: magic number, protocol, sys_info, the object, storage keys.
+const legacyPickles = 5
+
+type scanner struct {
+	ctx context.Context
+	cfg config
+	rep *Report
+}
+
+func newScanner(ctx context.Context, opts []Option) *scanner {
+	s := &scanner{ctx: ctx, cfg: config{maxPickle: 1 << 30, maxDecompress: 1 << 40}, rep: &Report{Findings: []Finding{}, Problems: []Problem{}}}
+	for _, o := range opts {
+		o(&s.cfg)
+	}
+	return s
+}
+
+// Paths scans files and directories (recursively, in lexical order).
+// Files in directories that are no checkpoint or pickle at all are
+// skipped; a path named explicitly that is none is a Problem. A path that
+// does not exist, an error walking a directory and the context's error are
+// returned as errors.
+func Paths(ctx context.Context, paths []string, opts ...Option) (*Report, error) {
+	s := newScanner(ctx, opts)
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return s.rep, err // a path named explicitly that does not exist: the caller's mistake
+		}
+		if !fi.IsDir() {
+			s.file(p, true)
+			continue
+		}
+		var files []string
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return s.rep, err
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			if err := ctx.Err(); err != nil {
+				return s.rep, err
+			}
+			s.file(f, false)
+		}
+	}
+	return s.rep, ctx.Err()
+}
+
+// Reader scans one file's content.
+func Reader(ctx context.Context, r io.ReaderAt, size int64, name string, opts ...Option) (*Report, error) {
+	s := newScanner(ctx, opts)
+	s.rep.Files++
+	if err := s.content(r, size, name, "", 0, true); err != nil {
+		s.problem(name, "", err)
+	}
+	return s.rep, ctx.Err()
+}
+
+func (s *scanner) problem(file, record string, err error) {
+	s.rep.Problems = append(s.rep.Problems, Problem{File: file, Record: record, Error: err.Error()})
+}
+
+// errNotCheckpoint marks content that is neither a container nor a pickle.
+var errNotCheckpoint = errors.New("neither a checkpoint container nor a pickle")
+
+func (s *scanner) file(path string, explicit bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		s.problem(path, "", err)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		s.problem(path, "", err)
+		return
+	}
+	err = s.content(f, fi.Size(), path, "", 0, explicit)
+	if errors.Is(err, errNotCheckpoint) && !explicit {
+		return // a README, a config.json, a safetensors file: no pickle in it
+	}
+	s.rep.Files++
+	if err != nil {
+		s.problem(path, "", err)
+	}
+}
+
+func join(record, sub string) string {
+	if record == "" {
+		return sub
+	}
+	return record + "!" + sub
+}
+
+// content sniffs r and scans every pickle in it.
+func (s *scanner) content(r io.ReaderAt, size int64, file, record string, depth int, explicit bool) error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	if depth > maxNesting {
+		return fmt.Errorf("archives nested deeper than %d", maxNesting)
+	}
+	head := make([]byte, 512)
+	n, _ := r.ReadAt(head, 0)
+	head = head[:n]
+	switch {
+	case size == 0:
+		return errNotCheckpoint
+	case bytes.HasPrefix(head, []byte("PK\x03\x04")), bytes.HasPrefix(head, []byte("PK\x05\x06")):
+		return s.zip(r, size, file, record, depth)
+	case len(head) >= 262 && bytes.Equal(head[257:262], []byte("ustar")):
+		return s.tar(r, size, file, record)
+	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}), bytes.HasPrefix(head, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		return s.compressed(r, size, head, file, record, depth)
+	case looksLikeSafetensors(head, size):
+		return errNotCheckpoint
+	}
+	// Anything else torch.load would hand to its legacy loader, whose
+	// first step is unpickling: scan it as a pickle stream.
+	return s.stream(r, 0, size, file, record, explicit)
+}
+
+// stream scans pickles back to back from off: one for a bare pickle (DCP
+// .metadata), the five of a legacy file.
+func (s *scanner) stream(r io.ReaderAt, off, end int64, file, record string, explicit bool) error {
+	for i := 0; i < legacyPickles && off < end; i++ {
+		rec := record
+		if i > 0 || rec == "" {
+			rec = join(record, fmt.Sprintf("pickle %d", i+1))
+		}
+		n, gs, err := s.pickleAt(r, off, end)
+		gs = shift(gs, off)
+		if err != nil {
+			if i == 0 && len(gs) == 0 && !explicit && !errors.Is(err, pickle.ErrLimit) {
+				return errNotCheckpoint
+			}
+			s.add(file, rec, gs)
+			return fmt.Errorf("%s: %w", rec, err)
+		}
+		s.add(file, rec, gs)
+		off += n
+		if i == 0 && !legacyMagic(r, n) {
+			return nil // a single pickle
+		}
+	}
+	return nil
+}
+
+// legacyMagic reports whether the first pickle (n bytes) is torch's legacy magic number.
+func legacyMagic(r io.ReaderAt, n int64) bool {
+	if n > 64 {
+		return false
+	}
+	b := make([]byte, n)
+	if _, err := r.ReadAt(b, 0); err != nil {
+		return false
+	}
+	v, err := pickle.Unpickle(b)
+	if err != nil {
+		return false
+	}
+	i, ok := v.(interface{ Text(int) string })
+	return ok && i.Text(16) == "1950a86a20f9469cfc6c"
+}
+
+// pickleAt reads the pickle at off, growing a window as statedict does, and
+// returns its length and globals.
+func (s *scanner) pickleAt(r io.ReaderAt, off, end int64) (int64, []pickle.GlobalUse, error) {
+	window := min(end-off, 64<<10)
+	for {
+		buf := make([]byte, window)
+		n, err := r.ReadAt(buf, off)
+		if int64(n) < window {
+			return 0, nil, fmt.Errorf("read at %d: %v", off, err)
+		}
+		gs, used, err := pickle.Globals(buf, s.cfg.limits)
+		if err == nil {
+			s.rep.Pickles++
+			return int64(used), gs, nil
+		}
+		if !errors.Is(err, pickle.ErrMalformed) || window >= end-off {
+			return 0, gs, err
+		}
+		if window >= s.cfg.maxPickle {
+			return 0, gs, fmt.Errorf("pickle larger than %d bytes (WithMaxPickleSize)", s.cfg.maxPickle)
+		}
+		window = min(end-off, window*4, s.cfg.maxPickle)
+	}
+}
+
+func (s *scanner) add(file, record string, gs []pickle.GlobalUse) {
+	for _, g := range gs {
+		name := g.Module + "." + g.Name
+		if g.Dynamic {
+			name = "?"
+		}
+		s.rep.Findings = append(s.rep.Findings, Finding{File: file, Record: record, Offset: g.Offset, Op: g.Op,
+			Global: name, Verdict: g.Verdict, Reason: g.Reason})
+	}
+}
+
+// zip scans every .pkl record (torch's data.pkl, TorchScript's
+// constants.pkl) and every record that is itself an archive or a pickle
+// torch could be pointed at; tensor data records are not read beyond
+// their first bytes.
+func (s *scanner) zip(r io.ReaderAt, size int64, file, record string, depth int) error {
+	zr, err := zip.NewReader(r, size)
+	if err != nil {
+		return fmt.Errorf("zip: %w", err)
+	}
+	for _, f := range zr.File {
+		if err := s.ctx.Err(); err != nil {
+			return err
+		}
+		if strings.HasSuffix(f.Name, "/") {
+			continue
+		}
+		rec := join(record, f.Name)
+		var sub io.ReaderAt
+		n := int64(f.UncompressedSize64)
+		if f.Method == zip.Store {
+			off, err := f.DataOffset()
+			if err != nil || off < 0 || n < 0 || off > size || n > size-off {
+				s.problem(file, rec, fmt.Errorf("record runs past the end of the file"))
+				continue
+			}
+			sub = io.NewSectionReader(r, off, n)
+		} else {
+			if n > s.cfg.maxPickle && !strings.HasSuffix(f.Name, ".pkl") {
+				continue // a large compressed data record: not a pickle torch reads
+			}
+			rc, err := f.Open()
+			if err != nil {
+				s.problem(file, rec, err)
+				continue
+			}
+			b, err := io.ReadAll(io.LimitReader(rc, s.cfg.maxPickle+1))
+			rc.Close()
+			if err != nil || int64(len(b)) > s.cfg.maxPickle {
+				s.problem(file, rec, fmt.Errorf("cannot read record: %v", cmpErr(err, "larger than the pickle size limit")))
+				continue
+			}
+			sub, n = bytes.NewReader(b), int64(len(b))
+		}
+		var head [4]byte
+		k, _ := sub.ReadAt(head[:], 0)
+		switch {
+		case strings.HasSuffix(f.Name, ".pkl"):
+			if err := s.stream(sub, 0, n, file, rec, true); err != nil {
+				s.problem(file, rec, err)
+			}
+		case k == 4 && (bytes.Equal(head[:], []byte("PK\x03\x04")) || bytes.Equal(head[:2], []byte{0x1f, 0x8b}) ||
+			bytes.Equal(head[:], []byte{0x28, 0xb5, 0x2f, 0xfd})):
+			if err := s.content(sub, n, file, rec, depth+1, true); err != nil {
+				s.problem(file, rec, err)
+			}
+		}
+	}
+	return nil
+}
+
+func cmpErr(err error, otherwise string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return otherwise
+}
+
+// tar scans torch < 0.3's tar members: sys_info and pickle whole, and the
+// header pickles of storages and tensors, skipping the raw data between
+// them by the layout torch wrote.
+func (s *scanner) tar(r io.ReaderAt, size int64, file, record string) error {
+	sr := io.NewSectionReader(r, 0, size)
+	tr := tar.NewReader(sr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("tar: %w", err)
+		}
+		pos, _ := sr.Seek(0, io.SeekCurrent)
+		rec := join(record, h.Name)
+		if h.Size < 0 || pos+h.Size > size {
+			return fmt.Errorf("tar member %s runs past the end of the file", h.Name)
+		}
+		m := io.NewSectionReader(r, pos, h.Size) // offsets relative to the member
+		switch h.Name {
+		case "storages":
+			err = s.tarStorages(m, 0, h.Size, file, rec)
+		case "tensors":
+			err = s.tarTensors(m, 0, h.Size, file, rec)
+		default:
+			err = s.stream(m, 0, h.Size, file, rec, true)
+		}
+		if err != nil {
+			s.problem(file, rec, err)
+		}
+	}
+}
+
+func (s *scanner) one(r io.ReaderAt, pos *int64, end int64, file, rec string) ([]pickle.GlobalUse, error) {
+	n, gs, err := s.pickleAt(r, *pos, end)
+	s.add(file, rec, shift(gs, *pos))
+	*pos += n
+	return gs, err
+}
+
+// shift makes offsets relative to the member, which holds several pickles.
+func shift(gs []pickle.GlobalUse, off int64) []pickle.GlobalUse {
+	for i := range gs {
+		gs[i].Offset += off
+	}
+	return gs
+}
+
+func readCount(r io.ReaderAt, pos int64, end int64) (uint64, error) {
+	var b [8]byte
+	if pos > end-8 {
+		return 0, fmt.Errorf("truncated at %d", pos)
+	}
+	if _, err := r.ReadAt(b[:], pos); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+// tarStorages: pickle(count), then per storage pickle((key, location,
+// storage_type)), int64 element count, the bytes; then pickle(views).
+func (s *scanner) tarStorages(r io.ReaderAt, pos, end int64, file, rec string) error {
+	base := pos
+	if _, err := s.one(r, &pos, end, file, rec); err != nil {
+		return err
+	}
+	cnt, err := s.countAt(r, base, pos)
+	if err != nil {
+		return err
+	}
+	for i := int64(0); i < cnt; i++ {
+		gs, err := s.one(r, &pos, end, file, rec)
+		if err != nil {
+			return err
+		}
+		elem := int64(0)
+		for _, g := range gs {
+			if dt, ok := pickle.StorageClassDType(g.Module, g.Name); ok {
+				d, _ := statedict.ParseDType(dt)
+				elem = int64(max(d.Size(), 1))
+			}
+		}
+		if elem == 0 {
+			return fmt.Errorf("storage %d has no storage class; the rest of the member cannot be located", i)
+		}
+		numel, err := readCount(r, pos, end)
+		if err != nil {
+			return err
+		}
+		hi, nb := bits.Mul64(numel, uint64(elem))
+		if hi != 0 || nb > uint64(end-pos-8) {
+			return fmt.Errorf("storage %d runs past the end of the member", i)
+		}
+		pos += 8 + int64(nb)
+	}
+	_, err = s.one(r, &pos, end, file, rec)
+	return err
+}
+
+// tarTensors: pickle(count), then per tensor pickle((key, storage, type)),
+// int32 ndim, 4 bytes, ndim sizes, ndim strides, offset (int64 each).
+func (s *scanner) tarTensors(r io.ReaderAt, pos, end int64, file, rec string) error {
+	base := pos
+	if _, err := s.one(r, &pos, end, file, rec); err != nil {
+		return err
+	}
+	cnt, err := s.countAt(r, base, pos)
+	if err != nil {
+		return err
+	}
+	for i := int64(0); i < cnt; i++ {
+		if _, err := s.one(r, &pos, end, file, rec); err != nil {
+			return err
+		}
+		hdr, err := readCount(r, pos, end)
+		if err != nil {
+			return err
+		}
+		ndim := int64(int32(uint32(hdr)))
+		if ndim < 0 || ndim > 64 || pos+8+(2*ndim+1)*8 > end {
+			return fmt.Errorf("tensor %d has %d dimensions", i, ndim)
+		}
+		pos += 8 + (2*ndim+1)*8
+	}
+	return nil
+}
+
+// countAt unpickles the count pickle at [from, to): a small int.
+func (s *scanner) countAt(r io.ReaderAt, from, to int64) (int64, error) {
+	b := make([]byte, to-from)
+	if _, err := r.ReadAt(b, from); err != nil {
+		return 0, err
+	}
+	v, err := pickle.Unpickle(b)
+	n, ok := v.(int64)
+	if err != nil || !ok || n < 0 || n > (1<<40) {
+		return 0, fmt.Errorf("count is not a small integer")
+	}
+	return n, nil
+}
+
+// compressed decompresses a gzip or zstd file to an unlinked temporary file
+// and scans that.
+func (s *scanner) compressed(r io.ReaderAt, size int64, head []byte, file, record string, depth int) error {
+	src := io.NewSectionReader(r, 0, size)
+	var zr io.Reader
+	kind := "gzip"
+	if head[0] == 0x1f {
+		g, err := gzip.NewReader(src)
+		if err != nil {
+			return fmt.Errorf("gzip: %w", err)
+		}
+		zr = g
+	} else {
+		kind = "zstd"
+		d, err := zstd.NewReader(src, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
+		if err != nil {
+			return fmt.Errorf("zstd: %w", err)
+		}
+		defer d.Close()
+		zr = d
+	}
+	f, err := os.CreateTemp(s.cfg.tempDir, "ckpt-scan-*")
+	if err != nil {
+		return err
+	}
+	os.Remove(f.Name())
+	defer f.Close()
+	n, err := io.Copy(f, io.LimitReader(zr, s.cfg.maxDecompress+1))
+	if err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	if n > s.cfg.maxDecompress {
+		return fmt.Errorf("%s: expands to more than %d bytes", kind, s.cfg.maxDecompress)
+	}
+	return s.content(f, n, file, join(record, kind), depth+1, true)
+}
+
+// looksLikeSafetensors: u64 header length that fits the file, then JSON.
+func looksLikeSafetensors(head []byte, size int64) bool {
+	if len(head) < 9 {
+		return false
+	}
+	n := binary.LittleEndian.Uint64(head)
+	if n == 0 || n > uint64(size-8) {
+		return false
+	}
+	return bytes.HasPrefix(bytes.TrimLeft(head[8:], " \t\r\n"), []byte("{"))
+}
