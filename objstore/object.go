@@ -1,0 +1,306 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Object is one object open for reading: an io.ReaderAt over ranged GETs,
+// pinned to the version that Open saw. It is safe for concurrent use.
+type Object struct {
+	s    *Store
+	key  string
+	size int64
+	ver  version
+
+	ctx    context.Context // cancelled by Close: stops read-ahead
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	blocks    []*block // cache, most recently used last
+	cached    int64
+	limit     int64 // bytes the cache may hold
+	lastEnd   int64 // end of the last read
+	lastChunk int64 // chunk of the last sequential read, -2 for none
+	closed    bool
+}
+
+// block is a cached range of the object, in flight until done is closed.
+type block struct {
+	off   int64
+	data  []byte
+	chunk bool
+	done  chan struct{}
+	err   error
+}
+
+func (b *block) contains(pos int64) bool {
+	return pos >= b.off && pos < b.off+int64(len(b.data))
+}
+
+// Open opens the object key for reading. It makes one request, which
+// learns the object's size and version and reads its first MetaWindow
+// bytes (where every checkpoint format keeps its magic and, often, its
+// header).
+func (s *Store) Open(key string) (*Object, error) {
+	if key == "" || key[len(key)-1] == '/' {
+		return nil, &Error{Op: "open", URL: s.b.url(key), Err: errors.New("names a directory, not an object")}
+	}
+	head := make([]byte, s.cfg.window)
+	var n int
+	var size int64
+	var ver version
+	err := s.do("open", key, func(ctx context.Context) error {
+		var err error
+		n, size, ver, err = s.b.get(ctx, key, 0, head, version{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	o := &Object{s: s, key: key, size: size, ver: ver, lastChunk: -2,
+		limit: int64(s.cfg.readAhead+2)*s.cfg.chunk + 4*s.cfg.window}
+	o.ctx, o.cancel = context.WithCancel(s.ctx)
+	if n > 0 {
+		b := &block{off: 0, data: head[:n], done: make(chan struct{})}
+		close(b.done)
+		o.blocks = append(o.blocks, b)
+		o.cached = int64(n)
+	}
+	return o, nil
+}
+
+// Size returns the object's size in bytes.
+func (o *Object) Size() int64 { return o.size }
+
+// URL returns the object's URL.
+func (o *Object) URL() string { return o.s.b.url(o.key) }
+
+// Close stops read-ahead and releases the cache. Reads after Close fail.
+func (o *Object) Close() error {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return nil
+	}
+	o.closed = true
+	o.blocks, o.cached = nil, 0
+	o.mu.Unlock()
+	o.cancel()
+	o.wg.Wait()
+	return nil
+}
+
+var errClosed = errors.New("objstore: read after Close")
+
+// fetch reads [off, off+len(dst)) into dst, pinned to the object's
+// version, with the Store's bound, retries and timeouts.
+func (o *Object) fetch(ctx context.Context, off int64, dst []byte) error {
+	want := min(int64(len(dst)), o.size-off)
+	return o.s.do("read", o.key, func(rctx context.Context) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, size, _, err := o.s.b.get(ctx, o.key, off, dst[:want], o.ver)
+		if err != nil {
+			return err
+		}
+		if size != o.size {
+			return ErrChanged
+		}
+		if int64(n) != want {
+			return io.ErrUnexpectedEOF
+		}
+		return nil
+	})
+}
+
+// ReadAt reads len(p) bytes at off. Reads of at least ChunkSize go
+// straight into p, ChunkSize at a time, in parallel; smaller ones go
+// through the cache of windows and chunks.
+func (o *Object) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &Error{Op: "read", URL: o.URL(), Err: fmt.Errorf("negative offset %d", off)}
+	}
+	if off >= o.size {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	var eof error
+	if int64(len(p)) > o.size-off {
+		p = p[:o.size-off]
+		eof = io.EOF
+	}
+	if int64(len(p)) >= o.s.cfg.chunk {
+		if err := o.readDirect(p, off); err != nil {
+			return 0, err
+		}
+		o.mu.Lock()
+		o.lastEnd = off + int64(len(p))
+		o.mu.Unlock()
+		return len(p), eof
+	}
+	done := 0
+	for done < len(p) {
+		pos := off + int64(done)
+		b, err := o.find(pos, done > 0)
+		if err != nil {
+			return done, err
+		}
+		select {
+		case <-b.done:
+		case <-o.ctx.Done():
+			return done, &Error{Op: "read", URL: o.URL(), Err: o.ctx.Err()}
+		}
+		if b.err != nil {
+			return done, b.err
+		}
+		done += copy(p[done:], b.data[pos-b.off:])
+	}
+	o.mu.Lock()
+	o.lastEnd = off + int64(len(p))
+	o.mu.Unlock()
+	return len(p), eof
+}
+
+// readDirect fills p from off with parallel chunk-sized GETs.
+func (o *Object) readDirect(p []byte, off int64) error {
+	ctx, cancel := context.WithCancel(o.ctx)
+	defer cancel()
+	chunk := o.s.cfg.chunk
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for i := int64(0); i < int64(len(p)); i += chunk {
+		part := p[i:min(i+chunk, int64(len(p)))]
+		wg.Add(1)
+		go func(at int64) {
+			defer wg.Done()
+			if err := o.fetch(ctx, at, part); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}(off + i)
+	}
+	wg.Wait()
+	if first == nil && o.ctx.Err() != nil {
+		first = &Error{Op: "read", URL: o.URL(), Err: o.ctx.Err()}
+	}
+	return first
+}
+
+// find returns the block holding pos, starting its fetch (and read-ahead)
+// if needed. cont is true when pos continues the same ReadAt call.
+func (o *Object) find(pos int64, cont bool) (*block, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil, &Error{Op: "read", URL: o.URL(), Err: errClosed}
+	}
+	chunk := o.s.cfg.chunk
+	ci := pos / chunk
+	for i, b := range o.blocks {
+		if b.contains(pos) {
+			// most recently used last
+			copy(o.blocks[i:], o.blocks[i+1:])
+			o.blocks[len(o.blocks)-1] = b
+			if b.chunk {
+				o.sequential(ci)
+			}
+			return b, nil
+		}
+	}
+	seq := cont || pos == o.lastEnd
+	var b *block
+	if seq {
+		b = o.start(ci*chunk, min(chunk, o.size-ci*chunk), true)
+		o.sequential(ci)
+	} else {
+		w := o.s.cfg.window
+		start := pos
+		if o.size-pos < w {
+			start = max(0, o.size-w)
+		}
+		b = o.start(start, min(w, o.size-start), false)
+	}
+	return b, nil
+}
+
+// sequential notes a sequential read in chunk ci and, once reads stream
+// from chunk to chunk, keeps ReadAhead chunks in flight after it.
+// o.mu is held.
+func (o *Object) sequential(ci int64) {
+	streaming := ci == o.lastChunk+1 || (ci == o.lastChunk && o.lastChunk >= 0)
+	if ci != o.lastChunk {
+		o.lastChunk = ci
+	}
+	if !streaming {
+		return
+	}
+	chunk := o.s.cfg.chunk
+	for k := ci + 1; k <= ci+int64(o.s.cfg.readAhead) && k*chunk < o.size; k++ {
+		if o.have(k * chunk) {
+			continue
+		}
+		o.start(k*chunk, min(chunk, o.size-k*chunk), true)
+	}
+}
+
+func (o *Object) have(pos int64) bool {
+	for _, b := range o.blocks {
+		if b.contains(pos) {
+			return true
+		}
+	}
+	return false
+}
+
+// start adds a block and fetches it in the background. o.mu is held.
+func (o *Object) start(off, n int64, chunk bool) *block {
+	b := &block{off: off, data: make([]byte, n), chunk: chunk, done: make(chan struct{})}
+	o.blocks = append(o.blocks, b)
+	o.cached += n
+	o.evict()
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		b.err = o.fetch(o.ctx, off, b.data)
+		if b.err != nil {
+			o.mu.Lock()
+			o.drop(b)
+			o.mu.Unlock()
+		}
+		close(b.done)
+	}()
+	return b
+}
+
+// evict drops the least recently used finished blocks while the cache is
+// over its limit. o.mu is held.
+func (o *Object) evict() {
+	for i := 0; o.cached > o.limit && i < len(o.blocks)-1; {
+		b := o.blocks[i]
+		select {
+		case <-b.done:
+			o.blocks = append(o.blocks[:i], o.blocks[i+1:]...)
+			o.cached -= int64(len(b.data))
+		default:
+			i++
+		}
+	}
+}
+
+func (o *Object) drop(b *block) {
+	for i, c := range o.blocks {
+		if c == b {
+			o.blocks = append(o.blocks[:i], o.blocks[i+1:]...)
+			o.cached -= int64(len(b.data))
+			return
+		}
+	}
+}
