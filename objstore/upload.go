@@ -151,4 +151,3 @@ func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
 	}
 	return true, nil
 }
-
