@@ -89,6 +89,12 @@ func openSharded(path string, r io.ReaderAt, size int64, cfg *config) (*Checkpoi
 		for _, w := range sub.Warnings {
 			ck.Warnings = append(ck.Warnings, name+": "+w)
 		}
+		if sub.Metadata != nil {
+			if ck.ShardMetadata == nil {
+				ck.ShardMetadata = make(map[string]map[string]string)
+			}
+			ck.ShardMetadata[cfg.display(sp)] = sub.Metadata
+		}
 		if sub.Metadata != nil && ck.Metadata == nil {
 			ck.Metadata = sub.Metadata
 		}

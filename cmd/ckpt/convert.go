@@ -148,11 +148,13 @@ type convertReport struct {
 	In   string  `json:"in"`
 	Out  string  `json:"out"`
 	GBps float64 `json:"gb_per_s"`
+	// Requests counts the HTTP requests made reading a URL source.
+	Requests *int64 `json:"requests,omitempty"`
 	*convert.Summary
 }
 
 func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []convert.Option) error {
-	ck, err := statedict.Open(o.In)
+	ck, st, err := openSource(ctx, o.In)
 	if err != nil {
 		return err
 	}
@@ -162,12 +164,12 @@ func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []conv
 		total += st.NBytes
 	}
 	bar := newProgress(s, "convert", total)
-	sum, err := convert.Convert(ctx, ck, o.Out, append(copts, convert.WithProgress(bar.Add))...)
+	sum, err := convertTo(ctx, ck, o.Out, o.Force, append(copts, convert.WithProgress(bar.Add)))
 	bar.Done()
 	if err != nil {
 		return err
 	}
-	rep := convertReport{In: o.In, Out: o.Out, Summary: sum}
+	rep := convertReport{In: o.In, Out: o.Out, Summary: sum, Requests: requests(st)}
 	if sum.Seconds > 0 {
 		rep.GBps = float64(sum.Bytes) / sum.Seconds / 1e9
 	}

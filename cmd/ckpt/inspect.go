@@ -120,6 +120,8 @@ type inspectReport struct {
 	Strays      []remap.Stray     `json:"strays"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	Warnings    []string          `json:"warnings"`
+	// Requests counts the HTTP requests made for a URL source.
+	Requests *int64 `json:"requests,omitempty"`
 }
 
 type inspectSummary struct {
@@ -134,7 +136,7 @@ type inspectSummary struct {
 }
 
 func runInspect(ctx context.Context, s *streams, opts *inspectOptions) error {
-	ck, err := statedict.Open(opts.Path)
+	ck, st, err := openSource(ctx, opts.Path)
 	if err != nil {
 		return err
 	}
@@ -145,6 +147,7 @@ func runInspect(ctx context.Context, s *streams, opts *inspectOptions) error {
 			return err
 		}
 	}
+	rep.Requests = requests(st)
 	if opts.JSON {
 		enc := json.NewEncoder(s.Out)
 		enc.SetIndent("", "  ")

@@ -22,10 +22,14 @@ func TestLayers(t *testing.T) {
 		"kernels":     {},
 		"torchzip":    {mod + "statedict", mod + "pickle"},
 		"convert":     {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", "github.com/klauspost/compress/"},
-		"cmd/ckpt":    {mod, "github.com/spf13/cobra", "github.com/spf13/pflag"},
+		// objstore is the only package that imports a cloud client.
+		"objstore": {"github.com/minio/minio-go/"},
+		"cmd/ckpt": {mod, "github.com/spf13/cobra", "github.com/spf13/pflag"},
 		// Test support: imported by _test.go files only (no package's
 		// entry above allows it, but cmd/ckpt's module-wide one).
 		"internal/testenv": {},
+		// A real MinIO server for the object-storage tests.
+		"internal/miniotest": {"github.com/minio/minio-go/"},
 		// A benchmark harness for the peer that ckpt itself does not use.
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},
 	}

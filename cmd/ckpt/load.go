@@ -116,6 +116,8 @@ type loadReport struct {
 	Loaded      *loadHostJSON `json:"loaded"`
 	Uploaded    *loadGPUJSON  `json:"uploaded"`
 	Warnings    []string      `json:"warnings"`
+	// Requests counts the HTTP requests made for a URL source.
+	Requests *int64 `json:"requests,omitempty"`
 }
 
 type loadPlanJSON struct {
@@ -225,7 +227,7 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 			return usageError{fmt.Errorf("--map-location: %w", err)}
 		}
 	}
-	ck, err := statedict.Open(path)
+	ck, st, err := openSource(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -249,6 +251,7 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 			return failed
 		}
 	}
+	rep.Requests = requests(st)
 	var werr error
 	if opts.JSON {
 		enc := json.NewEncoder(s.Out)

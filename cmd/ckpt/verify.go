@@ -8,7 +8,6 @@ import (
 	"io"
 
 	"github.com/ckpt-dev/ckpt/convert"
-	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/spf13/cobra"
 )
 
@@ -72,7 +71,7 @@ type verifyReport struct {
 }
 
 func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) error {
-	a, err := statedict.Open(o.A)
+	a, _, err := openSource(ctx, o.A)
 	if err != nil {
 		return err
 	}
@@ -86,7 +85,7 @@ func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) erro
 		}
 		bad = len(rep.CheckReport.Mismatches)
 	} else {
-		b, err := statedict.Open(o.B)
+		b, _, err := openSource(ctx, o.B)
 		if err != nil {
 			return err
 		}
