@@ -243,6 +243,17 @@ func (o *Object) sequential(ci int64) {
 		return
 	}
 	chunk := o.s.cfg.chunk
+	// A sequential reader does not come back: the chunks behind it go,
+	// so that an object read through holds no memory.
+	for i := 0; i < len(o.blocks); {
+		b := o.blocks[i]
+		if b.chunk && b.off+int64(len(b.data)) <= ci*chunk && isDone(b) {
+			o.blocks = append(o.blocks[:i], o.blocks[i+1:]...)
+			o.cached -= int64(len(b.data))
+			continue
+		}
+		i++
+	}
 	for k := ci + 1; k <= ci+int64(o.s.cfg.readAhead) && k*chunk < o.size; k++ {
 		if o.have(k * chunk) {
 			continue
@@ -303,4 +314,20 @@ func (o *Object) drop(b *block) {
 			return
 		}
 	}
+}
+
+func isDone(b *block) bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// cachedBytes returns the bytes the cache holds (for tests).
+func (o *Object) cachedBytes() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.cached
 }

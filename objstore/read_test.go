@@ -303,3 +303,44 @@ func TestHTTPRead(t *testing.T) {
 		t.Fatalf("got %v, want ErrNotFound", err)
 	}
 }
+
+// A sequential read holds at most the read-ahead in memory, and nothing
+// of the chunks it has passed.
+func TestS3SequentialMemory(t *testing.T) {
+	s, bucket := server(t)
+	data := randomBytes(40<<20, 8)
+	put(t, s, bucket, "k", data)
+	st, key, _ := NewStore(context.Background(), "s3://"+bucket+"/k", WithChunkSize(1<<20), WithReadAhead(4))
+	obj, err := st.Open(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	r := io.NewSectionReader(obj, 0, obj.Size())
+	buf := make([]byte, 64<<10)
+	var got []byte
+	peak := int64(0)
+	for {
+		n, err := r.Read(buf)
+		got = append(got, buf[:n]...)
+		peak = max(peak, obj.cachedBytes())
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("wrong bytes")
+	}
+	if limit := int64(4+2)<<20 + 4*DefaultMetaWindow; peak > limit {
+		t.Fatalf("cache peaked at %d bytes, over %d", peak, limit)
+	}
+	if left := obj.cachedBytes(); left > 2<<20+DefaultMetaWindow {
+		t.Fatalf("%d bytes still cached after reading through", left)
+	}
+	if st.Requests() > 45 {
+		t.Fatalf("%d requests for 40 chunks", st.Requests())
+	}
+}
