@@ -25,7 +25,7 @@ type Object struct {
 	cached    int64
 	limit     int64 // bytes the cache may hold
 	lastEnd   int64 // end of the last read
-	lastChunk int64 // chunk of the last sequential read, -2 for none
+	streams   map[int64]struct{} // chunks that sequential readers are in
 	closed    bool
 }
 
@@ -62,7 +62,7 @@ func (s *Store) Open(key string) (*Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Object{s: s, key: key, size: size, ver: ver, lastChunk: -2,
+	o := &Object{s: s, key: key, size: size, ver: ver, streams: map[int64]struct{}{},
 		limit: int64(s.cfg.readAhead+2)*s.cfg.chunk + 4*s.cfg.window}
 	o.ctx, o.cancel = context.WithCancel(s.ctx)
 	if n > 0 {
@@ -196,6 +196,12 @@ func (o *Object) readDirect(p []byte, off int64) error {
 
 // find returns the block holding pos, starting its fetch (and read-ahead)
 // if needed. cont is true when pos continues the same ReadAt call.
+//
+// A miss right after bytes just read (this call's, the last call's, or
+// any cached block's: several goroutines may each stream through their
+// own part of the object) starts a chunk; any other miss a metadata
+// window. A stream that crosses from one chunk into the next gets
+// read-ahead.
 func (o *Object) find(pos int64, cont bool) (*block, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -215,9 +221,8 @@ func (o *Object) find(pos int64, cont bool) (*block, error) {
 			return b, nil
 		}
 	}
-	seq := cont || pos == o.lastEnd
 	var b *block
-	if seq {
+	if cont || pos == o.lastEnd || (pos > 0 && o.have(pos-1)) {
 		b = o.start(ci*chunk, min(chunk, o.size-ci*chunk), true)
 		o.sequential(ci)
 	} else {
@@ -231,35 +236,53 @@ func (o *Object) find(pos int64, cont bool) (*block, error) {
 	return b, nil
 }
 
-// sequential notes a sequential read in chunk ci and, once reads stream
-// from chunk to chunk, keeps ReadAhead chunks in flight after it.
-// o.mu is held.
+// sequential notes a sequential read in chunk ci. A stream entering ci
+// from ci-1 drops chunk ci-1 (a sequential reader does not come back, so
+// an object read through holds no memory) and keeps ReadAhead chunks in
+// flight after ci. o.mu is held.
 func (o *Object) sequential(ci int64) {
-	streaming := ci == o.lastChunk+1 || (ci == o.lastChunk && o.lastChunk >= 0)
-	if ci != o.lastChunk {
-		o.lastChunk = ci
-	}
-	if !streaming {
-		return
-	}
 	chunk := o.s.cfg.chunk
-	// A sequential reader does not come back: the chunks behind it go,
-	// so that an object read through holds no memory.
-	for i := 0; i < len(o.blocks); {
-		b := o.blocks[i]
-		if b.chunk && b.off+int64(len(b.data)) <= ci*chunk && isDone(b) {
-			o.blocks = append(o.blocks[:i], o.blocks[i+1:]...)
-			o.cached -= int64(len(b.data))
-			continue
+	if _, ok := o.streams[ci]; !ok {
+		prev := o.chunkBlock(ci - 1)
+		_, streaming := o.streams[ci-1]
+		if prev == nil && !streaming {
+			return
 		}
-		i++
+		delete(o.streams, ci-1)
+		if len(o.streams) >= 64 {
+			clear(o.streams)
+		}
+		o.streams[ci] = struct{}{}
+		if prev != nil && isDone(prev) {
+			o.drop(prev)
+		}
 	}
+	// Read-ahead stays within the cache's limit, shared by all streams,
+	// so that it never evicts what another stream fetched ahead.
 	for k := ci + 1; k <= ci+int64(o.s.cfg.readAhead) && k*chunk < o.size; k++ {
-		if o.have(k * chunk) {
+		if o.chunkBlock(k) != nil {
 			continue
 		}
-		o.start(k*chunk, min(chunk, o.size-k*chunk), true)
+		n := min(chunk, o.size-k*chunk)
+		if o.cached+n > o.limit-chunk {
+			break
+		}
+		o.start(k*chunk, n, true)
 	}
+}
+
+// chunkBlock returns the cached chunk block of chunk k, or nil.
+func (o *Object) chunkBlock(k int64) *block {
+	if k < 0 {
+		return nil
+	}
+	off := k * o.s.cfg.chunk
+	for _, b := range o.blocks {
+		if b.chunk && b.off == off {
+			return b
+		}
+	}
+	return nil
 }
 
 func (o *Object) have(pos int64) bool {

@@ -344,3 +344,46 @@ func TestS3SequentialMemory(t *testing.T) {
 		t.Fatalf("%d requests for 40 chunks", st.Requests())
 	}
 }
+
+// Several goroutines, each streaming through its own part of one object
+// (as load reads storages), get chunks and read-ahead, not metadata
+// windows: about one request per chunk.
+func TestS3ConcurrentStreams(t *testing.T) {
+	s, bucket := server(t)
+	data := randomBytes(40<<20, 9)
+	put(t, s, bucket, "k", data)
+	st, key, _ := NewStore(context.Background(), "s3://"+bucket+"/k", WithChunkSize(1<<20), WithReadAhead(4))
+	obj, err := st.Open(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	const parts = 4
+	errs := make(chan error, parts)
+	part := int64(len(data) / parts)
+	for p := int64(0); p < parts; p++ {
+		go func() {
+			r := io.NewSectionReader(obj, p*part+1000, part-1000)
+			got := make([]byte, part-1000)
+			for off := 0; off < len(got); off += 64 << 10 {
+				if _, err := io.ReadFull(r, got[off:min(off+64<<10, len(got))]); err != nil {
+					errs <- err
+					return
+				}
+			}
+			if !bytes.Equal(got, data[p*part+1000:(p+1)*part]) {
+				errs <- errors.New("wrong bytes")
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range parts {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := st.Requests(); n > 40+2*parts+1 {
+		t.Fatalf("%d requests for 40 chunks in %d streams", n, parts)
+	}
+}
