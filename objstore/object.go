@@ -20,13 +20,13 @@ type Object struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex
-	blocks    []*block // cache, most recently used last
-	cached    int64
-	limit     int64 // bytes the cache may hold
-	lastEnd   int64 // end of the last read
-	streams   map[int64]struct{} // chunks that sequential readers are in
-	closed    bool
+	mu      sync.Mutex
+	blocks  []*block // cache, most recently used last
+	cached  int64
+	limit   int64              // bytes the cache may hold
+	lastEnd int64              // end of the last read
+	streams map[int64]struct{} // chunks that sequential readers are in
+	closed  bool
 }
 
 // block is a cached range of the object, in flight until done is closed.
