@@ -288,5 +288,5 @@ func parseContentRange(h string) (start, end, size int64, ok bool) {
 	if _, err := fmt.Sscanf(h[len("bytes "):], "%d-%d/%d", &start, &end, &size); err != nil {
 		return 0, 0, 0, false
 	}
-	return start, end, size, end >= start && size > end
+	return start, end, size, start >= 0 && end >= start && size > end
 }
