@@ -32,6 +32,8 @@ func TestLayers(t *testing.T) {
 		"internal/miniotest": {"github.com/minio/minio-go/"},
 		// A benchmark harness for the peer that ckpt itself does not use.
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},
+		// The S3 download peer of bench/objstore.sh.
+		"bench/s3get": {"github.com/minio/minio-go/"},
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", mod+"...").Output()
 	if err != nil {
