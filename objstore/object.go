@@ -50,6 +50,13 @@ func (s *Store) Open(key string) (*Object, error) {
 	if key == "" || key[len(key)-1] == '/' {
 		return nil, &Error{Op: "open", URL: s.b.url(key), Err: errors.New("names a directory, not an object")}
 	}
+	s.mu.Lock()
+	if o := s.opened[key]; o != nil {
+		delete(s.opened, key)
+		s.mu.Unlock()
+		return o, nil
+	}
+	s.mu.Unlock()
 	head := make([]byte, s.cfg.window)
 	var n int
 	var size int64

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -58,6 +59,10 @@ type Store struct {
 	sem      chan struct{}
 	requests atomic.Int64
 	s3       *s3Backend // nil for http
+
+	mu     sync.Mutex
+	opened map[string]*Object  // opened by IsDir, for the next Open
+	listed map[string][]string // listings, once each: a Store sees one snapshot of a directory
 }
 
 // NewStore returns the Store that holds the object rawURL names, and the
@@ -125,17 +130,32 @@ func Join(key, name string) string {
 }
 
 // List returns the names of the objects directly under the prefix dir
-// ("a/b" lists "a/b/..."), relative to it.
+// ("a/b" lists "a/b/..."), relative to it. A directory is listed once per
+// Store; later calls get the same answer.
 func (s *Store) List(dir string) ([]string, error) {
 	if dir != "" && !strings.HasSuffix(dir, "/") {
 		dir += "/"
 	}
+	s.mu.Lock()
+	if names, ok := s.listed[dir]; ok {
+		s.mu.Unlock()
+		return names, nil
+	}
+	s.mu.Unlock()
 	var names []string
 	err := s.do("list", dir, func(ctx context.Context) error {
 		var err error
 		names, err = s.b.list(ctx, dir)
 		return err
 	})
+	if err == nil {
+		s.mu.Lock()
+		if s.listed == nil {
+			s.listed = make(map[string][]string)
+		}
+		s.listed[dir] = names
+		s.mu.Unlock()
+	}
 	return names, err
 }
 
@@ -147,6 +167,24 @@ func (s *Store) IsDir(key string) (bool, error) {
 	}
 	if _, ok := s.b.(*httpBackend); ok {
 		return false, nil
+	}
+	// An object of that name makes it a file: opened now, its first
+	// request is not wasted (the next Open of key takes it).
+	obj, err := s.Open(key)
+	if err == nil {
+		s.mu.Lock()
+		if s.opened == nil {
+			s.opened = make(map[string]*Object)
+		}
+		if old := s.opened[key]; old != nil {
+			old.Close()
+		}
+		s.opened[key] = obj
+		s.mu.Unlock()
+		return false, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return false, err
 	}
 	names, err := s.List(key)
 	if err != nil {

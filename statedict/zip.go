@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/bits"
 	"strings"
+	"sync"
 
 	"github.com/ckpt-dev/ckpt/pickle"
 )
@@ -165,15 +166,17 @@ func newStorage(ref *pickle.StorageRef, record string, recordSize int64) (*Stora
 func zipSource(r io.ReaderAt, size int64, f *zip.File, ck *Checkpoint, cfg *config) (storageSource, error) {
 	switch f.Method {
 	case zip.Store:
-		off, err := f.DataOffset()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
 		n := int64(f.UncompressedSize64)
-		if f.CompressedSize64 != f.UncompressedSize64 || off < 0 || n < 0 || off > size || n > size-off {
-			return nil, fmt.Errorf("%w: record of %d bytes at offset %d runs past the end of the %d-byte file", ErrTruncated, n, off, size)
+		if f.CompressedSize64 != f.UncompressedSize64 || n < 0 || n > size {
+			return nil, fmt.Errorf("%w: record of %d bytes runs past the end of the %d-byte file", ErrTruncated, n, size)
 		}
-		return &sectionSource{r: r, off: off, n: n}, nil
+		if cfg.fs != nil {
+			// Over a network every local header is a round trip:
+			// found when the data is first read, not at open, so that
+			// opening costs the zip directory and the pickle only.
+			return &lazyZipSource{r: r, size: size, f: f}, nil
+		}
+		return storedSource(r, size, f)
 	case zip.Deflate:
 		return &zipDeflateSource{f: f, tempDir: cfg.tempDir, ck: ck}, nil
 	}
@@ -199,4 +202,56 @@ func readRecord(f *zip.File, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	return b, nil
+}
+
+// storedSource serves a stored zip record in place, after reading its
+// local header for the data offset.
+func storedSource(r io.ReaderAt, size int64, f *zip.File) (*sectionSource, error) {
+	off, err := f.DataOffset()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	n := int64(f.UncompressedSize64)
+	if off < 0 || off > size || n > size-off {
+		return nil, fmt.Errorf("%w: record of %d bytes at offset %d runs past the end of the %d-byte file", ErrTruncated, n, off, size)
+	}
+	return &sectionSource{r: r, off: off, n: n}, nil
+}
+
+// lazyZipSource is a stored record whose local header is read on first
+// use.
+type lazyZipSource struct {
+	r    io.ReaderAt
+	size int64
+	f    *zip.File
+
+	once sync.Once
+	src  *sectionSource
+	err  error
+}
+
+func (s *lazyZipSource) resolve() (*sectionSource, error) {
+	s.once.Do(func() {
+		s.src, s.err = storedSource(s.r, s.size, s.f)
+		if s.err != nil {
+			s.err = &Error{Record: s.f.Name, Err: s.err}
+		}
+	})
+	return s.src, s.err
+}
+
+func (s *lazyZipSource) open(off, n int64) (io.ReadCloser, error) {
+	src, err := s.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return src.open(off, n)
+}
+
+func (s *lazyZipSource) readerAt() (io.ReaderAt, error) {
+	src, err := s.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return src.readerAt()
 }
