@@ -36,6 +36,13 @@ type block struct {
 	chunk bool
 	done  chan struct{}
 	err   error
+
+	// Guarded by Object.mu: readers copying from data, and whether the
+	// block has left the cache. A chunk's buffer goes back to the
+	// Store's pool when both are done, so that streaming reuses a few
+	// buffers instead of leaving gigabytes of garbage.
+	refs int
+	gone bool
 }
 
 func (b *block) contains(pos int64) bool {
@@ -163,12 +170,15 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 		select {
 		case <-b.done:
 		case <-o.ctx.Done():
+			o.unref(b)
 			return done, &Error{Op: "read", URL: o.URL(), Err: o.ctx.Err()}
 		}
 		if b.err != nil {
+			o.unref(b)
 			return done, b.err
 		}
 		done += copy(p[done:], b.data[pos-b.off:])
+		o.unref(b)
 	}
 	o.mu.Lock()
 	o.lastEnd = off + int64(len(p))
@@ -225,6 +235,7 @@ func (o *Object) find(pos int64, cont bool) (*block, error) {
 			if b.chunk {
 				o.sequential(ci)
 			}
+			b.refs++
 			return b, nil
 		}
 	}
@@ -240,6 +251,7 @@ func (o *Object) find(pos int64, cont bool) (*block, error) {
 		}
 		b = o.start(start, min(w, o.size-start), false)
 	}
+	b.refs++
 	return b, nil
 }
 
@@ -261,7 +273,7 @@ func (o *Object) sequential(ci int64) {
 		}
 		o.streams[ci] = struct{}{}
 		if prev != nil && isDone(prev) {
-			o.drop(prev)
+			o.remove(prev)
 		}
 	}
 	// Read-ahead stays within the cache's limit, shared by all streams,
@@ -303,7 +315,7 @@ func (o *Object) have(pos int64) bool {
 
 // start adds a block and fetches it in the background. o.mu is held.
 func (o *Object) start(off, n int64, chunk bool) *block {
-	b := &block{off: off, data: make([]byte, n), chunk: chunk, done: make(chan struct{})}
+	b := &block{off: off, data: o.s.getBuf(n), chunk: chunk, done: make(chan struct{})}
 	o.blocks = append(o.blocks, b)
 	o.cached += n
 	o.evict()
@@ -313,7 +325,7 @@ func (o *Object) start(off, n int64, chunk bool) *block {
 		b.err = o.fetch(o.ctx, off, b.data)
 		if b.err != nil {
 			o.mu.Lock()
-			o.drop(b)
+			o.remove(b)
 			o.mu.Unlock()
 		}
 		close(b.done)
@@ -326,23 +338,43 @@ func (o *Object) start(off, n int64, chunk bool) *block {
 func (o *Object) evict() {
 	for i := 0; o.cached > o.limit && i < len(o.blocks)-1; {
 		b := o.blocks[i]
-		select {
-		case <-b.done:
-			o.blocks = append(o.blocks[:i], o.blocks[i+1:]...)
-			o.cached -= int64(len(b.data))
-		default:
+		if isDone(b) {
+			o.remove(b)
+		} else {
 			i++
 		}
 	}
 }
 
-func (o *Object) drop(b *block) {
+// remove takes b out of the cache, recycling its buffer once no reader
+// holds it. o.mu is held.
+func (o *Object) remove(b *block) {
 	for i, c := range o.blocks {
 		if c == b {
 			o.blocks = append(o.blocks[:i], o.blocks[i+1:]...)
 			o.cached -= int64(len(b.data))
+			b.gone = true
+			o.recycle(b)
 			return
 		}
+	}
+}
+
+// unref ends a reader's use of b.
+func (o *Object) unref(b *block) {
+	o.mu.Lock()
+	b.refs--
+	o.recycle(b)
+	o.mu.Unlock()
+}
+
+// recycle returns b's buffer to the pool when b has left the cache, its
+// fetch is over (successfully: a failed fetch may still be writing) and
+// no reader holds it. o.mu is held.
+func (o *Object) recycle(b *block) {
+	if b.gone && b.refs == 0 && b.data != nil && isDone(b) && b.err == nil {
+		o.s.putBuf(b.data)
+		b.data = nil
 	}
 }
 

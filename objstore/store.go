@@ -60,6 +60,8 @@ type Store struct {
 	requests atomic.Int64
 	s3       *s3Backend // nil for http
 
+	bufs sync.Pool // chunk buffers
+
 	mu     sync.Mutex
 	opened map[string]*Object  // opened by IsDir, for the next Open
 	listed map[string][]string // listings, once each: a Store sees one snapshot of a directory
@@ -327,4 +329,21 @@ func parseContentRange(h string) (start, end, size int64, ok bool) {
 		return 0, 0, 0, false
 	}
 	return start, end, size, start >= 0 && end >= start && size > end
+}
+
+// getBuf returns a buffer of n bytes: a recycled one for a whole chunk.
+func (s *Store) getBuf(n int64) []byte {
+	if n == s.cfg.chunk {
+		if b, ok := s.bufs.Get().(*[]byte); ok {
+			return *b
+		}
+	}
+	return make([]byte, n)
+}
+
+// putBuf recycles a buffer that getBuf returned.
+func (s *Store) putBuf(b []byte) {
+	if int64(len(b)) == s.cfg.chunk {
+		s.bufs.Put(&b)
+	}
 }
