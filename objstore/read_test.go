@@ -223,17 +223,20 @@ func TestS3OverwrittenMidRead(t *testing.T) {
 	}
 }
 
-// objstoreGoroutines counts goroutines running this package's code.
-func objstoreGoroutines() int {
+// objstoreGoroutines counts goroutines running this package's code, and
+// returns their stacks.
+func objstoreGoroutines() (int, string) {
 	buf := make([]byte, 1<<20)
 	n := runtime.Stack(buf, true)
 	c := 0
+	var stacks []string
 	for _, g := range strings.Split(string(buf[:n]), "\n\n") {
 		if strings.Contains(g, "ckpt/objstore.(*") {
 			c++
+			stacks = append(stacks, g)
 		}
 	}
-	return c
+	return c, strings.Join(stacks, "\n\n")
 }
 
 // The server stopped mid-transfer: a clear error, and no goroutine left.
@@ -244,6 +247,7 @@ func TestS3ServerStopped(t *testing.T) {
 	s := newServer(t)
 	s.SetEnv(t)
 	s.MakeBucket("bkt")
+	before, _ := objstoreGoroutines()
 	data := randomBytes(16<<20, 3)
 	put(t, s, "bkt", "k", data)
 	st, key, _ := NewStore(context.Background(), "s3://bkt/k", WithChunkSize(1<<20), WithRetries(2, 10*time.Millisecond))
@@ -264,8 +268,16 @@ func TestS3ServerStopped(t *testing.T) {
 		t.Fatalf("error spans lines: %q", err)
 	}
 	obj.Close()
-	if n := objstoreGoroutines(); n != 0 {
-		t.Fatalf("%d goroutines left", n)
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		n, stacks := objstoreGoroutines()
+		if n <= before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines left:\n%s", n-before, stacks)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
