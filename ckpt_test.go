@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/convert"
 	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/objstore"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/safetensors"
@@ -38,12 +41,33 @@ func TestOpenSources(t *testing.T) {
 		}
 		ck.Close()
 	}
-	for _, src := range []string{"s3://bucket/key.pt", "HTTPS://host/x.safetensors", ""} {
+	for _, src := range []string{"ftp://host/key.pt", "FTP://host/x.safetensors", ""} {
 		_, err := ckpt.Open(ctx, src)
 		if !errors.Is(err, ckpt.ErrUnsupportedSource) {
 			t.Errorf("%q: got %v, want ErrUnsupportedSource", src, err)
 		}
 	}
+	if _, err := ckpt.Open(ctx, "gs://bucket/key.pt"); !errors.Is(err, objstore.ErrUnsupportedScheme) {
+		t.Errorf("gs://: got %v, want objstore.ErrUnsupportedScheme", err)
+	}
+	// An http:// source (a loopback file server: Range requests) opens
+	// through objstore, and WithObjectStore hands over its store.
+	srv := httptest.NewServer(http.FileServer(http.Dir(fixtures)))
+	defer srv.Close()
+	var st *objstore.Store
+	ck, err := ckpt.Open(ctx, srv.URL+"/zip_basic.pt", ckpt.WithObjectStore(func(s *objstore.Store) { st = s }))
+	if err != nil {
+		t.Fatalf("http source: %v", err)
+	}
+	local, err := ckpt.Open(ctx, fixtures+"zip_basic.pt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ck.Tensors) != len(local.Tensors) || len(ck.Tensors) == 0 || st == nil || st.Requests() == 0 {
+		t.Errorf("http source: %d tensors (local %d), store %v", len(ck.Tensors), len(local.Tensors), st)
+	}
+	ck.Close()
+	local.Close()
 	// A path with a colon but no "//" is a path, not a URL.
 	if _, err := ckpt.Open(ctx, "c:model.pt"); errors.Is(err, ckpt.ErrUnsupportedSource) || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("c:model.pt: %v", err)

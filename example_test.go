@@ -48,7 +48,7 @@ func ExampleOpen() {
 	for _, t := range ck.Tensors {
 		fmt.Println(t.Name, t.Device)
 	}
-	_, err = ckpt.Open(context.Background(), "s3://bucket/model.pt")
+	_, err = ckpt.Open(context.Background(), "ftp://host/model.pt")
 	fmt.Println(errors.Is(err, ckpt.ErrUnsupportedSource))
 	// Output:
 	// gpu0.weight cuda:0

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ckpt-dev/ckpt/objstore"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -13,10 +14,13 @@ import (
 // never tensor data. The caller closes it.
 //
 // src is a local file (torch zip, legacy, tar, safetensors, a Hugging Face
-// *.index.json, gzip/zstd wrapped) or a directory holding one. A source with
-// a URL scheme ("s3://...", "https://...") is refused with an error matching
-// ErrUnsupportedSource until a reader for that scheme is added; a Windows
-// style drive letter or a path containing ":" without "//" is a path.
+// *.index.json, gzip/zstd wrapped), a directory holding one (a DCP
+// directory included), or an s3:// or http(s):// URL (package objstore:
+// ranged reads, a prefix as a directory, shards beside their index). Other
+// URL schemes (gs://, az://) fail with objstore.ErrUnsupportedScheme, and
+// any other "scheme://" with an error matching ErrUnsupportedSource; a
+// Windows style drive letter or a path containing ":" without "//" is a
+// path.
 //
 // Options that do not concern opening (map location, filters...) are
 // ignored, so the same options can be passed to Open and Load.
@@ -32,6 +36,9 @@ func open(ctx context.Context, src string, cfg *config) (*statedict.Checkpoint, 
 	}
 	if src == "" {
 		return nil, fmt.Errorf("%w: empty source", ErrUnsupportedSource)
+	}
+	if objstore.IsURL(src) {
+		return openURL(ctx, src, cfg)
 	}
 	switch scheme := sourceScheme(src); scheme {
 	case "", "file":
@@ -61,3 +68,28 @@ func sourceScheme(src string) string {
 	}
 	return strings.ToLower(scheme)
 }
+
+// openURL opens an object-store or web source through objstore, handing
+// the store to WithObjectStore's function.
+func openURL(ctx context.Context, src string, cfg *config) (*statedict.Checkpoint, error) {
+	st, key, err := objstore.NewStore(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := statedict.OpenFS(storeFS{st}, key, append([]statedict.Option{statedict.WithContext(ctx)}, cfg.open...)...)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.store != nil {
+		cfg.store(st)
+	}
+	return ck, nil
+}
+
+// storeFS serves statedict.OpenFS from an objstore.Store.
+type storeFS struct{ s *objstore.Store }
+
+func (f storeFS) OpenFile(name string) (statedict.File, error) { return f.s.Open(name) }
+func (f storeFS) IsDir(name string) (bool, error)              { return f.s.IsDir(name) }
+func (f storeFS) ReadDir(name string) ([]string, error)        { return f.s.List(name) }
+func (f storeFS) DisplayName(name string) string               { return f.s.URL(name) }

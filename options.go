@@ -2,6 +2,7 @@ package ckpt
 
 import (
 	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/objstore"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -29,6 +30,7 @@ type config struct {
 	rank      int
 	world     int
 	split     []statedict.SplitRule
+	store     func(*objstore.Store)
 }
 
 func newConfig(opts []Option) *config {
@@ -49,6 +51,13 @@ func newConfig(opts []Option) *config {
 // [0, world) makes Load fail.
 func WithRank(rank, world int, rules []statedict.SplitRule) Option {
 	return func(c *config) { c.rank, c.world, c.split = rank, world, rules }
+}
+
+// WithObjectStore calls fn with the object store a URL source was opened
+// through (for its request count, Store.Requests); it is not called for a
+// local source.
+func WithObjectStore(fn func(*objstore.Store)) Option {
+	return func(c *config) { c.store = fn }
 }
 
 // WithMapLocation sets where tensors go, in torch's map_location forms as

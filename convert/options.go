@@ -201,3 +201,14 @@ func formatFor(name string) (Format, bool) {
 	}
 	return "", false
 }
+
+// Forced reports whether opts allow replacing existing output files
+// (WithForce(true)), for callers that write convert's output elsewhere
+// afterwards (an upload) and must apply the same rule there.
+func Forced(opts ...Option) bool {
+	c := &config{}
+	for _, o := range opts {
+		o(c)
+	}
+	return c.force
+}

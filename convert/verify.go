@@ -14,10 +14,8 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
-	"os"
 
 	"github.com/ckpt-dev/ckpt/digest"
-	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -76,20 +74,11 @@ func fileDigests(ck *statedict.Checkpoint, s *statedict.Storage, cache map[strin
 	if d, ok := cache[s.File]; ok {
 		return d, nil
 	}
-	f, err := os.Open(s.File)
-	if err != nil {
-		return nil, err
+	md, ok := ck.ShardMetadata[s.File]
+	if !ok {
+		return nil, nil
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	h, err := safetensors.Parse(f, fi.Size())
-	if err != nil {
-		return nil, err
-	}
-	d, err := ParseDigests(h.Metadata)
+	d, err := ParseDigests(md)
 	cache[s.File] = d
 	return d, err
 }

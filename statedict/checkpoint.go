@@ -27,6 +27,9 @@ type Checkpoint struct {
 
 	// Metadata is the safetensors __metadata__ (nil for other formats).
 	Metadata map[string]string
+	// ShardMetadata is, for a sharded checkpoint, each safetensors shard's
+	// __metadata__ by its file name as Storage.File gives it.
+	ShardMetadata map[string]map[string]string
 	// Warnings are non-fatal findings (TorchScript archive, unused records...).
 	Warnings []string
 	// Root is the unpickled object tree (nil for safetensors).

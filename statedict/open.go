@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"sort"
 
 	"github.com/ckpt-dev/ckpt/pickle"
 )
@@ -24,6 +26,7 @@ type config struct {
 	maxTensors    int    // most tensors in a safetensors file (0: safetensors.DefaultMaxTensors)
 	tempDir       string // where compressed inputs are spooled
 	maxDecompress int64  // largest decompressed size of a gzip/zstd-wrapped file; 0: by the file's size
+	fs            FS     // where the files are; nil for the local filesystem
 
 	shard bool // opening a shard of an index: another index is refused
 
@@ -107,6 +110,79 @@ func Open(path string, opts ...Option) (*Checkpoint, error) {
 	return openFile(path, &cfg)
 }
 
+// FS is where OpenFS finds a checkpoint's files when they are not local
+// files: an object store or a web server. Names are slash-separated; the
+// shards of an index.json are looked up beside it (path.Join of its
+// directory and the shard's name).
+type FS interface {
+	// OpenFile opens the named file for random access.
+	OpenFile(name string) (File, error)
+	// IsDir reports whether name is a directory (a prefix holding files)
+	// rather than a file.
+	IsDir(name string) (bool, error)
+	// ReadDir returns the names of the files directly in the directory
+	// name, relative to it.
+	ReadDir(name string) ([]string, error)
+}
+
+// File is a file of an FS.
+type File interface {
+	io.ReaderAt
+	io.Closer
+	Size() int64
+}
+
+// DisplayNamer is implemented by an FS whose names are not what errors
+// and Storage.File should show (an object store shows full URLs).
+type DisplayNamer interface {
+	DisplayName(name string) string
+}
+
+// OpenFS opens a checkpoint file or directory of fsys, as Open does for
+// local paths: the same formats, sniffed from the content, sharded
+// index.json files with their shards beside them, a directory holding one
+// checkpoint.
+func OpenFS(fsys FS, name string, opts ...Option) (*Checkpoint, error) {
+	cfg := defaultConfig()
+	cfg.fs = fsys
+	cfg.name = cfg.display(name)
+	for _, o := range opts {
+		o(&cfg)
+	}
+	dir, err := fsys.IsDir(name)
+	if err != nil {
+		return nil, err
+	}
+	if dir {
+		return openDir(name, &cfg)
+	}
+	return openFile(name, &cfg)
+}
+
+// display returns how errors name the file name.
+func (c *config) display(name string) string {
+	if d, ok := c.fs.(DisplayNamer); ok {
+		return d.DisplayName(name)
+	}
+	return name
+}
+
+// open opens the named file, in c.fs or locally (regular files only).
+func (c *config) open(name string) (io.ReaderAt, int64, io.Closer, error) {
+	if c.fs != nil {
+		f, err := c.fs.OpenFile(name)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		return f, f.Size(), f, nil
+	}
+	f, fi, err := openRegular(name)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return f, fi.Size(), f, nil
+}
+
 // openRegular opens path for reading if it is a regular file. A FIFO is
 // opened without waiting for a writer (O_NONBLOCK, cleared again for a
 // regular file) and refused, as are devices and sockets: reading one
@@ -149,34 +225,63 @@ func fileKind(m os.FileMode) string {
 	return "not a regular file"
 }
 
+// sibling returns the name of file name beside the file at p.
+func (c *config) sibling(p, name string) string {
+	if c.fs != nil {
+		return path.Join(path.Dir(p), name)
+	}
+	return filepath.Join(filepath.Dir(p), name)
+}
+
+// glob returns the files of dir whose base names match pattern.
+func (c *config) glob(dir, pattern string) []string {
+	if c.fs == nil {
+		m, _ := filepath.Glob(filepath.Join(dir, pattern))
+		return m
+	}
+	names, err := c.fs.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var m []string
+	for _, n := range names {
+		if ok, _ := path.Match(pattern, n); ok {
+			m = append(m, path.Join(dir, n))
+		}
+	}
+	sort.Strings(m)
+	return m
+}
+
 func openFile(path string, cfg *config) (*Checkpoint, error) {
-	f, fi, err := openRegular(path)
+	shown := cfg.display(path)
+	f, size, closer, err := cfg.open(path)
 	if err != nil {
 		return nil, err
 	}
 	c := *cfg
-	c.name = path
+	c.name = shown
 	var ck *Checkpoint
-	if isIndexJSON(f, fi.Size()) {
+	if isIndexJSON(f, size) {
 		if c.shard {
-			f.Close()
-			return nil, &Error{File: path, Err: fmt.Errorf("%w: a shard is itself an index", ErrMalformed)}
+			closer.Close()
+			return nil, &Error{File: shown, Err: fmt.Errorf("%w: a shard is itself an index", ErrMalformed)}
 		}
-		ck, err = openSharded(path, f, fi.Size(), &c)
-		f.Close()
+		ck, err = openSharded(path, f, size, &c)
+		closer.Close()
 	} else {
-		ck, err = newReader(f, fi.Size(), &c)
+		ck, err = newReader(f, size, &c)
 		if err != nil {
-			f.Close()
+			closer.Close()
 		} else {
-			ck.closers = append([]io.Closer{f}, ck.closers...)
+			ck.closers = append([]io.Closer{closer}, ck.closers...)
 			for _, s := range ck.Storages {
-				s.File = path
+				s.File = shown
 			}
 		}
 	}
 	if err != nil {
-		return nil, withFile(err, path)
+		return nil, withFile(err, shown)
 	}
 	return ck, nil
 }
@@ -296,30 +401,30 @@ func isIndexJSON(r io.ReaderAt, size int64) bool {
 // (DCP) directory when it has a .metadata file, else an index.json if there
 // is one, else its single checkpoint file.
 func openDir(dir string, cfg *config) (*Checkpoint, error) {
-	if isDCPDir(dir) {
+	if cfg.fs == nil && isDCPDir(dir) {
 		return openDCP(dir, cfg)
 	}
+	shown := cfg.display(dir)
 	for _, pat := range []string{"*.safetensors.index.json", "*.bin.index.json", "*.index.json"} {
-		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		m := cfg.glob(dir, pat)
 		if len(m) == 1 {
 			return openFile(m[0], cfg)
 		}
 		if len(m) > 1 {
-			return nil, &Error{File: dir, Err: fmt.Errorf("%w: several indexes (%s); name one", ErrFormat, baseNames(m))}
+			return nil, &Error{File: shown, Err: fmt.Errorf("%w: several indexes (%s); name one", ErrFormat, baseNames(m))}
 		}
 	}
 	var found []string
 	for _, pat := range []string{"*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt", "*.pt.gz", "*.pth.gz", "*.zst"} {
-		m, _ := filepath.Glob(filepath.Join(dir, pat))
-		found = append(found, m...)
+		found = append(found, cfg.glob(dir, pat)...)
 	}
 	switch len(found) {
 	case 0:
-		return nil, &Error{File: dir, Err: fmt.Errorf("%w: the directory holds no checkpoint (*.safetensors, *.bin, *.pt, *.pth, *.ckpt, *.index.json)", ErrFormat)}
+		return nil, &Error{File: shown, Err: fmt.Errorf("%w: the directory holds no checkpoint (*.safetensors, *.bin, *.pt, *.pth, *.ckpt, *.index.json)", ErrFormat)}
 	case 1:
 		return openFile(found[0], cfg)
 	}
-	return nil, &Error{File: dir, Err: fmt.Errorf("%w: several checkpoints and no index.json (%s); name one", ErrFormat, baseNames(found))}
+	return nil, &Error{File: shown, Err: fmt.Errorf("%w: several checkpoints and no index.json (%s); name one", ErrFormat, baseNames(found))}
 }
 
 func baseNames(paths []string) string {
@@ -328,7 +433,7 @@ func baseNames(paths []string) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(filepath.Base(p))
+		b.WriteString(path.Base(filepath.ToSlash(p)))
 	}
 	return b.String()
 }

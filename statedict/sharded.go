@@ -33,7 +33,6 @@ func openSharded(path string, r io.ReaderAt, size int64, cfg *config) (*Checkpoi
 	if len(idx.WeightMap) == 0 {
 		return nil, &Error{Record: "index", Err: fmt.Errorf("%w: index.json has no weight_map", ErrMalformed)}
 	}
-	dir := filepath.Dir(path)
 	var shards []string
 	seen := make(map[string]bool)
 	for _, f := range idx.WeightMap {
@@ -60,30 +59,30 @@ func openSharded(path string, r io.ReaderAt, size int64, cfg *config) (*Checkpoi
 		}
 		c := *cfg
 		c.shard = true
-		sp := filepath.Join(dir, name)
+		sp := cfg.sibling(path, name)
 		sub, err := openFile(sp, &c)
 		if err != nil {
 			return nil, err
 		}
 		ck.closers = append(ck.closers, sub)
 		if sub.Format == FormatSharded {
-			return nil, &Error{File: sp, Err: fmt.Errorf("%w: a shard is itself an index", ErrMalformed)}
+			return nil, &Error{File: cfg.display(sp), Err: fmt.Errorf("%w: a shard is itself an index", ErrMalformed)}
 		}
 		if sub.ByteOrder == "big" {
 			ck.ByteOrder = "big"
 		}
 		for _, t := range sub.Tensors {
 			if prev, dup := names[t.Name]; dup {
-				return nil, &Error{File: sp, Tensor: t.Name, Err: fmt.Errorf("%w: tensor also in shard %s", ErrMalformed, prev)}
+				return nil, &Error{File: cfg.display(sp), Tensor: t.Name, Err: fmt.Errorf("%w: tensor also in shard %s", ErrMalformed, prev)}
 			}
 			names[t.Name] = name
 			if want, listed := idx.WeightMap[t.Name]; !listed {
 				ck.Warnings = append(ck.Warnings, fmt.Sprintf("tensor %q in shard %s is not in the index", t.Name, name))
 			} else if want != name {
-				return nil, &Error{File: sp, Tensor: t.Name, Err: fmt.Errorf("%w: the index puts it in %s", ErrMalformed, want)}
+				return nil, &Error{File: cfg.display(sp), Tensor: t.Name, Err: fmt.Errorf("%w: the index puts it in %s", ErrMalformed, want)}
 			}
 			if t.Storage != nil {
-				t.Storage.File = sp
+				t.Storage.File = cfg.display(sp)
 			}
 		}
 		ck.Tensors = append(ck.Tensors, sub.Tensors...)
@@ -93,6 +92,12 @@ func openSharded(path string, r io.ReaderAt, size int64, cfg *config) (*Checkpoi
 		ck.Foreign = append(ck.Foreign, sub.Foreign...)
 		for _, w := range sub.Warnings {
 			ck.Warnings = append(ck.Warnings, name+": "+w)
+		}
+		if sub.Metadata != nil {
+			if ck.ShardMetadata == nil {
+				ck.ShardMetadata = make(map[string]map[string]string)
+			}
+			ck.ShardMetadata[cfg.display(sp)] = sub.Metadata
 		}
 		if sub.Metadata != nil && ck.Metadata == nil {
 			ck.Metadata = sub.Metadata

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/ckpt-dev/ckpt/pickle"
 )
@@ -83,6 +84,7 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 	}
 	used := make(map[string]*Storage)
 	spans := []recordSpan{}
+	guard := &spanGuard{}
 	if off, err := pf.DataOffset(); err == nil {
 		spans = append(spans, recordSpan{name: pklName, begin: off, end: off + int64(min(pf.CompressedSize64, 1<<62))})
 	}
@@ -122,14 +124,20 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 				s.Record, f.UncompressedSize64, declared, s.Key))
 			s.HasCRC = false
 		}
-		if s.src, err = zipSource(r, size, f, ck, cfg); err != nil {
+		var lazy *spanGuard
+		if cfg.fs != nil && f.Method == zip.Store {
+			lazy = guard
+		}
+		if s.src, err = zipSource(r, size, f, ck, cfg, lazy, s.Record); err != nil {
 			return nil, &Error{Record: s.Record, Err: err}
 		}
-		off, err := f.DataOffset()
-		if err != nil {
-			return nil, &Error{Record: s.Record, Err: fmt.Errorf("%w: %v", ErrMalformed, err)}
+		if lazy == nil {
+			off, err := f.DataOffset()
+			if err != nil {
+				return nil, &Error{Record: s.Record, Err: fmt.Errorf("%w: %v", ErrMalformed, err)}
+			}
+			spans = append(spans, recordSpan{name: s.Record, begin: off, end: off + int64(min(f.CompressedSize64, 1<<62))})
 		}
-		spans = append(spans, recordSpan{name: s.Record, begin: off, end: off + int64(min(f.CompressedSize64, 1<<62))})
 		used[ref.Key] = s
 		ref.Ref = s
 		return ref, nil
@@ -142,6 +150,7 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 	if err := checkRecordOverlaps(spans); err != nil {
 		return nil, err
 	}
+	guard.seed(spans)
 	if err := newBuilder(ck, pklName, cfg, int64(len(data))).walk(root, "", false); err != nil {
 		return nil, err
 	}
@@ -195,18 +204,24 @@ func newStorage(ref *pickle.StorageRef, record string, recordSize int64) (*Stora
 	return s, nil
 }
 
-func zipSource(r io.ReaderAt, size int64, f *zip.File, ck *Checkpoint, cfg *config) (storageSource, error) {
+// With a guard (files read over a network), a stored record's place in the
+// file is found on its first read and registered with guard then, under
+// name, instead of at open.
+func zipSource(r io.ReaderAt, size int64, f *zip.File, ck *Checkpoint, cfg *config, guard *spanGuard, name string) (storageSource, error) {
 	switch f.Method {
 	case zip.Store:
-		off, err := f.DataOffset()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
 		n := int64(f.UncompressedSize64)
-		if f.CompressedSize64 != f.UncompressedSize64 || off < 0 || n < 0 || off > size || n > size-off {
-			return nil, fmt.Errorf("%w: record of %d bytes at offset %d runs past the end of the %d-byte file", ErrTruncated, n, off, size)
+		if f.CompressedSize64 != f.UncompressedSize64 || n < 0 || n > size {
+			return nil, fmt.Errorf("%w: record of %d bytes runs past the end of the %d-byte file", ErrTruncated, n, size)
 		}
-		return &sectionSource{r: r, off: off, n: n}, nil
+		if guard != nil {
+			// Over a network every local header is a round trip:
+			// found when the data is first read, not at open, so that
+			// opening costs the zip directory and the pickle only. The
+			// record's bytes are checked against the others' then.
+			return &lazyZipSource{r: r, size: size, f: f, guard: guard, name: name}, nil
+		}
+		return storedSource(r, size, f)
 	case zip.Deflate:
 		// Readers size buffers by the record's declared size: a claim
 		// the compressed bytes cannot back (8 GiB from 48 bytes) is
@@ -302,4 +317,109 @@ func checkRecordOverlaps(spans []recordSpan) error {
 		}
 	}
 	return nil
+}
+
+// spanGuard holds the records' byte ranges known so far, sorted and
+// disjoint, for records whose place in the file is found only when they
+// are first read (lazyZipSource): a record that shares bytes with one
+// already known is refused then, as checkRecordOverlaps refuses it at
+// open for local files.
+type spanGuard struct {
+	mu    sync.Mutex
+	spans []recordSpan
+}
+
+// seed takes the spans checkRecordOverlaps has sorted and found disjoint.
+func (g *spanGuard) seed(spans []recordSpan) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, s := range spans {
+		if s.end > s.begin {
+			g.spans = append(g.spans, s)
+		}
+	}
+}
+
+// add registers s, or reports the record it overlaps.
+func (g *spanGuard) add(s recordSpan) error {
+	if s.end <= s.begin {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := sort.Search(len(g.spans), func(i int) bool { return g.spans[i].begin >= s.begin })
+	for _, j := range []int{i - 1, i} {
+		if j < 0 || j >= len(g.spans) {
+			continue
+		}
+		o := g.spans[j]
+		if o.name == s.name && o.begin == s.begin && o.end == s.end {
+			return nil
+		}
+		if s.begin < o.end && o.begin < s.end {
+			return fmt.Errorf("%w: records %s and %s share bytes %d-%d of the file (overlapping or aliased zip entries)",
+				ErrMalformed, o.name, s.name, max(s.begin, o.begin), min(s.end, o.end))
+		}
+	}
+	g.spans = append(g.spans, recordSpan{})
+	copy(g.spans[i+1:], g.spans[i:])
+	g.spans[i] = s
+	return nil
+}
+
+// storedSource serves a stored zip record in place, after reading its
+// local header for the data offset.
+func storedSource(r io.ReaderAt, size int64, f *zip.File) (*sectionSource, error) {
+	off, err := f.DataOffset()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	n := int64(f.UncompressedSize64)
+	if off < 0 || off > size || n > size-off {
+		return nil, fmt.Errorf("%w: record of %d bytes at offset %d runs past the end of the %d-byte file", ErrTruncated, n, off, size)
+	}
+	return &sectionSource{r: r, off: off, n: n}, nil
+}
+
+// lazyZipSource is a stored record whose local header is read on first
+// use.
+type lazyZipSource struct {
+	r     io.ReaderAt
+	size  int64
+	f     *zip.File
+	guard *spanGuard
+	name  string
+
+	once sync.Once
+	src  *sectionSource
+	err  error
+}
+
+func (s *lazyZipSource) resolve() (*sectionSource, error) {
+	s.once.Do(func() {
+		s.src, s.err = storedSource(s.r, s.size, s.f)
+		if s.err == nil {
+			s.err = s.guard.add(recordSpan{name: s.name, begin: s.src.off, end: s.src.off + s.src.n})
+		}
+		if s.err != nil {
+			s.err = &Error{Record: s.f.Name, Err: s.err}
+		}
+	})
+	return s.src, s.err
+}
+
+func (s *lazyZipSource) open(off, n int64) (io.ReadCloser, error) {
+	src, err := s.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return src.open(off, n)
+}
+
+func (s *lazyZipSource) readerAt() (io.ReaderAt, error) {
+	src, err := s.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return src.readerAt()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/convert"
+	"github.com/ckpt-dev/ckpt/objstore"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/spf13/cobra"
@@ -195,11 +196,14 @@ type convertReport struct {
 	In   string  `json:"in"`
 	Out  string  `json:"out"`
 	GBps float64 `json:"gb_per_s"`
+	// Requests counts the HTTP requests made reading a URL source.
+	Requests *int64 `json:"requests,omitempty"`
 	*convert.Summary
 }
 
 func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []convert.Option) error {
-	ck, err := ckpt.Open(ctx, o.In)
+	var st *objstore.Store
+	ck, err := ckpt.Open(ctx, o.In, ckpt.WithObjectStore(func(s *objstore.Store) { st = s }))
 	if err != nil {
 		return err
 	}
@@ -209,7 +213,7 @@ func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []conv
 		total += st.NBytes
 	}
 	bar := newProgress(s, "convert", total, o.JSON)
-	sum, err := convert.Convert(ctx, ck, o.Out, append(copts, convert.WithProgress(bar.Add))...)
+	sum, err := ckpt.Convert(ctx, ck, o.Out, append(copts, convert.WithProgress(bar.Add))...)
 	bar.Done()
 	if errors.Is(err, convert.ErrFormat) || errors.Is(err, convert.ErrOption) {
 		return usageError{err: err}
@@ -224,7 +228,7 @@ func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []conv
 			}
 		}
 	}
-	rep := convertReport{In: o.In, Out: o.Out, Summary: sum}
+	rep := convertReport{In: o.In, Out: o.Out, Summary: sum, Requests: requests(st)}
 	if sum.Seconds > 0 {
 		rep.GBps = float64(sum.Bytes) / sum.Seconds / 1e9
 	}

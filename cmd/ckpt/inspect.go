@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/ckpt-dev/ckpt"
+	"github.com/ckpt-dev/ckpt/objstore"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -131,6 +132,8 @@ type inspectReport struct {
 	Strays      []remap.Stray     `json:"strays"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	Warnings    []string          `json:"warnings"`
+	// Requests counts the HTTP requests made for a URL source.
+	Requests *int64 `json:"requests,omitempty"`
 }
 
 type inspectSummary struct {
@@ -145,7 +148,8 @@ type inspectSummary struct {
 }
 
 func runInspect(ctx context.Context, s *streams, opts *inspectOptions) error {
-	ck, err := ckpt.Open(ctx, opts.Path)
+	var st *objstore.Store
+	ck, err := ckpt.Open(ctx, opts.Path, ckpt.WithObjectStore(func(s *objstore.Store) { st = s }))
 	if err != nil {
 		return err
 	}
@@ -156,6 +160,7 @@ func runInspect(ctx context.Context, s *streams, opts *inspectOptions) error {
 			return err
 		}
 	}
+	rep.Requests = requests(st)
 	if opts.JSON {
 		enc := json.NewEncoder(s.Out)
 		enc.SetIndent("", "  ")

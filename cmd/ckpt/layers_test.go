@@ -29,12 +29,14 @@ func TestLayers(t *testing.T) {
 		"scan":        {mod + "pickle", mod + "statedict", "github.com/klauspost/compress/"},
 		"torchzip":    {mod + "statedict", mod + "pickle"},
 		"convert":     {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", "github.com/klauspost/compress/"},
+		// objstore is the only package that imports a cloud client.
+		"objstore": {"github.com/minio/minio-go/"},
 		// The root package ckpt owns the orchestration (open, plan,
 		// pre-flight, load, upload, saved digests).
-		rootPkg: {mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest"},
+		rootPkg: {mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore"},
 		// The CLI: the ckpt facade, the packages whose types it reports,
 		// and cobra. See also TestCLIIsThin.
-		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan",
+		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan", mod + "objstore",
 			"github.com/spf13/cobra", "github.com/spf13/pflag"},
 		// The example service: the facade only.
 		"examples/tensorserver": {rootPkg + "$", mod + "statedict"},
@@ -43,11 +45,15 @@ func TestLayers(t *testing.T) {
 		"internal/testenv": {},
 		// make test's reader of go test -json (standard library only).
 		"internal/testsummary": {},
+		// A real MinIO server for the object-storage tests.
+		"internal/miniotest": {"github.com/minio/minio-go/"},
 		// The hostile-input corpus generator (zstd for the zstd bombs).
 		"internal/hostile":     {"github.com/klauspost/compress/"},
 		"internal/hostile/gen": {mod + "internal/hostile"},
 		// A benchmark harness for the peer that ckpt itself does not use.
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},
+		// The S3 download peer of bench/objstore.sh.
+		"bench/s3get": {"github.com/minio/minio-go/"},
 		// The library side of bench/host_load.sh.
 		"bench/hostload": {rootPkg + "$"},
 		// Counts the bytes a tensor-parallel rank reads (bench/dcp.sh).

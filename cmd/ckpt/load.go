@@ -13,6 +13,7 @@ import (
 
 	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/objstore"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/spf13/cobra"
 )
@@ -132,6 +133,8 @@ type loadReport struct {
 	Loaded      *loadHostJSON `json:"loaded"`
 	Uploaded    *loadGPUJSON  `json:"uploaded"`
 	Warnings    []string      `json:"warnings"`
+	// Requests counts the HTTP requests made for a URL source.
+	Requests *int64 `json:"requests,omitempty"`
 }
 
 type loadPlanJSON struct {
@@ -265,6 +268,8 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 	if opts.DryRun {
 		lopts = append(lopts, ckpt.WithDryRun())
 	}
+	var st *objstore.Store
+	lopts = append(lopts, ckpt.WithObjectStore(func(s *objstore.Store) { st = s }))
 	m, err := ckpt.Load(ctx, path, append(pre, lopts...)...)
 	bars.done()
 	var se *ckpt.StrayError
@@ -300,6 +305,7 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 	case m.Device != nil:
 		rep.Uploaded = deviceJSON(m.Device, !opts.NoVerify)
 	}
+	rep.Requests = requests(st)
 	var werr error
 	if opts.JSON {
 		enc := json.NewEncoder(s.Out)

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Benchmark reading checkpoints from S3 (issue 11) against a local MinIO.
+#
+#   bench/objstore.sh [PARENT_DIR] [SIZE_GB] [ROUNDS]
+#
+# Starts the minio binary ($CKPT_MINIO, minio on $PATH, or ~/go/bin/minio) on
+# 127.0.0.1 with a temporary directory under PARENT_DIR (default /tmp), writes
+# a SIZE_GB (default 4) torch zip of float32 tensors (256 MiB each) with
+# /usr/bin/python3 torch, uploads it, then runs ROUNDS (default 3) interleaved
+# rounds of:
+#   s3get single     one GET streamed to a local file (single-stream client)
+#   s3get parallel   8 parallel 8 MiB ranged GETs written to a local file
+#   s3get memory     the same into memory (the best parallel download)
+#   ckpt convert s3://... OUT.safetensors
+#   ckpt convert LOCAL OUT.safetensors      (the same from the local file)
+#   ckpt load --map-location cpu s3://...
+#   ckpt load --map-location cpu LOCAL
+# and 10 runs of `ckpt inspect --json s3://...` (time and the reported request
+# count). Prints a markdown table: median/min/max wall time, GB/s, ratios, and
+# peak RSS (/usr/bin/time -v). Everything it creates is deleted at the end.
+set -euo pipefail
+PARENT=${1:-/tmp}
+SIZE_GB=${2:-4}
+ROUNDS=${3:-3}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+MINIO=${CKPT_MINIO:-$(command -v minio || echo "$HOME/go/bin/minio")}
+WORK=$(mktemp -d "$PARENT/ckpt-bench-objstore.XXXXXX")
+MPID=
+cleanup() { [ -n "$MPID" ] && kill "$MPID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+go build -o "$WORK/ckpt" "$ROOT/cmd/ckpt"
+go build -o "$WORK/s3get" "$ROOT/bench/s3get"
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+CPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+export AWS_ACCESS_KEY_ID=bench$RANDOM$RANDOM AWS_SECRET_ACCESS_KEY=secret$RANDOM$RANDOM$RANDOM
+export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+MINIO_ROOT_USER=$AWS_ACCESS_KEY_ID MINIO_ROOT_PASSWORD=$AWS_SECRET_ACCESS_KEY MINIO_BROWSER=off \
+  "$MINIO" server --quiet --address "127.0.0.1:$PORT" --console-address "127.0.0.1:$CPORT" "$WORK/minio" >"$WORK/minio.log" 2>&1 &
+MPID=$!
+for _ in $(seq 300); do curl -sf "$AWS_ENDPOINT_URL/minio/health/ready" >/dev/null && break; sleep 0.1; done
+
+/usr/bin/python3 - "$WORK/big.pt" "$SIZE_GB" <<'PYEOF'
+import sys, torch
+path, gb = sys.argv[1], float(sys.argv[2])
+per = 256 << 20
+n = int(gb * 1e9 / per) + 1
+g = torch.Generator().manual_seed(0)
+torch.save({f"layers.{i}.weight": torch.randn(per // 4, generator=g) for i in range(n)}, path)
+PYEOF
+SIZE=$(stat -c %s "$WORK/big.pt")
+"$WORK/s3get" put s3://bench/big.pt "$WORK/big.pt"
+SRC=s3://bench/big.pt
+echo "checkpoint: $SIZE bytes, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+declare -A T RSS
+run() { # name command...
+  local name=$1; shift
+  sync; echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || true
+  local s e
+  s=$(date +%s.%N)
+  /usr/bin/time -v -o "$WORK/time.txt" "$@" >"$WORK/out.txt" 2>"$WORK/err.txt" || { echo "$name failed:" >&2; cat "$WORK/err.txt" >&2; exit 1; }
+  e=$(date +%s.%N)
+  T[$name]+="$(echo "$e - $s" | bc) "
+  RSS[$name]=$(awk '/Maximum resident/ {print $6}' "$WORK/time.txt")
+  rm -f "$WORK/dl.bin" "$WORK/out.safetensors"
+}
+for r in $(seq "$ROUNDS"); do
+  run "s3get single (1 stream -> file)" "$WORK/s3get" single $SRC "$WORK/dl.bin"
+  run "s3get parallel (8 x 8 MiB -> file)" "$WORK/s3get" parallel $SRC "$WORK/dl.bin"
+  run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
+  run "ckpt convert s3:// -> local safetensors" "$WORK/ckpt" convert $SRC "$WORK/out.safetensors"
+  run "ckpt convert local -> local safetensors" "$WORK/ckpt" convert "$WORK/big.pt" "$WORK/out.safetensors"
+  run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
+  run "ckpt load --map-location cpu local" "$WORK/ckpt" load --map-location cpu "$WORK/big.pt"
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)], a[1], a[NR]}'; }
+echo
+echo "| command | median s | min s | max s | GB/s | peak RSS MB |"
+echo "|---|---|---|---|---|---|"
+declare -A MED
+for name in "s3get single (1 stream -> file)" "s3get parallel (8 x 8 MiB -> file)" "s3get memory (8 x 8 MiB -> RAM)" \
+  "ckpt convert s3:// -> local safetensors" "ckpt convert local -> local safetensors" \
+  "ckpt load --map-location cpu s3://" "ckpt load --map-location cpu local"; do
+  read -r med lo hi < <(echo "${T[$name]}" | median)
+  MED[$name]=$med
+  printf '| %s | %.2f | %.2f | %.2f | %.2f | %d |\n' "$name" "$med" "$lo" "$hi" "$(echo "$SIZE / $med / 1000000000" | bc -l)" "$((RSS[$name] / 1024))"
+done
+fastest=$(printf '%s\n' "${MED["s3get single (1 stream -> file)"]}" "${MED["s3get parallel (8 x 8 MiB -> file)"]}" | sort -g | head -1)
+echo
+printf 'convert s3:// / fastest download to disk: %.2fx\n' "$(echo "${MED["ckpt convert s3:// -> local safetensors"]} / $fastest" | bc -l)"
+printf 'convert s3:// / convert local: %.2fx\n' "$(echo "${MED["ckpt convert s3:// -> local safetensors"]} / ${MED["ckpt convert local -> local safetensors"]}" | bc -l)"
+printf 'load s3:// / parallel download into memory: %.2fx\n' "$(echo "${MED["ckpt load --map-location cpu s3://"]} / ${MED["s3get memory (8 x 8 MiB -> RAM)"]}" | bc -l)"
+
+# inspect: 10 runs, wall time and the request count it reports.
+ts=""
+for _ in $(seq 10); do
+  s=$(date +%s%N)
+  "$WORK/ckpt" inspect --json $SRC >"$WORK/inspect.json"
+  e=$(date +%s%N)
+  ts+="$(( (e - s) / 1000000 )) "
+done
+read -r med lo hi < <(echo "$ts" | median)
+req=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["requests"])' "$WORK/inspect.json")
+echo "inspect s3://: median ${med} ms (min ${lo}, max ${hi}) over 10 runs, ${req} requests; full download (single stream): ${MED["s3get single (1 stream -> file)"]} s"

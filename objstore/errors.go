@@ -1,0 +1,37 @@
+package objstore
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors, matched with errors.Is.
+var (
+	ErrNotFound          = errors.New("no such object")
+	ErrNoBucket          = errors.New("no such bucket")
+	ErrAccessDenied      = errors.New("access denied")
+	ErrCredentials       = errors.New("the credentials were refused")
+	ErrNoCredentials     = errors.New("no credentials")
+	ErrUnreachable       = errors.New("endpoint unreachable")
+	ErrChanged           = errors.New("the object changed while it was read")
+	ErrUnsupportedScheme = errors.New("unsupported URL scheme")
+	ErrNoRange           = errors.New("the server does not honour Range requests")
+	ErrBadURL            = errors.New("bad URL")
+)
+
+// Error is a failed operation on an object, named by its URL (which never
+// holds a secret: credentials come from the environment only).
+type Error struct {
+	Op  string // "open", "read", "list", "upload"
+	URL string
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Op == "" {
+		return fmt.Sprintf("%s: %v", e.URL, e.Err)
+	}
+	return fmt.Sprintf("%s %s: %v", e.Op, e.URL, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
