@@ -56,6 +56,11 @@ func special(t *testing.T, kind, path string) {
 func TestOutputNotRegular(t *testing.T) {
 	for _, kind := range []string{"fifo", "socket", "chardev", "dir"} {
 		for _, layout := range []string{"file", "shard", "index"} {
+			if kind == "dir" && layout != "shard" {
+				// A directory at OUT (or at an index path) asks for a
+				// directory output: not a case of this test.
+				continue
+			}
 			t.Run(kind+"/"+layout, func(t *testing.T) {
 				dir := t.TempDir()
 				out := filepath.Join(dir, "o.safetensors")
@@ -70,9 +75,6 @@ func TestOutputNotRegular(t *testing.T) {
 					out = filepath.Join(dir, "model.safetensors.index.json")
 					at = out
 					opts = append(opts, WithMaxShardSize(100))
-				}
-				if kind == "dir" && layout != "shard" {
-					t.Skip("a directory at OUT (or at an index path) is a directory output")
 				}
 				special(t, kind, at)
 				before, err := os.Lstat(at)
