@@ -3,6 +3,7 @@ package ckpt
 import (
 	"errors"
 	"fmt"
+	"github.com/ckpt-dev/ckpt/internal/human"
 	"strings"
 
 	"github.com/ckpt-dev/ckpt/remap"
@@ -64,7 +65,7 @@ type StrayError struct {
 func (e *StrayError) Error() string {
 	parts := make([]string, len(e.Strays))
 	for i, st := range e.Strays {
-		parts[i] = fmt.Sprintf("%q (%s, %s)", st.Name, st.Tag, formatBytes(st.NBytes))
+		parts[i] = fmt.Sprintf("%q (%s, %s)", st.Name, st.Tag, human.Bytes(st.NBytes))
 	}
 	noun := "tensors were"
 	if len(e.Strays) == 1 {
@@ -97,25 +98,3 @@ func (e *ViewError) Error() string {
 
 // Unwrap returns the sentinel.
 func (e *ViewError) Unwrap() error { return e.Err }
-
-// formatBytes renders a byte count in IEC units (512 B, 1.50 KiB, 3.2 GiB),
-// as the ckpt command does.
-func formatBytes(n int64) string {
-	if n < 0 {
-		return "?"
-	}
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	f := float64(n)
-	for _, u := range []string{"KiB", "MiB", "GiB", "TiB", "PiB"} {
-		f /= 1024
-		if f < 1024 || u == "PiB" {
-			if f < 10 {
-				return fmt.Sprintf("%.2f %s", f, u)
-			}
-			return fmt.Sprintf("%.1f %s", f, u)
-		}
-	}
-	return ""
-}

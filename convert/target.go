@@ -3,6 +3,7 @@ package convert
 import (
 	"errors"
 	"fmt"
+	"github.com/ckpt-dev/ckpt/internal/human"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,25 +13,6 @@ import (
 // ErrNotRegular: an output path names something other than a regular file
 // (a device, a FIFO, a socket, a directory), which convert never replaces.
 var ErrNotRegular = errors.New("convert: output is not a regular file")
-
-// fileKind names a non-regular file's type for messages.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeDir != 0:
-		return "a directory"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	}
-	return "not a regular file"
-}
 
 // resolveTarget returns the path an output named path is renamed to: path
 // itself when it is missing or a regular file; the file a symbolic link
@@ -57,12 +39,12 @@ func resolveTarget(path string) (string, error) {
 			return "", fmt.Errorf("convert: output %s: %w", path, err)
 		}
 		if !fi.Mode().IsRegular() {
-			return "", fmt.Errorf("%w: %s links to %s, %s; only a regular file is replaced", ErrNotRegular, path, target, fileKind(fi.Mode()))
+			return "", fmt.Errorf("%w: %s links to %s, %s; only a regular file is replaced", ErrNotRegular, path, target, human.FileKind(fi.Mode()))
 		}
 		return target, nil
 	}
 	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%w: %s is %s; only a regular file is replaced", ErrNotRegular, path, fileKind(fi.Mode()))
+		return "", fmt.Errorf("%w: %s is %s; only a regular file is replaced", ErrNotRegular, path, human.FileKind(fi.Mode()))
 	}
 	return path, nil
 }
@@ -79,7 +61,7 @@ func checkReplaceable(path string) error {
 		return fmt.Errorf("convert: output %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: %s is %s; only a regular file is replaced", ErrNotRegular, path, fileKind(fi.Mode()))
+		return fmt.Errorf("%w: %s is %s; only a regular file is replaced", ErrNotRegular, path, human.FileKind(fi.Mode()))
 	}
 	return nil
 }

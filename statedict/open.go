@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/ckpt-dev/ckpt/internal/human"
 	"io"
 	"os"
 	"path"
@@ -199,30 +200,13 @@ func openRegular(path string) (*os.File, os.FileInfo, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, &Error{File: path, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, fileKind(fi.Mode()))}
+		return nil, nil, &Error{File: path, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, human.FileKind(fi.Mode()))}
 	}
 	if err := clearNonBlock(f); err != nil {
 		f.Close()
 		return nil, nil, err
 	}
 	return f, fi, nil
-}
-
-// fileKind names a non-regular file's type for messages.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a block device"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDir != 0:
-		return "a directory"
-	}
-	return "not a regular file"
 }
 
 // sibling returns the name of file name beside the file at p.

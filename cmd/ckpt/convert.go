@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ckpt-dev/ckpt/internal/human"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -244,7 +245,7 @@ func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []conv
 func printConvert(w io.Writer, r *convertReport) {
 	fmt.Fprintf(w, "%s -> %s (%s)\n", clean(r.In), clean(r.Out), r.Format)
 	fmt.Fprintf(w, "tensors: %d, data: %s, casts: %d, renamed: %d, aliases: %d, values kept: %d\n",
-		r.Tensors, humanBytes(r.Bytes), r.Casts, r.Renamed, len(r.Aliases), len(r.Values))
+		r.Tensors, human.Bytes(r.Bytes), r.Casts, r.Renamed, len(r.Aliases), len(r.Values))
 	if r.Format == convert.PyTorch {
 		if r.Structure == "tree" {
 			fmt.Fprintln(w, "structure: as saved (nested dicts, lists, tuples and keys kept)")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ckpt-dev/ckpt/internal/human"
 	"io"
 	"os"
 	"strings"
@@ -272,10 +273,10 @@ func writeDevicesText(w io.Writer, rep devicesReport, env devicecopy.Env) error 
 			fmt.Fprintf(&b, "  cuda:%d  %s\n", d.Ordinal, d.Name)
 			free := "free unknown"
 			if d.FreeMemoryBytes != nil {
-				free = humanBytes(int64(*d.FreeMemoryBytes)) + " free"
+				free = human.Bytes(int64(*d.FreeMemoryBytes)) + " free"
 			}
 			fmt.Fprintf(&b, "          compute capability %s, memory %s total, %s\n",
-				d.ComputeCapability, humanBytes(int64(d.TotalMemoryBytes)), free)
+				d.ComputeCapability, human.Bytes(int64(d.TotalMemoryBytes)), free)
 			fmt.Fprintf(&b, "          PCI %s  %s\n", d.PCIBusID, d.UUID)
 			if d.Error != nil {
 				fmt.Fprintf(&b, "          error: %s\n", d.Error.Message)

@@ -8,27 +8,6 @@ import (
 	"unicode/utf8"
 )
 
-// humanBytes renders a byte count in IEC units: 512 B, 1.5 KiB, 3.2 GiB.
-func humanBytes(n int64) string {
-	if n < 0 {
-		return "?"
-	}
-	if n < 1024 {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	f := float64(n)
-	for _, u := range []string{"KiB", "MiB", "GiB", "TiB", "PiB"} {
-		f /= 1024
-		if f < 1024 || u == "PiB" {
-			if f < 10 {
-				return fmt.Sprintf("%.2f %s", f, u)
-			}
-			return fmt.Sprintf("%.1f %s", f, u)
-		}
-	}
-	return ""
-}
-
 // humanCount renders an integer with thousands separators: 1,234,567.
 func humanCount(n int64) string {
 	s := strconv.FormatInt(n, 10)

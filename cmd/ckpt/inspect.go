@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ckpt-dev/ckpt/internal/human"
 	"io"
 	"math"
 	"math/big"
@@ -336,7 +337,7 @@ func printInspect(w io.Writer, rep *inspectReport, filter string) {
 		fmt.Fprintf(w, "Shards:    %d (%s)\n", len(rep.Shards), clean(strings.Join(rep.Shards, ", ")))
 	}
 	fmt.Fprintf(w, "Tensors:   %s (%s elements, %s) in %s storages (%d shared, %s stored)\n", humanCount(int64(sum.Tensors)),
-		humanCount(sum.Elements), humanBytes(sum.Bytes), humanCount(int64(sum.Storages)), sum.Shared, humanBytes(sum.StorageBytes))
+		humanCount(sum.Elements), human.Bytes(sum.Bytes), humanCount(int64(sum.Storages)), sum.Shared, human.Bytes(sum.StorageBytes))
 	fmt.Fprintf(w, "By dtype:  %s\n", groupLine(sum.ByDType))
 	fmt.Fprintf(w, "By device: %s\n", groupLine(sum.ByDevice))
 	if filter != "" && len(rep.Tensors) == 0 {
@@ -352,7 +353,7 @@ func printInspect(w io.Writer, rep *inspectReport, filter string) {
 		}
 		fmt.Fprintln(tw, header)
 		for _, t := range rep.Tensors {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", displayName(t.Name), t.DType, shapeString(t.Shape), clean(t.Device), humanBytes(t.NBytes), clean(tensorFlags(t)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", displayName(t.Name), t.DType, shapeString(t.Shape), clean(t.Device), human.Bytes(t.NBytes), clean(tensorFlags(t)))
 			if st := t.Stats; st != nil {
 				fmt.Fprintf(tw, "\t%s\t%s\t%s\t%d\t%d", fnum(st.Min), fnum(st.Max), fnum(st.Mean), st.NaN, st.Inf)
 			} else if withStats {
@@ -365,7 +366,7 @@ func printInspect(w io.Writer, rep *inspectReport, filter string) {
 	if len(rep.Strays) > 0 {
 		fmt.Fprintf(w, "\n%s\n", strayHeading(rep.Strays))
 		for _, st := range rep.Strays {
-			fmt.Fprintf(w, "  %s on %s (%s)\n", displayName(st.Name), clean(st.Tag), humanBytes(st.NBytes))
+			fmt.Fprintf(w, "  %s on %s (%s)\n", displayName(st.Name), clean(st.Tag), human.Bytes(st.NBytes))
 		}
 	}
 	printObjects(w, "Values", rep.Objects, true)
@@ -461,7 +462,7 @@ func groupLine(m map[string]int64) string {
 	keys := sortedKeys(m)
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %s", clean(k), humanBytes(m[k])))
+		parts = append(parts, fmt.Sprintf("%s %s", clean(k), human.Bytes(m[k])))
 	}
 	if len(parts) == 0 {
 		return "-"

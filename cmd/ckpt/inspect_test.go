@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/ckpt-dev/ckpt/internal/human"
 	"strings"
 	"testing"
 )
@@ -109,8 +110,8 @@ func TestExitCodes(t *testing.T) {
 
 func TestHumanBytes(t *testing.T) {
 	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.00 KiB", 1536: "1.50 KiB", 10 << 20: "10.0 MiB", 3 << 30: "3.00 GiB"} {
-		if got := humanBytes(n); got != want {
-			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
+		if got := human.Bytes(n); got != want {
+			t.Errorf("human.Bytes(%d) = %q, want %q", n, got, want)
 		}
 	}
 	if got := humanCount(1234567); got != "1,234,567" {

@@ -22,21 +22,21 @@ func TestLayers(t *testing.T) {
 		"pickle":      {"github.com/nlpodyssey/gopickle/"},
 		"safetensors": {},
 		"digest":      {"github.com/cespare/xxhash/"},
-		"statedict":   {mod + "pickle", mod + "safetensors", "github.com/klauspost/compress/"},
+		"statedict":   {mod + "pickle", mod + "safetensors", mod + "internal/human", "github.com/klauspost/compress/"},
 		"remap":       {mod + "statedict"},
 		"devicecopy":  {mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
 		"kernels":     {},
 		"scan":        {mod + "pickle", mod + "statedict", "github.com/klauspost/compress/"},
 		"torchzip":    {mod + "statedict", mod + "pickle"},
-		"convert":     {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", "github.com/klauspost/compress/"},
+		"convert":     {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", mod + "internal/human", "github.com/klauspost/compress/"},
 		// objstore is the only package that imports a cloud client.
 		"objstore": {"github.com/minio/minio-go/"},
 		// The root package ckpt owns the orchestration (open, plan,
 		// pre-flight, load, upload, saved digests).
-		rootPkg: {mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore"},
+		rootPkg: {mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore", mod + "internal/human"},
 		// The CLI: the ckpt facade, the packages whose types it reports,
 		// and cobra. See also TestCLIIsThin.
-		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan", mod + "objstore",
+		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan", mod + "objstore", mod + "internal/human",
 			"github.com/spf13/cobra", "github.com/spf13/pflag"},
 		// The example service: the facade only.
 		"examples/tensorserver": {rootPkg + "$", mod + "statedict"},
@@ -45,6 +45,8 @@ func TestLayers(t *testing.T) {
 		"internal/testenv": {},
 		// make test's reader of go test -json (standard library only).
 		"internal/testsummary": {},
+		// Byte counts and file kinds for messages (standard library only).
+		"internal/human": {},
 		// A real MinIO server for the object-storage tests.
 		"internal/miniotest": {"github.com/minio/minio-go/"},
 		// The hostile-input corpus generator (zstd for the zstd bombs).

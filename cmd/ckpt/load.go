@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ckpt-dev/ckpt/internal/human"
 	"io"
 	"os"
 	"strings"
@@ -423,18 +424,18 @@ func writeLoadText(w io.Writer, rep *loadReport) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENSOR\tSAVED\tTARGET\tBYTES")
 	for _, e := range rep.Plan.Tensors {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", displayName(e.Name), clean(e.Source), e.Target, humanBytes(e.NBytes))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", displayName(e.Name), clean(e.Source), e.Target, human.Bytes(e.NBytes))
 	}
 	tw.Flush()
 	b.WriteString("\nPer target device (each storage counted once):\n")
 	for _, d := range rep.Plan.Devices {
-		fmt.Fprintf(&b, "  %-8s %s in %d storage(s), %d tensor(s)\n", d.Device, humanBytes(d.Bytes), d.Storages, d.Tensors)
+		fmt.Fprintf(&b, "  %-8s %s in %d storage(s), %d tensor(s)\n", d.Device, human.Bytes(d.Bytes), d.Storages, d.Tensors)
 	}
 	if len(rep.Plan.Strays) > 0 {
 		fmt.Fprintf(&b, "\n%s\n", strayHeading(rep.Plan.Strays))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		for _, st := range rep.Plan.Strays {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", displayName(st.Name), clean(st.Tag), humanBytes(st.NBytes))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", displayName(st.Name), clean(st.Tag), human.Bytes(st.NBytes))
 		}
 		tw.Flush()
 	}
@@ -449,14 +450,14 @@ func writeLoadText(w io.Writer, rep *loadReport) error {
 		for _, t := range rep.Preflight.Targets {
 			free := "free memory unknown"
 			if t.FreeBytes != nil {
-				free = humanBytes(int64(min(*t.FreeBytes, 1<<62))) + " free"
+				free = human.Bytes(int64(min(*t.FreeBytes, 1<<62))) + " free"
 			}
-			fmt.Fprintf(&b, "  %-8s needs %s, %s\n", t.Device, humanBytes(t.NeededBytes), free)
+			fmt.Fprintf(&b, "  %-8s needs %s, %s\n", t.Device, human.Bytes(t.NeededBytes), free)
 		}
 	}
 	if h := rep.Loaded; h != nil {
 		fmt.Fprintf(&b, "\nLoaded %s (%d storages, %d tensors) into host memory %s\n",
-			humanBytes(h.Bytes), len(h.Storages), h.Tensors, timeAndRate(h.Bytes, seconds(h.Seconds)))
+			human.Bytes(h.Bytes), len(h.Storages), h.Tensors, timeAndRate(h.Bytes, seconds(h.Seconds)))
 		fmt.Fprintf(&b, "CRC32 checked: %d of %d storages (the others have no CRC32 in the file); xxh64c digests computed for all\n",
 			h.CRCChecked, len(h.Storages))
 		if len(h.Mismatches) > 0 {
@@ -481,9 +482,9 @@ func writeUploadText(b *strings.Builder, g *loadGPUJSON) {
 		}
 		return
 	}
-	fmt.Fprintf(b, "\nUploaded %s (%d storages, %d tensors) to the GPU:\n", humanBytes(g.Bytes), len(g.Storages), g.Tensors)
+	fmt.Fprintf(b, "\nUploaded %s (%d storages, %d tensors) to the GPU:\n", human.Bytes(g.Bytes), len(g.Storages), g.Tensors)
 	for _, d := range g.Devices {
-		fmt.Fprintf(b, "  %-8s %s in %d storage(s)\n", clean(d.Device), humanBytes(d.Bytes), d.Storages)
+		fmt.Fprintf(b, "  %-8s %s in %d storage(s)\n", clean(d.Device), human.Bytes(d.Bytes), d.Storages)
 	}
 	crc := 0
 	for _, s := range g.Storages {

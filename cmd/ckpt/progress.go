@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/ckpt-dev/ckpt/internal/human"
 	"io"
 	"strings"
 	"sync"
@@ -102,7 +103,7 @@ func (p *progress) draw(now time.Time) {
 	const width = 30
 	fill := int(frac * width)
 	fmt.Fprintf(p.w, "\r%s [%s%s] %3.0f%% %s/%s %s ", p.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill),
-		frac*100, humanBytes(p.done), humanBytes(p.total), humanRate(p.done, now.Sub(p.start)))
+		frac*100, human.Bytes(p.done), human.Bytes(p.total), humanRate(p.done, now.Sub(p.start)))
 	p.drawn = true
 }
 
@@ -165,7 +166,7 @@ func humanRate(n int64, d time.Duration) string {
 	if n < minRateBytes || d < minRateTime {
 		return ""
 	}
-	return humanBytes(int64(float64(n)/d.Seconds())) + "/s"
+	return human.Bytes(int64(float64(n)/d.Seconds())) + "/s"
 }
 
 // humanDuration prints every duration one way: "850 ms" below a second,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ckpt-dev/ckpt/internal/human"
 
 	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/convert"
@@ -88,9 +89,9 @@ func runConvertTP(ctx context.Context, s *streams, o *convertOptions, copts []co
 		total += sum.Bytes
 		secs += sum.Seconds
 		for _, f := range sum.Files {
-			fmt.Fprintf(s.Out, "wrote %s (%d tensors, %s)\n", f, sum.Tensors, humanBytes(sum.Bytes))
+			fmt.Fprintf(s.Out, "wrote %s (%d tensors, %s)\n", f, sum.Tensors, human.Bytes(sum.Bytes))
 		}
 	}
-	fmt.Fprintf(s.Out, "%s -> %d ranks in %s: %s in %.2f s\n", o.In, o.TP, o.Out, humanBytes(total), secs)
+	fmt.Fprintf(s.Out, "%s -> %d ranks in %s: %s in %.2f s\n", o.In, o.TP, o.Out, human.Bytes(total), secs)
 	return nil
 }
