@@ -105,7 +105,7 @@ func Open(path string, opts ...Option) (*Checkpoint, error) {
 		return openDir(path, &cfg)
 	}
 	if filepath.Base(path) == DCPMetadata {
-		return openDCP(filepath.Dir(path), &cfg)
+		return openDCP(cfg.dcpDir(path), &cfg)
 	}
 	return openFile(path, &cfg)
 }
@@ -148,6 +148,9 @@ func OpenFS(fsys FS, name string, opts ...Option) (*Checkpoint, error) {
 	cfg.name = cfg.display(name)
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if path.Base(name) == DCPMetadata {
+		return openDCP(cfg.dcpDir(name), &cfg)
 	}
 	dir, err := fsys.IsDir(name)
 	if err != nil {
@@ -401,7 +404,7 @@ func isIndexJSON(r io.ReaderAt, size int64) bool {
 // (DCP) directory when it has a .metadata file, else an index.json if there
 // is one, else its single checkpoint file.
 func openDir(dir string, cfg *config) (*Checkpoint, error) {
-	if cfg.fs == nil && isDCPDir(dir) {
+	if cfg.isDCPDir(dir) {
 		return openDCP(dir, cfg)
 	}
 	shown := cfg.display(dir)
