@@ -141,7 +141,9 @@ type DisplayNamer interface {
 // OpenFS opens a checkpoint file or directory of fsys, as Open does for
 // local paths: the same formats, sniffed from the content, sharded
 // index.json files with their shards beside them, a directory holding one
-// checkpoint.
+// checkpoint, a torch.distributed.checkpoint directory (found by its
+// listing or, where fsys cannot list, by opening its .metadata) or its
+// .metadata file.
 func OpenFS(fsys FS, name string, opts ...Option) (*Checkpoint, error) {
 	cfg := defaultConfig()
 	cfg.fs = fsys
