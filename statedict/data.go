@@ -153,7 +153,16 @@ func (t *Tensor) ReadAll() ([]byte, error) {
 	defer rc.Close()
 	buf := make([]byte, t.NBytes())
 	if _, err := io.ReadFull(rc, buf); err != nil {
-		return nil, &Error{Tensor: t.Name, Err: fmt.Errorf("%w: %v", ErrTruncated, err)}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil, &Error{Tensor: t.Name, Err: fmt.Errorf("%w: %v", ErrTruncated, err)}
+		}
+		// The reader's own error (a chunk's CRC32 mismatch, a failed
+		// read) says what went wrong; keep it matchable.
+		var e *Error
+		if errors.As(err, &e) && e.Tensor != "" {
+			return nil, err
+		}
+		return nil, &Error{Tensor: t.Name, Err: err}
 	}
 	return buf, nil
 }

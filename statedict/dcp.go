@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -110,10 +111,43 @@ func (t *Tensor) VerifyChunks(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// isDCPDir reports whether dir holds a DCP checkpoint.
-func isDCPDir(dir string) bool {
-	fi, err := os.Stat(filepath.Join(dir, DCPMetadata))
-	return err == nil && fi.Mode().IsRegular()
+// isDCPDir reports whether dir holds a DCP checkpoint: a .metadata file,
+// local or in c.fs. An FS that cannot list (a web server) is asked for
+// the file itself.
+func (c *config) isDCPDir(dir string) bool {
+	if c.fs == nil {
+		fi, err := os.Stat(filepath.Join(dir, DCPMetadata))
+		return err == nil && fi.Mode().IsRegular()
+	}
+	if names, err := c.fs.ReadDir(dir); err == nil {
+		return slices.Contains(names, DCPMetadata)
+	}
+	f, err := c.fs.OpenFile(c.join(dir, DCPMetadata))
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// join returns the name of file name in directory dir: slash-separated
+// in c.fs, a local path otherwise.
+func (c *config) join(dir, name string) string {
+	if c.fs != nil {
+		return path.Join(dir, name)
+	}
+	return filepath.Join(dir, name)
+}
+
+// dcpDir returns the directory of a DCP .metadata file named p.
+func (c *config) dcpDir(p string) string {
+	if c.fs == nil {
+		return filepath.Dir(p)
+	}
+	if d := path.Dir(p); d != "." {
+		return d
+	}
+	return ""
 }
 
 // dcpOpenFile opens a .distcp file; tests replace it to count bytes read.
@@ -128,6 +162,19 @@ var dcpOpenFile = func(path string) (dcpFile, int64, error) {
 		return nil, 0, err
 	}
 	return f, fi.Size(), nil
+}
+
+// openDCPFile opens a .distcp file of c.fs, or a local one through
+// dcpOpenFile.
+func (c *config) openDCPFile(name string) (dcpFile, int64, error) {
+	if c.fs == nil {
+		return dcpOpenFile(name)
+	}
+	f, err := c.fs.OpenFile(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	return f, f.Size(), nil
 }
 
 // dcpFile is an open .distcp file.
@@ -150,9 +197,8 @@ type dcpTensor struct {
 	ck      *Checkpoint
 	mu      *sync.Mutex // guards ck.closers
 
-	once   sync.Once
-	pieces []*piece
-	err    error
+	pmu    sync.Mutex
+	pieces []*piece // by chunk, nil until its header is read
 }
 
 type dcpOpened struct {
@@ -161,35 +207,30 @@ type dcpOpened struct {
 	err  error
 }
 
-// openDCP reads the .metadata of the DCP checkpoint in dir. Chunk files are
-// opened now; each chunk's torch.save header is read on first use.
+// openDCP reads the .metadata of the DCP checkpoint in dir (local, or in
+// cfg.fs). Chunk files are opened now; each chunk's torch.save header is
+// read on first use.
 func openDCP(dir string, cfg *config) (*Checkpoint, error) {
-	mpath := filepath.Join(dir, DCPMetadata)
-	mf, err := os.Open(mpath)
+	mpath := cfg.join(dir, DCPMetadata)
+	shown := cfg.display(mpath)
+	mf, size, closer, err := cfg.open(mpath)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := mf.Stat()
-	if err != nil {
-		mf.Close()
-		return nil, err
+	defer closer.Close()
+	if size > cfg.maxPickle {
+		return nil, &Error{File: shown, Err: fmt.Errorf("%w: metadata of %d bytes exceeds the limit of %d", ErrMalformed, size, cfg.maxPickle)}
 	}
-	if fi.Size() > cfg.maxPickle {
-		mf.Close()
-		return nil, &Error{File: mpath, Err: fmt.Errorf("%w: metadata of %d bytes exceeds the limit of %d", ErrMalformed, fi.Size(), cfg.maxPickle)}
-	}
-	raw := make([]byte, fi.Size())
-	_, err = io.ReadFull(io.NewSectionReader(mf, 0, fi.Size()), raw)
-	mf.Close()
-	if err != nil {
-		return nil, &Error{File: mpath, Err: fmt.Errorf("%w: %v", ErrTruncated, err)}
+	raw := make([]byte, size)
+	if _, err := io.ReadFull(io.NewSectionReader(mf, 0, size), raw); err != nil {
+		return nil, &Error{File: shown, Err: fmt.Errorf("%w: %v", ErrTruncated, err)}
 	}
 	return openDCPMetadata(dir, raw, cfg)
 }
 
 // openDCPMetadata opens the DCP checkpoint in dir whose .metadata holds raw.
 func openDCPMetadata(dir string, raw []byte, cfg *config) (*Checkpoint, error) {
-	mpath := filepath.Join(dir, DCPMetadata)
+	mpath := cfg.display(cfg.join(dir, DCPMetadata))
 	md, err := ParseDCPMetadata(raw, WithPickleLimits(cfg.limits))
 	if err != nil {
 		return nil, withFile(err, mpath)
@@ -212,7 +253,7 @@ func openDCPMetadata(dir string, raw []byte, cfg *config) (*Checkpoint, error) {
 			o.err = fmt.Errorf("%w: file name %q must be a plain name inside the checkpoint directory", ErrMalformed, rel)
 			return o
 		}
-		f, size, err := dcpOpenFile(filepath.Join(dir, rel))
+		f, size, err := cfg.openDCPFile(cfg.join(dir, rel))
 		if err != nil {
 			o.err = fmt.Errorf("%w: file %s: %v", ErrMissingRecord, rel, errors.Unwrap(err))
 			if errors.Unwrap(err) == nil {
@@ -264,7 +305,7 @@ func openDCPMetadata(dir string, raw []byte, cfg *config) (*Checkpoint, error) {
 		}
 		g := &gather{name: it.Name, dtype: it.DType, shape: it.Shape, dcp: dt, pieces: dt.open}
 		t.Storage = &Storage{Key: it.Name, Location: "cpu", DType: it.DType, NBytes: n,
-			File: dir, src: &gatherSource{g: g, lo: make([]int64, len(it.Shape)), hi: it.Shape}}
+			File: cfg.display(dir), src: &gatherSource{g: g, lo: make([]int64, len(it.Shape)), hi: it.Shape}}
 		if dt.problem != nil {
 			ck.Warnings = append(ck.Warnings, fmt.Sprintf("tensor %q: %s", it.Name, strings.TrimPrefix(dt.problem.Error(), "statedict: ")))
 		}
@@ -281,10 +322,10 @@ func openDCPMetadata(dir string, raw []byte, cfg *config) (*Checkpoint, error) {
 
 // addDCPValue reads a non-tensor item: a torch.save of the object.
 func (ck *Checkpoint) addDCPValue(dir string, it DCPItem, o *dcpOpened, cfg *config) (any, bool, error) {
-	where := &Error{File: filepath.Join(dir, it.File), Record: fmt.Sprintf("bytes %d+%d", it.Begin, it.Length), Tensor: it.Name}
+	where := &Error{File: cfg.display(cfg.join(dir, it.File)), Record: fmt.Sprintf("bytes %d+%d", it.Begin, it.Length), Tensor: it.Name}
 	switch {
 	case it.File == "":
-		where.File, where.Record = filepath.Join(dir, DCPMetadata), ""
+		where.File, where.Record = cfg.display(cfg.join(dir, DCPMetadata)), ""
 		where.Err = fmt.Errorf("%w: value has no storage entry", ErrMissingRecord)
 		return nil, false, where
 	case o.err != nil:
@@ -444,24 +485,43 @@ func overlap(a, b Chunk) bool {
 	return true
 }
 
-// open reads each chunk's torch.save header, once.
-func (dt *dcpTensor) open() ([]*piece, error) {
-	dt.once.Do(func() {
-		if dt.problem != nil {
-			dt.err = dt.problem
-			return
+// open returns the pieces of the chunks that hold elements of the box
+// [lo, hi), reading each one's torch.save header on first use: a slice
+// of a rank's share touches only the chunks (and files) it needs.
+func (dt *dcpTensor) open(lo, hi []int64) ([]*piece, error) {
+	if dt.problem != nil {
+		return nil, dt.problem
+	}
+	dt.pmu.Lock()
+	defer dt.pmu.Unlock()
+	if dt.pieces == nil {
+		dt.pieces = make([]*piece, len(dt.chunks))
+	}
+	var ps []*piece
+	for i, c := range dt.chunks {
+		if !chunkMeets(c, lo, hi) {
+			continue
 		}
-		for _, c := range dt.chunks {
+		if dt.pieces[i] == nil {
 			p, err := dt.openChunk(c)
 			if err != nil {
-				dt.err = err
-				dt.pieces = nil
-				return
+				return nil, err
 			}
-			dt.pieces = append(dt.pieces, p)
+			dt.pieces[i] = p
 		}
-	})
-	return dt.pieces, dt.err
+		ps = append(ps, dt.pieces[i])
+	}
+	return ps, nil
+}
+
+// chunkMeets reports whether chunk c holds an element of the box [lo, hi).
+func chunkMeets(c Chunk, lo, hi []int64) bool {
+	for d := range c.Offsets {
+		if c.Offsets[d] >= hi[d] || lo[d] >= c.Offsets[d]+c.Sizes[d] {
+			return false
+		}
+	}
+	return true
 }
 
 func (dt *dcpTensor) openChunk(c Chunk) (*piece, error) {
@@ -493,7 +553,7 @@ func (dt *dcpTensor) openChunk(c Chunk) (*piece, error) {
 	for d := range p.hi {
 		p.hi[d] = c.Offsets[d] + c.Sizes[d]
 	}
-	p.file = filepath.Join(dt.dir, c.File)
+	p.file = dt.cfg.display(dt.cfg.join(dt.dir, c.File))
 	if st := ct.Storage; st.HasCRC && p.contig && p.swap == 0 && p.off == 0 && ct.NBytes() == st.NBytes {
 		p.crc, p.hasCRC = st.CRC32, true
 	}

@@ -384,6 +384,13 @@ func TestDCPChunkCRC(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	t.Log(err)
+	// ReadAll passes the chunk's error through, not as a truncation.
+	_, err = ck.Tensor("model.embed.weight").ReadAll()
+	if !errors.Is(err, ErrChunkCRC) || errors.Is(err, ErrTruncated) || strings.Contains(err.Error(), "truncated") ||
+		!strings.Contains(err.Error(), "__0_0.distcp") || !strings.Contains(err.Error(), "model.embed.weight") {
+		t.Fatalf("ReadAll: %v", err)
+	}
+	t.Log(err)
 	// Other tensors of the file still read.
 	if _, err := ck.Tensor("model.proj.weight").ReadAll(); err != nil {
 		t.Error(err)

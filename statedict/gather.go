@@ -51,11 +51,13 @@ func tensorPiece(t *Tensor) (*piece, error) {
 
 // gather reads boxes of a logical tensor made of pieces.
 type gather struct {
-	name   string
-	dtype  DType
-	shape  []int64
-	dcp    *dcpTensor // set for DCP tensors
-	pieces func() ([]*piece, error)
+	name  string
+	dtype DType
+	shape []int64
+	dcp   *dcpTensor // set for DCP tensors
+	// pieces returns the pieces that hold elements of the box [lo, hi)
+	// (it may return more), opening only those.
+	pieces func(lo, hi []int64) ([]*piece, error)
 }
 
 // gatherSource is the storage source of a DCP tensor or of a slice: the
@@ -85,7 +87,7 @@ func (s *gatherSource) open(off, n int64) (io.ReadCloser, error) {
 }
 
 func (s *gatherSource) readerAt() (io.ReaderAt, error) {
-	ps, err := s.g.pieces()
+	ps, err := s.g.pieces(s.lo, s.hi)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +232,7 @@ func (b *boxReaderAt) ReadAt(p []byte, off int64) (int, error) {
 // sequentially through its own bounded buffer: only the bytes the box
 // needs are read, consecutive ones in one read.
 func (g *gather) stream(lo, hi []int64) (io.ReadCloser, error) {
-	ps, err := g.pieces()
+	ps, err := g.pieces(lo, hi)
 	if err != nil {
 		return nil, err
 	}

@@ -106,7 +106,7 @@ func Open(path string, opts ...Option) (*Checkpoint, error) {
 		return openDir(path, &cfg)
 	}
 	if filepath.Base(path) == DCPMetadata {
-		return openDCP(filepath.Dir(path), &cfg)
+		return openDCP(cfg.dcpDir(path), &cfg)
 	}
 	return openFile(path, &cfg)
 }
@@ -142,13 +142,18 @@ type DisplayNamer interface {
 // OpenFS opens a checkpoint file or directory of fsys, as Open does for
 // local paths: the same formats, sniffed from the content, sharded
 // index.json files with their shards beside them, a directory holding one
-// checkpoint.
+// checkpoint, a torch.distributed.checkpoint directory (found by its
+// listing or, where fsys cannot list, by opening its .metadata) or its
+// .metadata file.
 func OpenFS(fsys FS, name string, opts ...Option) (*Checkpoint, error) {
 	cfg := defaultConfig()
 	cfg.fs = fsys
 	cfg.name = cfg.display(name)
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if path.Base(name) == DCPMetadata {
+		return openDCP(cfg.dcpDir(name), &cfg)
 	}
 	dir, err := fsys.IsDir(name)
 	if err != nil {
@@ -385,7 +390,7 @@ func isIndexJSON(r io.ReaderAt, size int64) bool {
 // (DCP) directory when it has a .metadata file, else an index.json if there
 // is one, else its single checkpoint file.
 func openDir(dir string, cfg *config) (*Checkpoint, error) {
-	if cfg.fs == nil && isDCPDir(dir) {
+	if cfg.isDCPDir(dir) {
 		return openDCP(dir, cfg)
 	}
 	shown := cfg.display(dir)

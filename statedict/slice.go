@@ -47,7 +47,7 @@ func gatherOf(t *Tensor) (*gather, []int64, error) {
 	var once sync.Once
 	var ps []*piece
 	var perr error
-	g := &gather{name: t.Name, dtype: t.DType, shape: t.Shape, pieces: func() ([]*piece, error) {
+	g := &gather{name: t.Name, dtype: t.DType, shape: t.Shape, pieces: func(_, _ []int64) ([]*piece, error) {
 		once.Do(func() {
 			p, err := tensorPiece(t)
 			if err != nil {
