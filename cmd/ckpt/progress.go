@@ -160,7 +160,7 @@ const (
 	minRateTime  = 10 * time.Millisecond
 )
 
-// humanRate is n bytes per d in the units of humanBytes ("1.52 GiB/s"), or
+// humanRate is n bytes per d in the units of human.Bytes ("1.52 GiB/s"), or
 // "" when the amount or the time is too small to mean anything.
 func humanRate(n int64, d time.Duration) string {
 	if n < minRateBytes || d < minRateTime {
