@@ -27,20 +27,13 @@ SIZE_GB=${2:-4}
 ROUNDS=${3:-5}
 PY=${PYTHON:-/usr/bin/python3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
 mkdir -p "$PARENT"
 WORK=$(mktemp -d "$PARENT/ckpt-bench-convert.XXXXXX")   # only this is deleted at the end
 trap 'rm -rf "$WORK"' EXIT
 
 go build -o "$WORK/ckpt" "$ROOT/cmd/ckpt"
-"$PY" - "$WORK/big.pt" "$SIZE_GB" <<'PYEOF'
-import sys, torch
-path, gb = sys.argv[1], float(sys.argv[2])
-per = 256 << 20                      # bytes per tensor
-n = int(gb * 1e9 / per) + 1          # at least SIZE_GB decimal gigabytes
-g = torch.Generator().manual_seed(0)
-sd = {f"layers.{i}.weight": torch.randn(per // 4, generator=g) for i in range(n)}
-torch.save(sd, path)
-PYEOF
+bench_gen_pt "$PY" "$WORK/big.pt" "$SIZE_GB"
 
 IN="$WORK/big.pt"
 SIZE=$(stat -c %s "$IN")
@@ -66,45 +59,25 @@ else
 fi
 cat "$IN" > /dev/null   # warm the page cache for every command alike
 
-LABELS=()
-declare -A WALLS RSS
-run() { # label, command...
-  local label=$1; shift
+bench_before() {
   rm -f "$WORK"/out.*
   sync  # start each command with no dirty pages left by the previous one
-  /usr/bin/time -v -o "$WORK/time.txt" "$@" > /dev/null
-  local wall rss
-  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$WORK/time.txt" |
-    awk -F: '{ if (NF == 3) print $1*3600 + $2*60 + $3; else print $1*60 + $2 }')
-  rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$WORK/time.txt")
-  [[ -v "WALLS[$label]" ]] || LABELS+=("$label")
-  WALLS[$label]+="$wall "
-  if (( ${RSS[$label]:-0} < rss )); then RSS[$label]=$rss; fi
 }
 
 for ((r = 1; r <= ROUNDS; r++)); do
-  run "cp IN OUT" cp "$IN" "$WORK/out.copy"
-  run "cp IN OUT && sync OUT" sh -c "cp '$IN' '$WORK/out.copy' && sync '$WORK/out.copy'"
-  run "ckpt convert IN OUT.safetensors" "$WORK/ckpt" convert "$IN" "$WORK/out.safetensors"
-  run "ckpt convert --map-location cpu IN OUT.pt" "$WORK/ckpt" convert --map-location cpu "$IN" "$WORK/out.pt"
-  run "ckpt convert --dtype bf16 IN OUT.safetensors" "$WORK/ckpt" convert --dtype bf16 "$IN" "$WORK/out.safetensors"
+  bench_run "cp IN OUT" cp "$IN" "$WORK/out.copy"
+  bench_run "cp IN OUT && sync OUT" sh -c "cp '$IN' '$WORK/out.copy' && sync '$WORK/out.copy'"
+  bench_run "ckpt convert IN OUT.safetensors" "$WORK/ckpt" convert "$IN" "$WORK/out.safetensors"
+  bench_run "ckpt convert --map-location cpu IN OUT.pt" "$WORK/ckpt" convert --map-location cpu "$IN" "$WORK/out.pt"
+  bench_run "ckpt convert --dtype bf16 IN OUT.safetensors" "$WORK/ckpt" convert --dtype bf16 "$IN" "$WORK/out.safetensors"
   if [[ -n $REF_PYTHON ]]; then
-    run "reference: torch.load + save_file + check" "$REF_PYTHON" "$WORK/ref_convert.py" "$IN" "$WORK/out.safetensors"
+    bench_run "reference: torch.load + save_file + check" "$REF_PYTHON" "$WORK/ref_convert.py" "$IN" "$WORK/out.safetensors"
   fi
 done
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-CP=$(echo "${WALLS[cp IN OUT]}" | median)
 [[ -z $REF_PYTHON ]] || echo "reference converter: $REF_VERSION"
 echo "input: $SIZE bytes ($(echo "$SIZE / 1000000000" | bc -l | cut -c1-5) GB), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(df -h "$WORK" | awk 'NR==2 {print $1}'), $ROUNDS rounds, $(date -u +%Y-%m-%d)"
 echo
 echo "| command | median s | min s | max s | GB/s (median) | median / cp's | peak RSS MiB |"
 echo "|---|---|---|---|---|---|---|"
-for label in "${LABELS[@]}"; do
-  w=${WALLS[$label]}
-  med=$(echo "$w" | median)
-  lo=$(echo "$w" | tr ' ' '\n' | grep . | sort -g | head -1)
-  hi=$(echo "$w" | tr ' ' '\n' | grep . | sort -g | tail -1)
-  printf '| %s | %.2f | %.2f | %.2f | %.2f | %.2fx | %.0f |\n' "$label" "$med" "$lo" "$hi" \
-    "$(echo "$SIZE / $med / 1000000000" | bc -l)" "$(echo "$med / $CP" | bc -l)" "$(echo "${RSS[$label]} / 1024" | bc -l)"
-done
+bench_table "cp IN OUT" "$SIZE"

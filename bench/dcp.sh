@@ -23,6 +23,7 @@ PARENT=${1:-/tmp}
 SIZE_GIB=${2:-4}
 ROUNDS=${3:-3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
 REF_PYTHON=${REF_PYTHON:-$ROOT/scripts/torch2-python}
 mkdir -p "$PARENT"
 WORK=$(mktemp -d "$PARENT/ckpt-bench-dcp.XXXXXX")   # only this is deleted at the end
@@ -45,46 +46,26 @@ save_file({k: v.contiguous() for k, v in sd.items()}, dst, metadata={"format": "
 PYEOF
 cat "$IN"/* > /dev/null   # warm the page cache for every command alike
 
-LABELS=()
-declare -A WALLS RSS
-run() { # label, command...
-  local label=$1; shift
+bench_before() {
   rm -rf "$WORK"/out.*
   sync
-  /usr/bin/time -v -o "$WORK/time.txt" "$@" > /dev/null
-  local wall rss
-  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$WORK/time.txt" |
-    awk -F: '{ if (NF == 3) print $1*3600 + $2*60 + $3; else print $1*60 + $2 }')
-  rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$WORK/time.txt")
-  [[ -v "WALLS[$label]" ]] || LABELS+=("$label")
-  WALLS[$label]+="$wall "
-  if (( ${RSS[$label]:-0} < rss )); then RSS[$label]=$rss; fi
 }
 
 for ((r = 1; r <= ROUNDS; r++)); do
-  run "cp -r DCP OUT" cp -r "$IN" "$WORK/out.copy"
-  run "cp -r DCP OUT && sync" sh -c "cp -r '$IN' '$WORK/out.copy' && sync"
-  run "ckpt convert DCP OUT.safetensors" "$WORK/ckpt" convert "$IN" "$WORK/out.safetensors"
-  run "reference: dcp_to_torch_save + torch.load + save_file" "$REF_PYTHON" "$WORK/ref.py" "$IN" "$WORK/out.pt" "$WORK/out.safetensors"
+  bench_run "cp -r DCP OUT" cp -r "$IN" "$WORK/out.copy"
+  bench_run "cp -r DCP OUT && sync" sh -c "cp -r '$IN' '$WORK/out.copy' && sync"
+  bench_run "ckpt convert DCP OUT.safetensors" "$WORK/ckpt" convert "$IN" "$WORK/out.safetensors"
+  bench_run "reference: dcp_to_torch_save + torch.load + save_file" "$REF_PYTHON" "$WORK/ref.py" "$IN" "$WORK/out.pt" "$WORK/out.safetensors"
 done
 # The two outputs agree (last round's reference output against the DCP input).
 "$WORK/ckpt" verify "$IN" "$WORK/out.safetensors" > /dev/null
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-CP=$(echo "${WALLS[cp -r DCP OUT]}" | median)
 echo "reference: $REF_VERSION"
 echo "input: DCP directory of $SIZE bytes ($(ls "$IN" | wc -l) files), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $ROUNDS rounds, $(date -u +%Y-%m-%d)"
 echo
 echo "| command | median s | min s | max s | GB/s (median) | median / cp's | peak RSS MiB |"
 echo "|---|---|---|---|---|---|---|"
-for label in "${LABELS[@]}"; do
-  w=${WALLS[$label]}
-  med=$(echo "$w" | median)
-  lo=$(echo "$w" | tr ' ' '\n' | grep . | sort -g | head -1)
-  hi=$(echo "$w" | tr ' ' '\n' | grep . | sort -g | tail -1)
-  printf '| %s | %.2f | %.2f | %.2f | %.2f | %.2fx | %.0f |\n' "$label" "$med" "$lo" "$hi" \
-    "$(echo "$SIZE / $med / 1000000000" | bc -l)" "$(echo "$med / $CP" | bc -l)" "$(echo "${RSS[$label]} / 1024" | bc -l)"
-done
+bench_table "cp -r DCP OUT" "$SIZE"
 echo
 echo "rank 1 of 4, every tensor split on dim 0:"
 /usr/bin/time -f '%e s, peak RSS %M KiB' "$WORK/rankread" "$IN" 1 4 'layers.*=0'

@@ -1,0 +1,55 @@
+# Shared by the benchmark scripts (sourced, not run): interleaved timing of whole
+# processes under /usr/bin/time -v, medians, and the generated torch.save input.
+#
+#   bench_run LABEL CMD...   times CMD once; rounds accumulate per LABEL, in first-seen order
+#                            (LABELS). Before each run it calls bench_before if the script
+#                            defines it (e.g. to remove outputs and sync).
+#   bench_median             reads wall times (space or newline separated) and prints the median
+#   bench_min / bench_max    the same for min and max
+#   bench_table BASE_LABEL BYTES   one markdown row per label: median/min/max s, GB/s of the
+#                            median over BYTES, ratio to BASE_LABEL's median, peak RSS MiB
+#   bench_gen_pt PY OUT GB   a torch.save state dict of float32 tensors of 256 MiB, >= GB GB
+# Needs $WORK (a scratch directory) set before use.
+
+LABELS=()
+declare -A WALLS RSS
+
+bench_run() { # label, command...
+  local label=$1; shift
+  if declare -F bench_before > /dev/null; then bench_before; fi
+  /usr/bin/time -v -o "$WORK/time.txt" "$@" > /dev/null
+  local wall rss
+  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$WORK/time.txt" |
+    awk -F: '{ if (NF == 3) print $1*3600 + $2*60 + $3; else print $1*60 + $2 }')
+  rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$WORK/time.txt")
+  [[ -v "WALLS[$label]" ]] || LABELS+=("$label")
+  WALLS[$label]+="$wall "
+  if (( ${RSS[$label]:-0} < rss )); then RSS[$label]=$rss; fi
+}
+
+bench_median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+bench_min() { tr ' ' '\n' | grep . | sort -g | head -1; }
+bench_max() { tr ' ' '\n' | grep . | sort -g | tail -1; }
+
+bench_table() { # base label, bytes
+  local base med w
+  base=$(echo "${WALLS[$1]}" | bench_median)
+  for label in "${LABELS[@]}"; do
+    w=${WALLS[$label]}
+    med=$(echo "$w" | bench_median)
+    printf '| %s | %.2f | %.2f | %.2f | %.2f | %.2fx | %.0f |\n' "$label" "$med" "$(echo "$w" | bench_min)" "$(echo "$w" | bench_max)" \
+      "$(echo "$2 / $med / 1000000000" | bc -l)" "$(echo "$med / $base" | bc -l)" "$(echo "${RSS[$label]} / 1024" | bc -l)"
+  done
+}
+
+bench_gen_pt() { # python, out, GB
+  "$1" - "$2" "$3" <<'PYEOF'
+import sys, torch
+path, gb = sys.argv[1], float(sys.argv[2])
+per = 256 << 20                      # bytes per tensor
+n = int(gb * 1e9 / per) + 1          # at least GB decimal gigabytes
+g = torch.Generator().manual_seed(0)
+sd = {f"layers.{i}.weight": torch.randn(per // 4, generator=g) for i in range(n)}
+torch.save(sd, path)
+PYEOF
+}
