@@ -656,3 +656,55 @@ func TestLoadHostReadsLargeRanges(t *testing.T) {
 		}
 	}
 }
+
+// failingReaderAt fails every read that reaches past byte at.
+type failingReaderAt struct {
+	r  io.ReaderAt
+	at int64
+}
+
+var errInjected = errors.New("injected read failure")
+
+func (f failingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > f.at {
+		return 0, errInjected
+	}
+	return f.r.ReadAt(p, off)
+}
+
+// TestLoadHostSegmentReadError checks that a failed segment read (a storage
+// read in large segments, several in flight) ends the load with an error
+// naming the storage and wrapping the cause, and that a cancelled context
+// ends it with the context's error.
+func TestLoadHostSegmentReadError(t *testing.T) {
+	const n, size = 2, 40 << 20
+	data, err := os.ReadFile(writeSafetensors(t, n, size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(ctx context.Context, r io.ReaderAt) error {
+		ck, err := statedict.NewReader(r, int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ck.Close()
+		plan, err := remap.NewPlan(ck.Tensors, remap.To(remap.Device{Type: "cpu", Index: -1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := devicecopy.LoadHost(ctx, ck, plan)
+		if err == nil {
+			res.Release()
+		}
+		return err
+	}
+	err = load(context.Background(), failingReaderAt{r: bytes.NewReader(data), at: int64(len(data)) - size/2})
+	if !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "storage") || !strings.Contains(err.Error(), "t01") {
+		t.Fatalf("load with a failing read: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := load(ctx, bytes.NewReader(data)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled load: %v", err)
+	}
+}
