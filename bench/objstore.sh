@@ -18,6 +18,11 @@
 # and 10 runs of `ckpt inspect --json s3://...` (time and the reported request
 # count). Prints a markdown table: median/min/max wall time, GB/s, ratios, and
 # peak RSS (/usr/bin/time -v). Everything it creates is deleted at the end.
+#
+# Environment: CKPT_BEFORE=BINARY adds `BINARY load --map-location cpu s3://`
+# to each round (another build of ckpt, e.g. before a change, compared in the
+# same run); ONLY=load runs just the parallel download into memory and the
+# loads (and skips inspect).
 set -euo pipefail
 PARENT=${1:-/tmp}
 SIZE_GB=${2:-4}
@@ -66,7 +71,16 @@ run() { # name command...
   RSS[$name]=$(awk '/Maximum resident/ {print $6}' "$WORK/time.txt")
   rm -f "$WORK/dl.bin" "$WORK/out.safetensors"
 }
+ONLY=${ONLY:-}
 for r in $(seq "$ROUNDS"); do
+  if [ -n "${CKPT_BEFORE:-}" ]; then
+    run "ckpt load (before) --map-location cpu s3://" "$CKPT_BEFORE" load --map-location cpu $SRC
+  fi
+  if [ "$ONLY" = load ]; then
+    run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
+    run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
+    continue
+  fi
   run "s3get single (1 stream -> file)" "$WORK/s3get" single $SRC "$WORK/dl.bin"
   run "s3get parallel (8 x 8 MiB -> file)" "$WORK/s3get" parallel $SRC "$WORK/dl.bin"
   run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
@@ -83,16 +97,22 @@ echo "|---|---|---|---|---|---|"
 declare -A MED
 for name in "s3get single (1 stream -> file)" "s3get parallel (8 x 8 MiB -> file)" "s3get memory (8 x 8 MiB -> RAM)" \
   "ckpt convert s3:// -> local safetensors" "ckpt convert local -> local safetensors" \
-  "ckpt load --map-location cpu s3://" "ckpt load --map-location cpu local"; do
+  "ckpt load (before) --map-location cpu s3://" "ckpt load --map-location cpu s3://" "ckpt load --map-location cpu local"; do
+  [ -n "${T[$name]:-}" ] || continue
   read -r med lo hi < <(echo "${T[$name]}" | median)
   MED[$name]=$med
   printf '| %s | %.2f | %.2f | %.2f | %.2f | %d |\n' "$name" "$med" "$lo" "$hi" "$(echo "$SIZE / $med / 1000000000" | bc -l)" "$((RSS[$name] / 1024))"
 done
+echo
+printf 'load s3:// / parallel download into memory: %.2fx\n' "$(echo "${MED["ckpt load --map-location cpu s3://"]} / ${MED["s3get memory (8 x 8 MiB -> RAM)"]}" | bc -l)"
+if [ -n "${CKPT_BEFORE:-}" ]; then
+  printf 'load s3:// before / parallel download into memory: %.2fx\n' "$(echo "${MED["ckpt load (before) --map-location cpu s3://"]} / ${MED["s3get memory (8 x 8 MiB -> RAM)"]}" | bc -l)"
+fi
+[ "$ONLY" = load ] && exit 0
 fastest=$(printf '%s\n' "${MED["s3get single (1 stream -> file)"]}" "${MED["s3get parallel (8 x 8 MiB -> file)"]}" | sort -g | head -1)
 echo
 printf 'convert s3:// / fastest download to disk: %.2fx\n' "$(echo "${MED["ckpt convert s3:// -> local safetensors"]} / $fastest" | bc -l)"
 printf 'convert s3:// / convert local: %.2fx\n' "$(echo "${MED["ckpt convert s3:// -> local safetensors"]} / ${MED["ckpt convert local -> local safetensors"]}" | bc -l)"
-printf 'load s3:// / parallel download into memory: %.2fx\n' "$(echo "${MED["ckpt load --map-location cpu s3://"]} / ${MED["s3get memory (8 x 8 MiB -> RAM)"]}" | bc -l)"
 
 # inspect: 10 runs, wall time and the request count it reports.
 ts=""

@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/devicecopy"
@@ -488,7 +489,7 @@ func FuzzLoadHost(f *testing.F) {
 
 // writeSafetensors writes n uint8 tensors of size bytes each, with
 // pseudo-random contents, and returns the file's path.
-func writeSafetensors(b *testing.B, n int, size int64) string {
+func writeSafetensors(b testing.TB, n int, size int64) string {
 	b.Helper()
 	header := map[string]any{}
 	for i := range n {
@@ -589,4 +590,121 @@ func BenchmarkLoadHost(b *testing.B) {
 			f.Close()
 		}
 	})
+}
+
+// countingReaderAt counts the ReadAt calls made on r and the bytes they ask
+// for.
+type countingReaderAt struct {
+	r            io.ReaderAt
+	mu           sync.Mutex
+	calls, small int // small: calls asking for less than 8 MiB
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	c.mu.Lock()
+	c.calls++
+	if len(p) < 8<<20 {
+		c.small++
+	}
+	c.mu.Unlock()
+	return c.r.ReadAt(p, off)
+}
+
+// TestLoadHostReadsLargeRanges checks that LoadHost reads storages held in
+// place with a few large ReadAt calls straight into their buffers, not 1 MiB
+// at a time: an object store (objstore.Object) serves reads of 8 MiB and more
+// with parallel ranged GETs into the caller's buffer, smaller ones through
+// its chunk cache, one copy and one chunk at a time.
+func TestLoadHostReadsLargeRanges(t *testing.T) {
+	const n, size = 4, 16 << 20
+	data, err := os.ReadFile(writeSafetensors(t, n, size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := &countingReaderAt{r: bytes.NewReader(data)}
+	ck, err := statedict.NewReader(cr, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	plan, err := remap.NewPlan(ck.Tensors, remap.To(remap.Device{Type: "cpu", Index: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr.mu.Lock()
+	cr.calls, cr.small = 0, 0
+	cr.mu.Unlock()
+	res, err := devicecopy.LoadHost(context.Background(), ck, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 64 MiB in 16 MiB segments: 4 reads. Reading 1 MiB pieces made 64.
+	if cr.calls > n*(size/(16<<20)) || cr.small > 0 {
+		t.Errorf("LoadHost made %d ReadAt calls (%d of less than 8 MiB) for %d storages of %d MiB; want at most %d, none small",
+			cr.calls, cr.small, n, size>>20, n*(size/(16<<20)))
+	}
+	body := data[len(data)-n*size:]
+	for i, hs := range res.Storages {
+		want := body[int64(i)*size : int64(i+1)*size]
+		if !bytes.Equal(hs.Data, want) {
+			t.Fatalf("storage %d: wrong bytes", i)
+		}
+		d, _ := digest.New(size)
+		d.Write(want)
+		if w, _ := d.Sum(); hs.Digest != w {
+			t.Fatalf("storage %d: digest %v, want %v", i, hs.Digest, w)
+		}
+	}
+}
+
+// failingReaderAt fails every read that reaches past byte at.
+type failingReaderAt struct {
+	r  io.ReaderAt
+	at int64
+}
+
+var errInjected = errors.New("injected read failure")
+
+func (f failingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > f.at {
+		return 0, errInjected
+	}
+	return f.r.ReadAt(p, off)
+}
+
+// TestLoadHostSegmentReadError checks that a failed segment read (a storage
+// read in large segments, several in flight) ends the load with an error
+// naming the storage and wrapping the cause, and that a cancelled context
+// ends it with the context's error.
+func TestLoadHostSegmentReadError(t *testing.T) {
+	const n, size = 2, 40 << 20
+	data, err := os.ReadFile(writeSafetensors(t, n, size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(ctx context.Context, r io.ReaderAt) error {
+		ck, err := statedict.NewReader(r, int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ck.Close()
+		plan, err := remap.NewPlan(ck.Tensors, remap.To(remap.Device{Type: "cpu", Index: -1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := devicecopy.LoadHost(ctx, ck, plan)
+		if err == nil {
+			res.Release()
+		}
+		return err
+	}
+	err = load(context.Background(), failingReaderAt{r: bytes.NewReader(data), at: int64(len(data)) - size/2})
+	if !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "storage") || !strings.Contains(err.Error(), "t01") {
+		t.Fatalf("load with a failing read: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := load(ctx, bytes.NewReader(data)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled load: %v", err)
+	}
 }

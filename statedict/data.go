@@ -12,7 +12,10 @@ import (
 var ErrNoData = errors.New("statedict: tensor has no data (meta tensor)")
 
 // Open returns the storage's bytes in file order (see BigEndian), streaming:
-// this works for every container without temporary files.
+// this works for every container without temporary files. Where the bytes
+// are read in place (an uncompressed record or file), the reader also
+// implements io.ReaderAt over the storage's bytes (offset 0 is its first
+// byte), for callers that read large ranges at once.
 func (s *Storage) Open() (io.ReadCloser, error) {
 	if s.src == nil {
 		return nil, ErrNoData

@@ -16,8 +16,16 @@ type sectionSource struct {
 }
 
 func (s *sectionSource) open(off, n int64) (io.ReadCloser, error) {
-	return io.NopCloser(io.NewSectionReader(s.r, s.off+off, n)), nil
+	return sectionReadCloser{io.NewSectionReader(s.r, s.off+off, n)}, nil
 }
+
+// sectionReadCloser is a section of the file read in place: a reader that
+// also offers random access (io.ReaderAt), so that a caller filling a
+// buffer can ask for large ranges at once (an object store then fetches
+// them with parallel ranged GETs). Close does nothing.
+type sectionReadCloser struct{ *io.SectionReader }
+
+func (sectionReadCloser) Close() error { return nil }
 
 func (s *sectionSource) readerAt() (io.ReaderAt, error) {
 	return io.NewSectionReader(s.r, s.off, s.n), nil
@@ -39,7 +47,7 @@ type zipDeflateSource struct {
 
 func (s *zipDeflateSource) open(off, n int64) (io.ReadCloser, error) {
 	if s.spool != nil {
-		return io.NopCloser(io.NewSectionReader(s.spool, off, n)), nil
+		return sectionReadCloser{io.NewSectionReader(s.spool, off, n)}, nil
 	}
 	rc, err := s.f.Open()
 	if err != nil {

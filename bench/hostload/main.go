@@ -5,12 +5,17 @@
 //
 //	hostload ckpt FILE       ckpt.Load(ctx, FILE, ckpt.WithMapLocation("cpu"))
 //	hostload readfile FILE   os.ReadFile(FILE)
+//
+// HOSTLOAD_CPUPROFILE=FILE and HOSTLOAD_BLOCKPROFILE=FILE write pprof CPU and
+// block profiles of the run (go tool pprof FILE).
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/ckpt-dev/ckpt"
@@ -20,6 +25,31 @@ func main() {
 	if len(os.Args) != 3 {
 		fmt.Fprintln(os.Stderr, "usage: hostload ckpt|readfile FILE")
 		os.Exit(2)
+	}
+	if p := os.Getenv("HOSTLOAD_CPUPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "hostload:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "hostload:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if p := os.Getenv("HOSTLOAD_BLOCKPROFILE"); p != "" {
+		runtime.SetBlockProfileRate(100_000) // one event per 100 µs blocked
+		defer func() {
+			f, err := os.Create(p)
+			if err == nil {
+				err = pprof.Lookup("block").WriteTo(f, 0)
+				f.Close()
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "hostload:", err)
+			}
+		}()
 	}
 	start := time.Now()
 	var held int64
