@@ -132,6 +132,9 @@ func unsupported(t *statedict.Tensor, f Format) string {
 		if code, ok := t.DType.Safetensors(); !ok || !knownSafetensors(code) {
 			return "safetensors has no dtype for " + t.DType.String()
 		}
+		if _, ok := statedict.SafetensorsShape(t.DType, t.Shape); !ok {
+			return "safetensors F4 cannot hold a 0-dim " + t.DType.String() + " tensor (two values, no last dimension)"
+		}
 	} else if t.Storage.DType.StorageClass() == "" && !torchzip.Torch2DType(t.Storage.DType) {
 		return "torch has no storage for " + t.Storage.DType.String()
 	}
@@ -140,8 +143,8 @@ func unsupported(t *statedict.Tensor, f Format) string {
 
 // knownSafetensors reports whether package safetensors can write code.
 func knownSafetensors(code string) bool {
-	_, err := safetensors.ByteSize(code, nil)
-	return err == nil
+	_, ok := safetensors.ElementBits(code)
+	return ok
 }
 
 // makePlan selects, renames and classifies everything; it fails on name
