@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +73,63 @@ func TestCompareBroadcast(t *testing.T) {
 			"y": "3 of 12 elements differ, first at flat index 2"}[d.Name]
 		if !strings.HasPrefix(d.Detail, want) {
 			t.Errorf("%s: %q, want %q", d.Name, d.Detail, want)
+		}
+	}
+}
+
+// TestConvertBroadcast: safetensors output copies views out contiguous, so
+// a (2^40,) broadcast of one float32 would be 4 TiB: Convert refuses it
+// before writing anything, naming the tensor and the option; within the
+// bound (or with the option raised) views are materialized. .pth output
+// keeps the view over its 4-byte storage, tree or flat.
+func TestConvertBroadcast(t *testing.T) {
+	ctx := context.Background()
+	ck := broadcastCheckpoint(t, 1.5, [4]float32{1, 2, 3, 4})
+	dir := t.TempDir()
+	out := filepath.Join(dir, "o.safetensors")
+	_, err := Convert(ctx, ck, out)
+	var te *TensorError
+	if !errors.Is(err, ErrTooLarge) || !errors.As(err, &te) || te.Name != "x" ||
+		!strings.Contains(err.Error(), "--max-materialized") || !strings.Contains(err.Error(), "4.0 TiB") {
+		t.Fatalf("4 TiB view: %v", err)
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 0 {
+		t.Errorf("left %v", es)
+	}
+	// y alone: 48 bytes from 16, far within the default.
+	sum, err := Convert(ctx, ck, out, WithOnly("y"))
+	if err != nil || sum.Bytes != 48 {
+		t.Fatalf("y: %+v, %v", sum, err)
+	}
+	rep, err := Compare(ctx, ck, open(t, out), CompareOptions{})
+	if err != nil || rep.Compared != 1 || len(rep.Differences) != 1 || rep.Differences[0].Name != "x" {
+		t.Errorf("y compared: %+v, %v", rep, err)
+	}
+	// An explicit bound applies to everything written.
+	_, err = Convert(ctx, ck, filepath.Join(dir, "p.safetensors"), WithOnly("y"), WithMaxMaterialized(40))
+	if !errors.Is(err, ErrTooLarge) || !errors.As(err, &te) || te.Name != "y" {
+		t.Errorf("y past 40 bytes: %v", err)
+	}
+	if _, err := Convert(ctx, ck, filepath.Join(dir, "p.safetensors"), WithOnly("y"), WithMaxMaterialized(48)); err != nil {
+		t.Errorf("y at 48 bytes: %v", err)
+	}
+	for _, o := range [][]Option{nil, {WithOnly("x", "y")}} { // tree, then flat
+		pt := filepath.Join(dir, "o.pt")
+		sum, err := Convert(ctx, ck, pt, append(o, WithForce(true))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(pt)
+		if err != nil || fi.Size() > 4096 || sum.Bytes != 20 {
+			t.Errorf(".pt %s: %d bytes of data, %v, %v", sum.Structure, sum.Bytes, fi.Size(), err)
+		}
+		back := open(t, pt)
+		if x := back.Tensor("x"); x == nil || fmt.Sprint(x.Shape, x.Strides, x.Storage.NBytes) != "[1099511627776] [0] 4" {
+			t.Errorf(".pt %s: x %+v", sum.Structure, x)
+		}
+		rep, err := Compare(ctx, ck, back, CompareOptions{})
+		if err != nil || rep.Compared != 2 || len(rep.Differences) != 0 {
+			t.Errorf(".pt %s compared: %+v, %v", sum.Structure, rep, err)
 		}
 	}
 }

@@ -207,6 +207,11 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err != nil {
 		return nil, err
 	}
+	if l.format == Safetensors {
+		if err := c.checkMaterialized(ck, p.items); err != nil {
+			return nil, err
+		}
+	}
 	groups := shards(p.items, c.shard, l.format)
 	var finals []string
 	if len(groups) == 1 && !l.indexed {

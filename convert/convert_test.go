@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -595,5 +596,89 @@ func TestNewDTypeNotes(t *testing.T) {
 	classic := convert(t, fixtures+"training.pt", filepath.Join(dir, "c.safetensors"))
 	if len(classic.RecentCodes) != 0 {
 		t.Errorf("float32 output listed %v", classic.RecentCodes)
+	}
+}
+
+// TestFloat4AndE8M0Safetensors: float4_e2m1fn_x2 and float8_e8m0fnu map to
+// safetensors F4 and F8_E8M0 both ways. A torch float4_e2m1fn_x2 element
+// is one byte of two fp4 values and safetensors' F4 counts the values, so
+// torch [3] is F4 [6] (the reference's torch bindings double the last
+// dimension on save and halve it on load); the bytes are kept as they are.
+func TestFloat4AndE8M0Safetensors(t *testing.T) {
+	dir := t.TempDir()
+	src := fixtures + "dtypes_untyped.pt"
+	st := filepath.Join(dir, "o.safetensors")
+	sum := convert(t, src, st)
+	for _, d := range sum.Dropped {
+		if d.Name == "float4_e2m1fn_x2" || d.Name == "float8_e8m0fnu" {
+			t.Errorf("dropped %s: %s", d.Name, d.Reason)
+		}
+	}
+	f, err := os.Open(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	hdr, err := safetensors.Parse(f, fi.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, ti := range hdr.Tensors {
+		got[ti.Name] = fmt.Sprintf("%s %v %d", ti.DType, ti.Shape, ti.End-ti.Begin)
+	}
+	if got["float4_e2m1fn_x2"] != "F4 [6] 3" || got["float8_e8m0fnu"] != "F8_E8M0 [6] 6" {
+		t.Errorf("safetensors header: %v", got)
+	}
+	back := open(t, st)
+	for _, name := range []string{"float4_e2m1fn_x2", "float8_e8m0fnu"} {
+		tn := back.Tensor(name)
+		if tn == nil {
+			t.Fatalf("%s not read back", name)
+		}
+		if want := map[string]string{"float4_e2m1fn_x2": "float4_e2m1fn_x2 [3]", "float8_e8m0fnu": "float8_e8m0fnu [6]"}[name]; fmt.Sprint(tn.DType, " ", tn.Shape) != want {
+			t.Errorf("read back %s as %s %v, want %s", name, tn.DType, tn.Shape, want)
+		}
+	}
+	sameFP4(t, src, st)
+	// And back to .pth: torch's shape again, same bytes.
+	pt := filepath.Join(dir, "o.pt")
+	convert(t, st, pt)
+	if tn := open(t, pt).Tensor("float4_e2m1fn_x2"); tn == nil || tn.DType != statedict.Float4E2M1FNx2 || fmt.Sprint(tn.Shape) != "[3]" {
+		t.Errorf(".pt from safetensors: %+v", tn)
+	}
+	sameFP4(t, src, pt)
+}
+
+// sameFP4 fails when Compare finds the float4/e8m0 tensors of a and b differ
+// (complex32, which safetensors cannot hold, may be missing).
+func sameFP4(t *testing.T, a, b string) {
+	t.Helper()
+	rep, err := Compare(context.Background(), open(t, a), open(t, b), CompareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range rep.Differences {
+		if d.Name != "complex32" {
+			t.Errorf("%s vs %s: %+v", a, b, d)
+		}
+	}
+	if rep.Compared < 2 {
+		t.Errorf("%s vs %s: %d compared", a, b, rep.Compared)
+	}
+}
+
+// TestFloat4ZeroDim: a 0-dim float4_e2m1fn_x2 tensor (one byte, two values)
+// has no F4 shape; safetensors output drops it with the reason.
+func TestFloat4ZeroDim(t *testing.T) {
+	s := &statedict.Storage{Key: "0", DType: statedict.Float4E2M1FNx2, NBytes: 1}
+	tn := &statedict.Tensor{Name: "q", DType: statedict.Float4E2M1FNx2, Storage: s}
+	if why := unsupported(tn, Safetensors); !strings.Contains(why, "0-dim") {
+		t.Errorf("safetensors: %q", why)
+	}
+	tn.Shape, tn.Strides = []int64{1}, []int64{1}
+	if why := unsupported(tn, Safetensors); why != "" {
+		t.Errorf("[1]: %q", why)
 	}
 }

@@ -37,6 +37,12 @@
 // xxh64c digest (package digest) under DigestsKey (a JSON object of name
 // to "xxh64c:..."), computed over the bytes as written.
 //
+// float8_e8m0fnu is written as F8_E8M0 and float4_e2m1fn_x2 as F4, whose
+// shape counts 4-bit values: a torch [N, M] float4_e2m1fn_x2 tensor (one
+// byte of two values per element) is F4 [N, 2M] over the same bytes, as
+// the reference library's torch bindings write it; reading halves the last
+// dimension back (statedict.SafetensorsShape, statedict.TorchShape).
+//
 // # PyTorch output
 //
 // The zip is written by package torchzip: storages keep their sharing

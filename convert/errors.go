@@ -18,6 +18,9 @@ var (
 	ErrOption = errors.New("convert: invalid option")
 	// ErrNothing: no tensor is left to write.
 	ErrNothing = errors.New("convert: no tensor to write")
+	// ErrTooLarge: a safetensors output would hold more tensor bytes than
+	// WithMaxMaterialized allows (views copied out contiguous).
+	ErrTooLarge = errors.New("convert: output too large")
 	// ErrMetadata: a file's recorded checksums cannot be read.
 	ErrMetadata = errors.New("convert: malformed checksum metadata")
 )

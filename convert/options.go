@@ -75,20 +75,22 @@ func ParseSize(s string) (int64, error) {
 }
 
 type config struct {
-	format     Format
-	rules      remap.Rules
-	hasRules   bool
-	dtype      statedict.DType
-	strip      []string
-	renames    []Rename
-	only       []string
-	shard      int64
-	compress   string
-	force      bool
-	dropFloats bool
-	progress   func(int64)
-	bufSize    int
-	wrap       func(io.Writer) io.Writer
+	format   Format
+	rules    remap.Rules
+	hasRules bool
+	dtype    statedict.DType
+	strip    []string
+	renames  []Rename
+	only     []string
+	shard    int64
+	// maxMaterialized bounds a safetensors output's tensor bytes (0: the default)
+	maxMaterialized int64
+	compress        string
+	force           bool
+	dropFloats      bool
+	progress        func(int64)
+	bufSize         int
+	wrap            func(io.Writer) io.Writer
 
 	checks *sourceChecks // set by Convert
 }
@@ -129,6 +131,16 @@ func WithOnly(glob ...string) Option { return func(c *config) { c.only = append(
 // tensor data (a single larger tensor gets a shard of its own), in the
 // Hugging Face layout with an index.json.
 func WithMaxShardSize(n int64) Option { return func(c *config) { c.shard = n } }
+
+// WithMaxMaterialized bounds the tensor bytes of a safetensors output to
+// n. Safetensors holds every tensor contiguous, so an overlapping view (a
+// broadcast made by expand, stride 0) is written at its full size: a
+// (2^40,) float32 view of one element would be 4 TiB. Convert refuses,
+// before writing anything, an output past the bound with ErrTooLarge
+// naming the tensor that grows most. The default is the larger of
+// DefaultMaxMaterialized (1 GiB) and MaterializedFactor (64) times the
+// input's storage bytes; .pth output keeps views and is not bounded.
+func WithMaxMaterialized(n int64) Option { return func(c *config) { c.maxMaterialized = n } }
 
 // WithCompress compresses the output; "zstd" is the only codec.
 func WithCompress(codec string) Option { return func(c *config) { c.compress = codec } }
@@ -181,6 +193,9 @@ func (c *config) validate() error {
 	}
 	if c.compress != "" && c.shard > 0 {
 		return fmt.Errorf("%w: --compress and --max-shard-size cannot be combined", ErrOption)
+	}
+	if c.maxMaterialized < 0 {
+		return fmt.Errorf("%w: negative --max-materialized", ErrOption)
 	}
 	if c.shard < 0 {
 		return fmt.Errorf("%w: negative shard size", ErrOption)

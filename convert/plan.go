@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/ckpt-dev/ckpt/safetensors"
@@ -106,11 +107,6 @@ func castStorages(ck *statedict.Checkpoint, to statedict.DType) map[*statedict.S
 	return cast
 }
 
-// maxExpansion bounds what an overlapping view (stride 0, as left by
-// expand) may grow to when safetensors output copies it out contiguous, so
-// that a small hostile file cannot make Convert write terabytes.
-const maxExpansion = 64 << 20
-
 // unsupported says why a tensor cannot be written to the format, or "".
 func unsupported(t *statedict.Tensor, f Format) string {
 	switch {
@@ -126,11 +122,11 @@ func unsupported(t *statedict.Tensor, f Format) string {
 		return "size overflows"
 	}
 	if f == Safetensors {
-		if n := t.NBytes(); n > t.Storage.NBytes && n > maxExpansion {
-			return fmt.Sprintf("overlapping view (stride 0) would expand %d storage bytes to %d", t.Storage.NBytes, n)
-		}
 		if code, ok := t.DType.Safetensors(); !ok || !knownSafetensors(code) {
 			return "safetensors has no dtype for " + t.DType.String()
+		}
+		if _, ok := statedict.SafetensorsShape(t.DType, t.Shape); !ok {
+			return "safetensors F4 cannot hold a 0-dim " + t.DType.String() + " tensor (two values, no last dimension)"
 		}
 	} else if t.Storage.DType.StorageClass() == "" && !torchzip.Torch2DType(t.Storage.DType) {
 		return "torch has no storage for " + t.Storage.DType.String()
@@ -138,10 +134,95 @@ func unsupported(t *statedict.Tensor, f Format) string {
 	return ""
 }
 
+// DefaultMaxMaterialized is the floor of the default bound on what a
+// safetensors output may hold (WithMaxMaterialized): the larger of 1 GiB
+// and MaterializedFactor times the bytes of the input's storages.
+const DefaultMaxMaterialized = 1 << 30
+
+// MaterializedFactor is the multiple of the input's storage bytes that a
+// safetensors output may hold by default (see WithMaxMaterialized). Casts
+// grow data at most 8x (float8 to float64); only overlapping views (stride
+// 0, as left by expand) grow it further.
+const MaterializedFactor = 64
+
+// materializedLimit is the bound on a safetensors output's tensor bytes
+// and how it was set, for the error.
+func (c *config) materializedLimit(ck *statedict.Checkpoint) (int64, string) {
+	if c.maxMaterialized > 0 {
+		return c.maxMaterialized, "as set"
+	}
+	var in int64
+	for _, s := range ck.Storages {
+		if s.NBytes > 0 {
+			in = min(in+s.NBytes, math.MaxInt64/MaterializedFactor)
+		}
+	}
+	return max(DefaultMaxMaterialized, MaterializedFactor*in), fmt.Sprintf("the default: %dx the input's %s of storage, at least 1 GiB", MaterializedFactor, sizeText(in))
+}
+
+// checkMaterialized refuses, before anything is written, a safetensors
+// output whose tensors hold more bytes than the limit: safetensors copies
+// every view out contiguous, so a broadcast view of shape (2^40,) over one
+// element would write 4 TiB. The error names the tensor that grows most.
+func (c *config) checkMaterialized(ck *statedict.Checkpoint, items []*item) error {
+	limit, how := c.materializedLimit(ck)
+	var total, grow int64
+	var worst *item
+	for _, it := range items {
+		n := it.nbytesSat()
+		total = min(total, math.MaxInt64-n) + n
+		if g := n - it.src.Storage.NBytes; worst == nil || g > grow {
+			worst, grow = it, g
+		}
+	}
+	if total <= limit || worst == nil {
+		return nil
+	}
+	t := worst.src
+	return &TensorError{Name: t.Name, Err: fmt.Errorf("%w: the safetensors output would hold %s of tensor data, more than the limit of %s (%s); this %s tensor of shape %s and strides %s views %s of storage and alone becomes %s copied out contiguous; raise the limit with --max-materialized (convert.WithMaxMaterialized), leave the tensor out with --only, or write .pth, which keeps views",
+		ErrTooLarge, sizeText(total), sizeText(limit), how, t.DType, intsText(t.Shape), intsText(t.Strides), sizeText(t.Storage.NBytes), sizeText(worst.nbytesSat()))}
+}
+
+// nbytesSat is nbytes, saturating at math.MaxInt64.
+func (it *item) nbytesSat() int64 {
+	n, sz := it.src.NumEl(), int64(it.dtype.Size())
+	if n > 0 && n > math.MaxInt64/sz {
+		return math.MaxInt64
+	}
+	return n * sz
+}
+
+// sizeText writes n bytes for people: "4 B", "1.5 GiB".
+func sizeText(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, u := float64(n), ""
+	for _, u = range []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"} {
+		v /= 1024
+		if v < 1024 {
+			break
+		}
+	}
+	return fmt.Sprintf("%.1f %s", v, u)
+}
+
+// intsText writes a shape or strides as Python does: [2, 3].
+func intsText(v []int64) string {
+	b := []byte{'['}
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, x, 10)
+	}
+	return string(append(b, ']'))
+}
+
 // knownSafetensors reports whether package safetensors can write code.
 func knownSafetensors(code string) bool {
-	_, err := safetensors.ByteSize(code, nil)
-	return err == nil
+	_, ok := safetensors.ElementBits(code)
+	return ok
 }
 
 // makePlan selects, renames and classifies everything; it fails on name

@@ -261,7 +261,8 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 	digests := make(map[string]string, len(items))
 	for i, it := range items {
 		code, _ := it.dtype.Safetensors()
-		decl[i] = safetensors.WriterTensor{Name: it.name, DType: code, Shape: it.src.Shape}
+		shape, _ := statedict.SafetensorsShape(it.dtype, it.src.Shape) // checked by unsupported
+		decl[i] = safetensors.WriterTensor{Name: it.name, DType: code, Shape: shape}
 		byName[it.name] = it
 		digests[it.name] = digest.Value(0).String() // same length as the real one
 	}

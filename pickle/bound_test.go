@@ -64,3 +64,25 @@ func TestAllocationBoundedByInput(t *testing.T) {
 		}
 	}
 }
+
+// TestPaddingAfterStopNotCopied: what follows STOP is never run, so it is
+// not copied either: a 64 MiB pickle of None and zero padding allocates a
+// small fraction of its size (it used to allocate a second copy of the
+// input for the rewritten stream).
+func TestPaddingAfterStopNotCopied(t *testing.T) {
+	in := make([]byte, 64<<20)
+	copy(in, append(append([]byte{}, proto...), 'N', '.'))
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	v, err := Unpickle(in)
+	runtime.ReadMemStats(&after)
+	if err != nil || v != nil {
+		t.Fatalf("got %v, %v", v, err)
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d bytes allocated for %d bytes of input", alloc, len(in))
+	if alloc > uint64(len(in))/16 {
+		t.Errorf("%d bytes allocated for %d bytes of input, %d of them after STOP", alloc, len(in), len(in)-len(proto)-2)
+	}
+}

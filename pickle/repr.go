@@ -1,6 +1,7 @@
 package pickle
 
 import (
+	"bytes"
 	"math"
 	"math/big"
 	"strconv"
@@ -97,9 +98,9 @@ func (r *reprer) value(v any) {
 	case complex128:
 		r.write(complexRepr(x))
 	case string:
-		r.write(StrRepr(x))
+		r.write(strRepr(x, maxReprLen+1)) // write cuts it and adds "..."
 	case []byte:
-		r.write(BytesRepr(x))
+		r.write(bytesRepr(x, maxReprLen+1))
 	case Global:
 		r.write(x.String())
 	case Device:
@@ -247,7 +248,11 @@ func complexRepr(c complex128) string {
 // StrRepr quotes s as Python's repr(str) does: single quotes unless s
 // holds a single quote and no double quote, escapes for backslash, the
 // quote, \t \n \r and other non-printable characters.
-func StrRepr(s string) string {
+func StrRepr(s string) string { return strRepr(s, -1) }
+
+// strRepr is StrRepr that stops once it has written limit bytes (limit <
+// 0: no limit), so that a value of hundreds of MB costs what is shown.
+func strRepr(s string, limit int) string {
 	q := byte('\'')
 	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
 		q = '"'
@@ -255,6 +260,9 @@ func StrRepr(s string) string {
 	var b strings.Builder
 	b.WriteByte(q)
 	for i := 0; i < len(s); {
+		if limit >= 0 && b.Len() >= limit {
+			return b.String()
+		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && n == 1 { // not UTF-8: shown as Python shows a surrogate escape
 			b.WriteString(`\udc` + strconv.FormatUint(uint64(0x80|s[i]&0x7f), 16))
@@ -290,15 +298,22 @@ func StrRepr(s string) string {
 
 // BytesRepr quotes b as Python's repr(bytes) does: b'raw', with \xNN for
 // bytes outside printable ASCII.
-func BytesRepr(p []byte) string {
+func BytesRepr(p []byte) string { return bytesRepr(p, -1) }
+
+// bytesRepr is BytesRepr that stops once it has written limit bytes
+// (limit < 0: no limit).
+func bytesRepr(p []byte, limit int) string {
 	q := byte('\'')
-	if strings.IndexByte(string(p), '\'') >= 0 && strings.IndexByte(string(p), '"') < 0 {
+	if bytes.IndexByte(p, '\'') >= 0 && bytes.IndexByte(p, '"') < 0 {
 		q = '"'
 	}
 	var b strings.Builder
 	b.WriteString("b")
 	b.WriteByte(q)
 	for _, c := range p {
+		if limit >= 0 && b.Len() >= limit {
+			return b.String()
+		}
 		switch {
 		case c == '\\' || c == q:
 			b.WriteByte('\\')

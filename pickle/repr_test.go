@@ -3,6 +3,8 @@ package pickle
 import (
 	"math"
 	"math/big"
+	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -70,6 +72,27 @@ func TestVMErrorsWithoutGoSyntax(t *testing.T) {
 		}
 		if m := err.Error(); strings.ContainsAny(m, "&{}#") || strings.Contains(m, "types.") || strings.Contains(m, "Py") {
 			t.Errorf("%s: message has Go syntax: %s", name, m)
+		}
+	}
+}
+
+// TestReprLongValueCostsWhatIsShown: Repr of a 5 MiB str or bytes value
+// quotes only what it shows (it used to quote the whole value, then cut
+// it), and shows the same text as quoting everything and cutting.
+func TestReprLongValueCostsWhatIsShown(t *testing.T) {
+	long := strings.Repeat("a\x01'é", 1<<20)
+	for _, v := range []any{long, []byte(long)} {
+		full := map[bool]string{true: StrRepr(long), false: BytesRepr([]byte(long))}[reflect.TypeOf(v).Kind() == reflect.String]
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		got := Repr(v)
+		runtime.ReadMemStats(&after)
+		if want := full[:maxReprLen] + "..."; got != want {
+			t.Errorf("%T: %q..., want %q...", v, got[:40], want[:40])
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+			t.Errorf("%T: %d bytes allocated for the repr of %d bytes", v, alloc, len(long))
 		}
 	}
 }

@@ -108,6 +108,7 @@ type scanner struct {
 	marks  []int
 	memo   memoTable
 	used   []uint64 // bit i: some GET reads what the i-th PUT stored (see markUsed)
+	stop   int      // bytes through the first STOP, as markUsed found it (0: none found)
 	nput   int      // PUTs seen so far
 	prog   *program
 	index  map[[2]string]int
@@ -142,6 +143,13 @@ func scan(ctx context.Context, data []byte, lim Limits) (*program, error) {
 	if err := s.markUsed(); err != nil {
 		return nil, err
 	}
+	// The rewritten stream is about the size of what gopickle runs: the
+	// opcodes through STOP, not whatever follows it (a 1 GiB zero padding
+	// after STOP must not cost another GiB). Without a STOP the validating
+	// pass fails; append grows the buffer as needed either way.
+	if s.stop > 0 {
+		s.out = make([]byte, 0, s.stop+64)
+	}
 	if _, err := s.run(-1); err != nil {
 		return nil, err
 	}
@@ -165,7 +173,11 @@ func (s *scanner) markUsed() error {
 		}
 		op := s.data[s.pos]
 		info := opTable[op]
-		if info.name == "" || op == '.' {
+		if op == '.' {
+			s.stop = s.pos + 1
+			break
+		}
+		if info.name == "" {
 			break
 		}
 		s.pos++
@@ -275,7 +287,6 @@ func newScanner(data []byte, lim Limits) *scanner {
 		data:   data,
 		str:    unsafe.String(unsafe.SliceData(data), len(data)),
 		lim:    lim,
-		out:    make([]byte, 0, len(data)+64),
 		memo:   memoTable{sparse: make(map[int]memoSlot), denseMax: len(data) + 1},
 		prog:   &program{data: data, limits: lim, fsMark: &frozenMark{}},
 		index:  make(map[[2]string]int),

@@ -1,6 +1,10 @@
 package statedict
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"slices"
+)
 
 // DType is a tensor element type, named as torch names it.
 type DType uint8
@@ -75,7 +79,7 @@ var dtypes = [numDTypes]dtypeInfo{
 	Float8E5M2FNUZ: {"float8_e5m2fnuz", 1, "", "F8_E5M2FNUZ", true, false, true},
 	Float8E4M3FNUZ: {"float8_e4m3fnuz", 1, "", "F8_E4M3FNUZ", true, false, true},
 	Float8E8M0FNU:  {"float8_e8m0fnu", 1, "", "F8_E8M0", true, false, false},
-	Float4E2M1FNx2: {"float4_e2m1fn_x2", 1, "", "", false, false, false},
+	Float4E2M1FNx2: {"float4_e2m1fn_x2", 1, "", "F4", false, false, false}, // shape: see SafetensorsShape
 	QInt8:          {"qint8", 1, "QInt8Storage", "", false, false, true},
 	QUInt8:         {"quint8", 1, "QUInt8Storage", "", false, false, false},
 	QInt32:         {"qint32", 4, "QInt32Storage", "", false, false, true},
@@ -180,6 +184,43 @@ func DTypeFromStorageClass(class string) (DType, bool) {
 		}
 	}
 	return Invalid, false
+}
+
+// SafetensorsShape returns the shape the safetensors header records for a
+// tensor of dtype d and torch shape: the same shape, except for
+// float4_e2m1fn_x2, whose torch element is one byte holding two fp4 values
+// while safetensors' F4 counts the 4-bit values, so the last dimension
+// doubles (torch [N, M] is F4 [N, 2M], as the reference library's torch
+// bindings write it). It reports false for a 0-dim float4_e2m1fn_x2 tensor
+// (one byte, two values, no last dimension to double) and on overflow.
+func SafetensorsShape(d DType, shape []int64) ([]int64, bool) {
+	if d != Float4E2M1FNx2 {
+		return shape, true
+	}
+	n := len(shape)
+	if n == 0 || shape[n-1] < 0 || shape[n-1] > math.MaxInt64/2 {
+		return nil, false
+	}
+	out := slices.Clone(shape)
+	out[n-1] *= 2
+	return out, true
+}
+
+// TorchShape is the inverse of SafetensorsShape: the torch shape of a
+// safetensors tensor of dtype d (from DTypeFromSafetensors) and header
+// shape. An F4 tensor needs an even last dimension to pack two values per
+// float4_e2m1fn_x2 element; it reports false otherwise.
+func TorchShape(d DType, shape []int64) ([]int64, bool) {
+	if d != Float4E2M1FNx2 {
+		return shape, true
+	}
+	n := len(shape)
+	if n == 0 || shape[n-1]%2 != 0 {
+		return nil, false
+	}
+	out := slices.Clone(shape)
+	out[n-1] /= 2
+	return out, true
 }
 
 // DTypeFromSafetensors maps a safetensors dtype code ("F32") to its dtype.

@@ -3,6 +3,7 @@ package statedict
 import (
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/ckpt-dev/ckpt/safetensors"
 )
@@ -20,13 +21,29 @@ func readSafetensors(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error
 		if !ok {
 			return nil, &Error{Record: "header", Tensor: ti.Name, Err: fmt.Errorf("%w: safetensors dtype %s has no torch equivalent ckpt reads", ErrUnsupported, ti.DType)}
 		}
+		shape, ok := TorchShape(dt, ti.Shape)
+		if !ok {
+			return nil, &Error{Record: "header", Tensor: ti.Name, Err: fmt.Errorf("%w: safetensors %s tensor of shape %s: torch's %s packs two values per element and needs an even last dimension", ErrUnsupported, ti.DType, shapeText(ti.Shape), dt)}
+		}
 		n := ti.End - ti.Begin
 		s := &Storage{Key: ti.Name, Location: "cpu", DType: dt, NBytes: n, Record: "data",
 			src: &sectionSource{r: r, off: f.DataOffset + ti.Begin, n: n}}
-		t := &Tensor{Name: ti.Name, DType: dt, Shape: ti.Shape, Strides: contiguousStrides(ti.Shape),
+		t := &Tensor{Name: ti.Name, DType: dt, Shape: shape, Strides: contiguousStrides(shape),
 			Device: "cpu", Storage: s, Layout: Strided}
 		ck.Tensors = append(ck.Tensors, t)
 		ck.Storages = append(ck.Storages, s)
 	}
 	return ck, nil
+}
+
+// shapeText writes a shape as Python does: [2, 3], [] for 0-dim.
+func shapeText(shape []int64) string {
+	b := []byte{'['}
+	for i, s := range shape {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, s, 10)
+	}
+	return string(append(b, ']'))
 }

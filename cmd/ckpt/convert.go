@@ -30,6 +30,7 @@ type convertOptions struct {
 	Rename      []string
 	Only        []string
 	MaxShard    string
+	MaxMat      string // --max-materialized
 	Compress    string
 	Force       bool
 	DropFloats  bool
@@ -54,7 +55,10 @@ is split into model-0000i-of-0000n.safetensors (or pytorch_model-...bin) shards
 plus an index.json in the Hugging Face layout.
 
 To safetensors, tied weights are stored once (dropped aliases are recorded in
-__metadata__), views are copied out contiguous, non-tensor values go to
+__metadata__), views are copied out contiguous (an output past
+--max-materialized, by default 64x IN's storage bytes and at least 1 GiB, is
+refused before anything is written: a broadcast view made by expand() would
+be written at its full size), non-tensor values go to
 __metadata__ ("ckpt.objects") and each tensor's xxh64c digest to "ckpt.digests"
 for 'ckpt verify'. To .pth, tied weights stay tied and location tags follow
 --map-location (default: as saved; "cpu" fixes "Attempting to deserialize
@@ -106,6 +110,7 @@ through, as cp does: its target is replaced and the link kept.`,
 	f.StringArrayVar(&opts.Rename, "rename", nil, "REGEX=REPLACEMENT applied to names (repeatable, in order)")
 	f.StringArrayVar(&opts.Only, "only", nil, "keep only tensors and values whose source name matches this glob (repeatable)")
 	f.StringVar(&opts.MaxShard, "max-shard-size", "", "split into shards of at most this size (5GB, 500MB; decimal units)")
+	f.StringVar(&opts.MaxMat, "max-materialized", "", "safetensors: refuse an output holding more tensor data than this (default: 64x IN's storage bytes, at least 1GiB; views such as expand() are written at full size)")
 	f.StringVar(&opts.Compress, "compress", "", "compress the output: zstd")
 	f.BoolVar(&opts.Force, "force", false, "replace an existing OUT")
 	f.BoolVar(&opts.DropFloats, "drop-floats", false, "pth: leave out floats (and bytes, sets, complex, torch.device) so torch 1.13's weights_only=True loader reads OUT")
@@ -184,6 +189,13 @@ func (o *convertOptions) options() ([]convert.Option, error) {
 		}
 		out = append(out, convert.WithMaxShardSize(n))
 	}
+	if o.MaxMat != "" {
+		n, err := convert.ParseSize(o.MaxMat)
+		if err != nil {
+			return nil, usagef("--max-materialized: %v", err)
+		}
+		out = append(out, convert.WithMaxMaterialized(n))
+	}
 	if o.Compress != "" {
 		if o.Compress != "zstd" {
 			return nil, usagef("--compress %q: only zstd", o.Compress)
@@ -218,6 +230,9 @@ func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []conv
 	bar.Done()
 	if errors.Is(err, convert.ErrFormat) || errors.Is(err, convert.ErrOption) {
 		return usageError{err: err}
+	}
+	if errors.Is(err, convert.ErrTooLarge) {
+		return fmt.Errorf("%s: %w", o.In, err)
 	}
 	if err != nil {
 		return err

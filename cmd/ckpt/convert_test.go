@@ -262,3 +262,42 @@ func TestConvertDiskFull(t *testing.T) {
 		}
 	}
 }
+
+// TestConvertBroadcastCLI: a (2^40,) broadcast of one float32 is refused
+// for safetensors output (exit 1, one line naming the tensor and
+// --max-materialized, nothing written) and kept as a view in .pt output.
+func TestConvertBroadcastCLI(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "b.pt")
+	s0 := &torchzip.StorageRef{Key: "0", DType: statedict.Float32, Location: "cpu", NumEl: 1}
+	pkl, err := torchzip.EncodeStateDict([]torchzip.Entry{{Name: "x", Tensor: &torchzip.TensorRef{Storage: s0, Shape: []int64{1 << 40}, Strides: []int64{0}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw := torchzip.NewWriter(&buf)
+	zw.WriteRecord("data.pkl", int64(len(pkl)), bytes.NewReader(pkl))
+	zw.WriteRecord("data/0", 4, bytes.NewReader([]byte{0, 0, 0xc0, 0x3f}))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "o.safetensors")
+	code, _, errs := runCLI(t, "convert", in, out)
+	if code != exitError || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, in+": ") || !strings.Contains(errs, `"x"`) || !strings.Contains(errs, "--max-materialized") {
+		t.Errorf("safetensors: exit %d, %q", code, errs)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("output written: %v", err)
+	}
+	if code, _, errs := runCLI(t, "convert", "--max-materialized", "lots", in, out); code != exitUsage {
+		t.Errorf("--max-materialized lots: exit %d, %q", code, errs)
+	}
+	code, _, errs = runCLI(t, "convert", in, filepath.Join(dir, "o.pt"))
+	fi, err := os.Stat(filepath.Join(dir, "o.pt"))
+	if code != 0 || err != nil || fi.Size() > 4096 {
+		t.Errorf(".pt: exit %d, %q, %v", code, errs, err)
+	}
+}
