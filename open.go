@@ -15,9 +15,10 @@ import (
 //
 // src is a local file (torch zip, legacy, tar, safetensors, a Hugging Face
 // *.index.json, gzip/zstd wrapped), a directory holding one (a DCP
-// directory included), or an s3:// or http(s):// URL (package objstore:
-// ranged reads, a prefix as a directory, shards beside their index). Other
-// URL schemes (gs://, az://) fail with objstore.ErrUnsupportedScheme, and
+// directory included), or an s3://, gs://, az:// or http(s):// URL
+// (package objstore: ranged reads, a prefix as a directory, shards beside
+// their index). Other URL schemes (abfs://) fail with
+// objstore.ErrUnsupportedScheme, and
 // any other "scheme://" with an error matching ErrUnsupportedSource; a
 // Windows style drive letter or a path containing ":" without "//" is a
 // path.
