@@ -67,6 +67,7 @@ func TestMain(m *testing.M) {
 	if minioSrv != nil {
 		minioSrv.Stop()
 	}
+	stopEmulators()
 	os.Exit(code)
 }
 
