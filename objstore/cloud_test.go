@@ -200,12 +200,10 @@ func TestCloudErrors(t *testing.T) {
 		if err.Error() != want {
 			t.Fatalf("missing object: %q, want %q", err, want)
 		}
-		if c.scheme == "az" {
-			st, key, _ := NewStore(context.Background(), "az://no-such-container/x.pt", WithRetries(0, 0))
-			_, err := st.Open(key)
-			if !errors.Is(err, ErrNoBucket) || strings.Contains(err.Error(), "\n") {
-				t.Fatalf("missing container: %v, want one line and ErrNoBucket", err)
-			}
+		st, key, _ = NewStore(context.Background(), c.scheme+"://no-such-bucket/x.pt", WithRetries(0, 0))
+		_, err = st.Open(key)
+		if !errors.Is(err, ErrNoBucket) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("missing bucket: %v, want one line and ErrNoBucket", err)
 		}
 	})
 }

@@ -72,6 +72,12 @@ func (b *gcsBackend) get(ctx context.Context, key string, off int64, dst []byte,
 				return 0, 0, version{gen: a.Generation}, nil
 			}
 		}
+		if off == 0 && ver.gen == 0 && errors.Is(err, storage.ErrObjectNotExist) {
+			// Reads answer 404 for a missing bucket too: ask which.
+			if _, berr := b.h.Attrs(ctx); errors.Is(berr, storage.ErrBucketNotExist) {
+				return 0, 0, ver, berr
+			}
+		}
 		return 0, 0, ver, err
 	}
 	defer r.Close()

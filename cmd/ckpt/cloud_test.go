@@ -121,6 +121,9 @@ func TestCloudErrorsShowNoSecret(t *testing.T) {
 			// (access denied): either is a clear cause.
 			[]string{"inspect", "--json", "az://fxb/model.safetensors"}, "ckpt: open az://fxb/model.safetensors: "},
 		{map[string]string{"STORAGE_EMULATOR_HOST": "127.0.0.1:1"}, []string{"inspect", "gs://fxb/model.safetensors"}, "unreachable"},
+		{map[string]string{"AZURE_STORAGE_CONNECTION_STRING": strings.Replace(az.ConnectionString(), az.Addr, "127.0.0.1:1", 1)},
+			[]string{"inspect", "az://fxb/model.safetensors"}, "unreachable"},
+		{nil, []string{"inspect", "gs://no-such-bucket/x.pt"}, "no such bucket"},
 	} {
 		gcs.SetEnv(t)
 		az.SetEnv(t)
@@ -132,7 +135,7 @@ func TestCloudErrorsShowNoSecret(t *testing.T) {
 			t.Errorf("%v: exit %d, want 1 (%s)", c.args, code, errs)
 		}
 		all := out + errs
-		if c.args[len(c.args)-1] == "az://fxb/model.safetensors" && !strings.Contains(errs, "credentials were refused") && !strings.Contains(errs, "access denied") {
+		if strings.HasPrefix(c.want, "ckpt: open az://") && !strings.Contains(errs, "credentials were refused") && !strings.Contains(errs, "access denied") {
 			t.Errorf("%v: stderr %q, want the credentials refused or access denied", c.args, errs)
 		}
 		if strings.Contains(all, az.Key) || strings.Contains(all, wrong) {
