@@ -151,3 +151,18 @@ func TestCloudErrorsShowNoSecret(t *testing.T) {
 		}
 	}
 }
+
+// Converting to gs:// or az:// (read-only for now) fails at once, before
+// any conversion, with a one-line error naming the output: quantized.pt,
+// which has nothing safetensors can hold, would fail later and otherwise.
+func TestCloudConvertOutputRefused(t *testing.T) {
+	sharedGCS(t)
+	sharedAzure(t)
+	for _, out := range []string{"gs://fxb/out.safetensors", "az://fxb/out.safetensors"} {
+		code, _, errs := runCLI(t, "convert", fx+"quantized.pt", out)
+		want := "upload " + out + ": this kind of URL can only be read"
+		if code != exitError || !strings.Contains(errs, want) || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
+			t.Errorf("convert to %s: exit %d, stderr %q; want 1 and one line with %q", out, code, errs, want)
+		}
+	}
+}
