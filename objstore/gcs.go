@@ -57,7 +57,10 @@ func (b *gcsBackend) url(key string) string { return "gs://" + b.bucket + "/" + 
 
 // get reads a range pinned to the generation: the server refuses a
 // replaced object (GenerationMatch, HTTP 412), and the generation of the
-// answer is checked too (emulators may ignore the condition).
+// answer is checked too (emulators may ignore the condition). A missing
+// bucket reads as a missing object (GCS answers both with 404; asking
+// which would cost every directory open a request): the listing that
+// Store.IsDir makes after a miss tells ErrNoBucket.
 func (b *gcsBackend) get(ctx context.Context, key string, off int64, dst []byte, ver version) (int, int64, version, error) {
 	obj := b.h.Object(key).ReadCompressed(true) // the stored bytes, never transcoded
 	if ver.gen != 0 {
@@ -70,12 +73,6 @@ func (b *gcsBackend) get(ctx context.Context, key string, off int64, dst []byte,
 			a, aerr := b.h.Object(key).Attrs(ctx)
 			if aerr == nil && a.Size == 0 {
 				return 0, 0, version{gen: a.Generation}, nil
-			}
-		}
-		if off == 0 && ver.gen == 0 && errors.Is(err, storage.ErrObjectNotExist) {
-			// Reads answer 404 for a missing bucket too: ask which.
-			if _, berr := b.h.Attrs(ctx); errors.Is(berr, storage.ErrBucketNotExist) {
-				return 0, 0, ver, berr
 			}
 		}
 		return 0, 0, ver, err

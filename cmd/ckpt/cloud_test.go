@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"io/fs"
 	"math/rand"
 	"os"
@@ -165,4 +166,37 @@ func TestCloudConvertOutputRefused(t *testing.T) {
 			t.Errorf("convert to %s: exit %d, stderr %q; want 1 and one line with %q", out, code, errs, want)
 		}
 	}
+}
+
+// inspect over gs:// and az:// answers in as few requests as over s3://,
+// reported in --json.
+func TestCloudInspectRequests(t *testing.T) {
+	sharedGCS(t)
+	sharedAzure(t)
+	for _, scheme := range []string{"gs", "az"} {
+		for _, c := range []struct {
+			name string
+			max  int64
+		}{{"model.safetensors", 1}, {"training.pt", 1}, {"zip_basic.pt", 1}, {"sharded_st", 5}, {"dir_checkpoint", 3}} {
+			u := scheme + "://fxb/" + c.name
+			code, out, errs := runCLI(t, "inspect", "--json", u)
+			if code != exitOK {
+				t.Fatalf("%s: exit %d: %s", u, code, errs)
+			}
+			var rep inspectReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Requests == nil || *rep.Requests < 1 || *rep.Requests > c.max {
+				t.Errorf("%s: requests %d, want 1..%d", u, deref(rep.Requests), c.max)
+			}
+		}
+	}
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return -1
+	}
+	return *p
 }
