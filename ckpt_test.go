@@ -47,8 +47,8 @@ func TestOpenSources(t *testing.T) {
 			t.Errorf("%q: got %v, want ErrUnsupportedSource", src, err)
 		}
 	}
-	if _, err := ckpt.Open(ctx, "gs://bucket/key.pt"); !errors.Is(err, objstore.ErrUnsupportedScheme) {
-		t.Errorf("gs://: got %v, want objstore.ErrUnsupportedScheme", err)
+	if _, err := ckpt.Open(ctx, "abfs://container/key.pt"); !errors.Is(err, objstore.ErrUnsupportedScheme) {
+		t.Errorf("abfs://: got %v, want objstore.ErrUnsupportedScheme", err)
 	}
 	// An http:// source (a loopback file server: Range requests) opens
 	// through objstore, and WithObjectStore hands over its store.

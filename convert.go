@@ -31,6 +31,9 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err != nil {
 		return nil, err
 	}
+	if !st.Writable() {
+		return nil, &objstore.Error{Op: "upload", URL: st.URL(key), Err: objstore.ErrReadOnly}
+	}
 	tmp, err := os.MkdirTemp("", "ckpt-upload-*")
 	if err != nil {
 		return nil, err

@@ -15,11 +15,11 @@ import (
 //
 // src is a local file (torch zip, legacy, tar, safetensors, a Hugging Face
 // *.index.json, gzip/zstd wrapped), a directory holding one (a DCP
-// directory included), or an s3:// or http(s):// URL (package objstore:
-// ranged reads, a prefix as a directory, shards beside their index, a DCP
-// directory as an s3:// prefix, an http(s):// URL ending in "/" or its
-// .metadata's URL). Other
-// URL schemes (gs://, az://) fail with objstore.ErrUnsupportedScheme, and
+// directory included), or an s3://, gs://, az:// or http(s):// URL
+// (package objstore: ranged reads, a prefix as a directory, shards beside
+// their index, a DCP directory as a prefix, or over http(s):// as a URL
+// ending in "/" or its .metadata's URL). Other URL schemes (abfs://) fail
+// with objstore.ErrUnsupportedScheme, and
 // any other "scheme://" with an error matching ErrUnsupportedSource; a
 // Windows style drive letter or a path containing ":" without "//" is a
 // path.

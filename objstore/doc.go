@@ -1,7 +1,9 @@
 // Package objstore reads and writes checkpoints in object storage and on
-// web servers: s3:// (AWS and any S3-compatible server such as MinIO) and
-// https:// (or http://) URLs of servers that honour Range requests. It is
-// the only package of ckpt that imports a cloud client (minio-go).
+// web servers: s3:// (AWS and any S3-compatible server such as MinIO),
+// gs://bucket/key (Google Cloud Storage), az://container/key (Azure Blob
+// Storage) and https:// (or http://) URLs of servers that honour Range
+// requests. It is the only package of ckpt that imports cloud clients
+// (minio-go, cloud.google.com/go/storage, Azure's azblob).
 //
 // Reading: Open returns an Object, an io.ReaderAt over ranged GETs. Small
 // random reads (a checkpoint's metadata) are served from windows of
@@ -11,10 +13,10 @@
 // bounded read-ahead for sequential consumers. Memory is capped by the
 // options whatever the object size. Every GET after the first pins the
 // object's version (If-Match on its ETag, or If-Unmodified-Since where a
-// web server gives no ETag): an object replaced mid-read is ErrChanged,
-// never a mix of two versions.
+// web server gives no ETag; on GCS the generation, ifGenerationMatch):
+// an object replaced mid-read is ErrChanged, never a mix of two versions.
 //
-// Writing: Upload copies a local file to s3:// with a multipart upload
+// Writing: Upload copies a local file to s3:// (only) with a multipart upload
 // that is completed only when every part is in, and aborted on any error
 // or cancellation, so that nothing, not even a pending upload, is left
 // behind.
@@ -23,7 +25,14 @@
 // only: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
 // AWS_PROFILE and ~/.aws/credentials, instance roles; AWS_ENDPOINT_URL (or
 // AWS_ENDPOINT_URL_S3) for S3-compatible servers, addressed path-style;
-// AWS_REGION or AWS_DEFAULT_REGION. No secret appears in any error.
+// AWS_REGION or AWS_DEFAULT_REGION. For gs://: GOOGLE_APPLICATION_CREDENTIALS,
+// gcloud's application default credentials or the metadata server on
+// Google Cloud (none: anonymous, for public buckets); STORAGE_EMULATOR_HOST
+// for an emulator (no credentials then). For az://:
+// AZURE_STORAGE_CONNECTION_STRING (which also names a custom endpoint,
+// such as Azurite's), or AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY
+// (without a key: anonymous, for public containers). No secret appears in
+// any error.
 //
-// gs:// and az:// are not supported (ErrUnsupportedScheme).
+// abfs:// and abfss:// are not supported (ErrUnsupportedScheme).
 package objstore

@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 	if srv != nil {
 		srv.Stop()
 	}
+	stopEmulators()
 	os.Exit(code)
 }
 

@@ -156,7 +156,7 @@ func TestS3Errors(t *testing.T) {
 		{url: "s3://" + bucket + "/k", want: ErrCredentials, env: map[string]string{"AWS_ACCESS_KEY_ID": "nosuchuser"}},
 		{url: "s3://" + bucket + "/k", want: ErrNoCredentials, env: map[string]string{"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}},
 		{url: "s3://" + bucket + "/k", want: ErrUnreachable, env: map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}},
-		{url: "gs://b/k", want: ErrUnsupportedScheme},
+		{url: "abfs://b/k", want: ErrUnsupportedScheme},
 		{url: "s3://user:pass@b/k", want: ErrBadURL},
 	} {
 		for k, v := range c.env {

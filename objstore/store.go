@@ -16,8 +16,8 @@ import (
 )
 
 // IsURL reports whether s names an object this package reads (s3://,
-// https://, http://) or a scheme it knows and refuses (gs://, az://),
-// rather than a local path.
+// gs://, az://, https://, http://) or a scheme it knows and refuses
+// (abfs://), rather than a local path.
 func IsURL(s string) bool {
 	i := strings.Index(s, "://")
 	if i <= 0 {
@@ -34,6 +34,7 @@ func IsURL(s string) bool {
 type version struct {
 	etag     string // as the server sent it
 	modified string // Last-Modified, for servers without an ETag
+	gen      int64  // GCS: the object's generation
 }
 
 // backend is one kind of server.
@@ -100,8 +101,28 @@ func NewStore(ctx context.Context, rawURL string, opts ...Option) (*Store, strin
 		base.Path, base.RawPath, base.RawQuery, base.Fragment = "", "", "", ""
 		s.b = &httpBackend{base: base.String(), client: &http.Client{Transport: transport}}
 		return s, strings.TrimPrefix(u.Path, "/"), nil
-	case "gs", "gcs", "az", "azblob", "abfs", "abfss":
-		return nil, "", &Error{URL: rawURL, Err: fmt.Errorf("%w %s:// (this build reads s3://, https:// and local paths)", ErrUnsupportedScheme, u.Scheme)}
+	case "gs", "gcs":
+		if u.Host == "" {
+			return nil, "", &Error{URL: rawURL, Err: fmt.Errorf("%w: no bucket", ErrBadURL)}
+		}
+		b, err := newGCS(ctx, u.Host, transport)
+		if err != nil {
+			return nil, "", &Error{URL: rawURL, Err: err}
+		}
+		s.b = b
+		return s, strings.TrimPrefix(u.Path, "/"), nil
+	case "az", "azblob":
+		if u.Host == "" {
+			return nil, "", &Error{URL: rawURL, Err: fmt.Errorf("%w: no container", ErrBadURL)}
+		}
+		b, err := newAzure(u.Host, transport)
+		if err != nil {
+			return nil, "", &Error{URL: rawURL, Err: err}
+		}
+		s.b = b
+		return s, strings.TrimPrefix(u.Path, "/"), nil
+	case "abfs", "abfss":
+		return nil, "", &Error{URL: rawURL, Err: fmt.Errorf("%w %s:// (Azure blobs are read as az://container/key)", ErrUnsupportedScheme, u.Scheme)}
 	}
 	return nil, "", &Error{URL: rawURL, Err: fmt.Errorf("%w %q", ErrUnsupportedScheme, u.Scheme)}
 }
@@ -241,8 +262,8 @@ func retryable(err error) bool {
 // classify maps a request's error to the package's errors: sentinels for
 // the known causes, transientError for what may pass.
 func (s *Store) classify(err error) error {
-	if s.s3 != nil {
-		if e := s.s3.classify(err); e != nil {
+	if c, ok := s.b.(interface{ classify(error) error }); ok {
+		if e := c.classify(err); e != nil {
 			return e
 		}
 	}
@@ -256,13 +277,22 @@ func (s *Store) classify(err error) error {
 	var ne net.Error
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "dial" {
-		return &transientError{msg: ErrUnreachable.Error() + ": " + oe.Err.Error()}
+		return &transientError{msg: ErrUnreachable.Error() + ": " + s.scrub(oe.Err.Error())}
 	}
 	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "broken pipe") {
-		return &transientError{msg: "connection failed: " + oneLine(err)}
+		return &transientError{msg: "connection failed: " + s.scrub(oneLine(err))}
 	}
-	return errors.New(oneLine(err))
+	return errors.New(s.scrub(oneLine(err)))
+}
+
+// scrub removes from msg any secret the backend knows of (an Azure
+// connection string's key or signature).
+func (s *Store) scrub(msg string) string {
+	if a, ok := s.b.(*azureBackend); ok {
+		return a.scrub(msg)
+	}
+	return msg
 }
 
 // unreachable wraps a final dial failure so that errors.Is finds

@@ -13,8 +13,12 @@ import (
 )
 
 // ErrReadOnly is returned when writing to a store that cannot be written
-// (https://).
+// (https://, gs://, az://).
 var ErrReadOnly = errors.New("this kind of URL can only be read")
+
+// Writable reports whether Upload can write to the Store (s3:// only), so
+// that a writer can refuse a read-only output before doing any work.
+func (s *Store) Writable() bool { return s.s3 != nil }
 
 // Upload copies the local file src to the object key with a multipart
 // upload, parts in parallel (at most the Store's concurrency). The object

@@ -29,8 +29,11 @@ func TestLayers(t *testing.T) {
 		"scan":        {mod + "pickle", mod + "statedict", "github.com/klauspost/compress/"},
 		"torchzip":    {mod + "statedict", mod + "pickle"},
 		"convert":     {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", mod + "internal/human", "github.com/klauspost/compress/"},
-		// objstore is the only package that imports a cloud client.
-		"objstore": {"github.com/minio/minio-go/"},
+		// objstore is the only package that imports a cloud client:
+		// minio-go (s3://), Google's storage client and its auth
+		// (gs://), Azure's azblob (az://).
+		"objstore": {"github.com/minio/minio-go/", "cloud.google.com/go/storage", "golang.org/x/oauth2",
+			"google.golang.org/api/", "github.com/Azure/azure-sdk-for-go/sdk/"},
 		// The root package ckpt owns the orchestration (open, plan,
 		// pre-flight, load, upload, saved digests).
 		rootPkg: {mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore", mod + "internal/human"},
@@ -49,6 +52,8 @@ func TestLayers(t *testing.T) {
 		"internal/human": {},
 		// A real MinIO server for the object-storage tests.
 		"internal/miniotest": {"github.com/minio/minio-go/"},
+		// fake-gcs-server and Azurite for the gs:// and az:// tests.
+		"internal/cloudemu": {"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"},
 		// The hostile-input corpus generator (zstd for the zstd bombs).
 		"internal/hostile":     {"github.com/klauspost/compress/"},
 		"internal/hostile/gen": {mod + "internal/hostile"},

@@ -67,6 +67,7 @@ func TestMain(m *testing.M) {
 	if minioSrv != nil {
 		minioSrv.Stop()
 	}
+	stopEmulators()
 	os.Exit(code)
 }
 
@@ -250,7 +251,7 @@ func TestURLErrorsShowNoSecret(t *testing.T) {
 		{nil, []string{"inspect", "s3://fxb/nothing-here.pt"}, "no such object"},
 		{nil, []string{"inspect", "s3://no-such-bucket/x.pt"}, "no such bucket"},
 		{map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:1"}, []string{"inspect", "s3://fxb/model.safetensors"}, "endpoint unreachable"},
-		{nil, []string{"inspect", "gs://bucket/model.pt"}, "unsupported URL scheme"},
+		{nil, []string{"inspect", "abfs://container/model.pt"}, "unsupported URL scheme"},
 	} {
 		s.SetEnv(t)
 		for k, v := range c.env {
