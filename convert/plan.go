@@ -327,7 +327,7 @@ func plainValue(v any, f Format, dropFloats bool) (any, string) {
 		}
 		return x, ""
 	}
-	return nil, fmt.Sprintf("%T values are not kept", v)
+	return nil, fmt.Sprintf("%s values are not kept", statedict.TypeName(v))
 }
 
 // dedupe drops tensors identical to another (same storage, dtype, offset,

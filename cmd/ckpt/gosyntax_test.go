@@ -13,9 +13,10 @@ import (
 // types, %#v struct dumps, package-qualified types, fmt's error verbs.
 var goSyntax = regexp.MustCompile(`&\{|map\[|0x[0-9a-f]{8,}|\[\][a-z*]|\b[a-z]+\.[A-Z][A-Za-z]*\{|\*[a-z]+\.[A-Z]|%!|<nil>|interface \{\}`)
 
-// TestNoGoSyntax runs inspect (text, --json and --stats) on every fixture,
-// good and bad, and fails on Go syntax anywhere in the output or the error
-// message.
+// TestNoGoSyntax runs inspect (text, --json and --stats), convert (to
+// safetensors, text and --json, and to .pt: its lists of dropped values)
+// and verify on every fixture, good and bad, and fails on Go syntax
+// anywhere in the output or the error message.
 func TestNoGoSyntax(t *testing.T) {
 	dir := filepath.Join("..", "..", "testdata", "fixtures")
 	var paths []string
@@ -32,7 +33,10 @@ func TestNoGoSyntax(t *testing.T) {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatal(err)
 		}
-		for _, args := range [][]string{{"inspect", p}, {"inspect", "--json", p}, {"inspect", "--stats", p}} {
+		out := t.TempDir()
+		for _, args := range [][]string{{"inspect", p}, {"inspect", "--json", p}, {"inspect", "--stats", p},
+			{"convert", p, filepath.Join(out, "a.safetensors")}, {"convert", "--json", p, filepath.Join(out, "b.safetensors")},
+			{"convert", p, filepath.Join(out, "c.pt")}, {"verify", p}} {
 			_, out, errs := runCLI(t, args...)
 			for what, s := range map[string]string{"output": out, "error": errs} {
 				if m := goSyntax.FindString(s); m != "" {
