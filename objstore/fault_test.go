@@ -170,6 +170,41 @@ func pendingUploads(t *testing.T, bucket string) int {
 	return n
 }
 
+// An upload left pending by a killed convert (nothing could abort it) is
+// aborted by the next upload of the same key; another key's is left.
+func TestS3UploadAbortsStale(t *testing.T) {
+	_, bucket := server(t)
+	ctx := context.Background()
+	core := &minio.Core{Client: srv.Client}
+	for _, k := range []string{"stale/f.bin", "stale/other.bin"} {
+		if _, err := core.NewMultipartUpload(ctx, bucket, k, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := pendingUploads(t, bucket); n != 2 {
+		t.Fatalf("%d pending uploads, want 2", n)
+	}
+	src := t.TempDir() + "/f"
+	writeFile(t, src, randomBytes(1<<20, 7))
+	st, key, err := NewStore(ctx, "s3://"+bucket+"/stale/f.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Upload(ctx, src, key); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for u := range srv.Client.ListIncompleteUploads(ctx, bucket, "", true) {
+		left = append(left, u.Key)
+	}
+	if len(left) != 1 || left[0] != "stale/other.bin" {
+		t.Fatalf("pending after the upload: %v, want only stale/other.bin", left)
+	}
+	for u := range srv.Client.ListIncompleteUploads(ctx, bucket, "stale/other.bin", false) {
+		core.AbortMultipartUpload(ctx, bucket, u.Key, u.UploadID)
+	}
+}
+
 func TestS3Upload(t *testing.T) {
 	_, bucket := server(t)
 	data := randomBytes(12<<20+5, 6)

@@ -38,6 +38,10 @@ func (s *Store) Upload(ctx context.Context, src, key string) error {
 		return err
 	}
 	b := s.s3
+	// A convert killed mid-upload (kill -9) cannot abort its own upload:
+	// the next upload of the same key aborts what was left pending for
+	// it. Best effort: a failure here does not stop the upload.
+	s.abortStale(ctx, key)
 	var id string
 	if err := s.do("upload", key, func(rctx context.Context) error {
 		var err error
@@ -154,4 +158,23 @@ func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// abortStale aborts the multipart uploads left pending for exactly key by
+// an upload that never finished (its process killed). Two uploads of one
+// key at once would overwrite each other anyway; the later one wins here
+// too. Buckets can also expire such uploads with a lifecycle rule
+// (AbortIncompleteMultipartUpload).
+func (s *Store) abortStale(ctx context.Context, key string) {
+	b := s.s3
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for u := range b.core.ListIncompleteUploads(lctx, b.bucket, key, false) {
+		if u.Err != nil {
+			return
+		}
+		if u.Key == key {
+			b.core.AbortMultipartUpload(lctx, b.bucket, key, u.UploadID)
+		}
+	}
 }
