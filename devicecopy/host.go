@@ -303,6 +303,10 @@ func LoadHost(ctx context.Context, ck *statedict.Checkpoint, plan *remap.Plan, o
 }
 
 // readAll reads every storage with cfg.workers goroutines, largest first.
+// A worker that finds a storage better read in large segments (segmented:
+// an object store) hands it to one stream that reads such storages one
+// after the other with a constant number of segments in flight, across
+// storage boundaries, as a parallel download of the file would.
 func readAll(ctx context.Context, storages []*HostStorage, total int64, cfg *hostConfig) error {
 	jobs := append([]*HostStorage(nil), storages...)
 	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].Storage.NBytes > jobs[j].Storage.NBytes })
@@ -332,63 +336,81 @@ func readAll(ctx context.Context, storages []*HostStorage, total int64, cfg *hos
 		next++
 		return jobs[next-1]
 	}
+	st := &stream{in: make(chan *streamJob), report: report}
+	streamDone := make(chan struct{})
+	go func() {
+		defer close(streamDone)
+		if err := st.run(ctx); err != nil {
+			cancel(err)
+		}
+	}()
 	for range min(cfg.workers, len(jobs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for hs := take(); hs != nil && ctx.Err() == nil; hs = take() {
-				if err := readStorage(ctx, hs, report); err != nil {
+				if err := readStorage(ctx, hs, st, report); err != nil {
 					cancel(err)
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	close(st.in)
+	<-streamDone
 	return context.Cause(ctx)
 }
 
-// readStorage fills hs.Data from the file, checking the CRC32 and
-// computing the digest piece by piece.
-func readStorage(ctx context.Context, hs *HostStorage, report func(int64)) error {
+// storageError names the storage, its record and file, and its tensors.
+func storageError(hs *HostStorage, err error) error {
 	s := hs.Storage
-	fail := func(err error) error {
-		return fmt.Errorf("devicecopy: reading storage %s (record %s of %s, used by %s): %w",
-			s.Key, s.Record, s.File, strings.Join(hs.Tensors, ", "), err)
-	}
+	return fmt.Errorf("devicecopy: reading storage %s (record %s of %s, used by %s): %w",
+		s.Key, s.Record, s.File, strings.Join(hs.Tensors, ", "), err)
+}
+
+// readStorage fills hs.Data from the file, checking the CRC32 and
+// computing the digest piece by piece, or hands the storage to st when it
+// is better read in large segments.
+func readStorage(ctx context.Context, hs *HostStorage, st *stream, report func(int64)) error {
+	s := hs.Storage
 	rc, err := s.Open()
 	if err != nil {
-		return fail(err)
+		return storageError(hs, err)
+	}
+	if ra, base, ok := segmented(rc); ok && s.NBytes > pieceSize {
+		select {
+		case st.in <- &streamJob{hs: hs, ra: ra, base: base, rc: rc}:
+			return nil
+		case <-ctx.Done():
+			rc.Close()
+			return ctx.Err()
+		}
 	}
 	defer rc.Close()
 	buf := make([]byte, s.NBytes)
 	d, err := digest.New(s.NBytes)
 	if err != nil {
-		return fail(err)
+		return storageError(hs, err)
 	}
 	var crc uint32
-	check := func(piece []byte) {
+	err = readPieces(ctx, rc, buf, func(piece []byte) {
 		if s.HasCRC {
 			crc = crc32.Update(crc, crc32.IEEETable, piece)
 		}
 		d.Write(piece)
 		report(int64(len(piece)))
-	}
-	if ra, ok := segmented(rc); ok && s.NBytes > pieceSize {
-		err = readSegments(ctx, ra, buf, check)
-	} else {
-		err = readPieces(ctx, rc, buf, check)
+	})
+	if err == nil {
+		hs.Digest, err = d.Sum()
 	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return err
 		}
-		return fail(err)
+		return storageError(hs, err)
 	}
 	if s.HasCRC && crc != s.CRC32 {
 		return &CRCError{File: s.File, Record: s.Record, Storage: s.Key, Tensors: hs.Tensors, Want: s.CRC32, Got: crc}
-	}
-	if hs.Digest, err = d.Sum(); err != nil {
-		return fail(err)
 	}
 	hs.Data, hs.CRCChecked = buf, s.HasCRC
 	return nil
@@ -421,91 +443,29 @@ func readPieces(ctx context.Context, r io.Reader, buf []byte, check func([]byte)
 // its read, while it is in the CPU cache; a large read is hashed from
 // memory, a third more memory traffic. Any other medium (an object store,
 // where each read is a request or goes through a cache) gets segments.
-func segmented(r io.Reader) (io.ReaderAt, bool) {
+//
+// It also returns where r's bytes start in the file (or object), as far as
+// the readers' Outer methods tell, for segments to start at round offsets
+// there.
+func segmented(r io.Reader) (io.ReaderAt, int64, bool) {
 	ra, ok := r.(io.ReaderAt)
 	if !ok {
-		return nil, false
+		return nil, 0, false
 	}
-	base := ra
+	outer, base := ra, int64(0)
 	for {
-		sr, ok := base.(interface {
+		sr, ok := outer.(interface {
 			Outer() (io.ReaderAt, int64, int64)
 		})
 		if !ok {
 			break
 		}
-		base, _, _ = sr.Outer()
+		var off int64
+		outer, off, _ = sr.Outer()
+		base += off
 	}
-	if _, local := base.(*os.File); local {
-		return nil, false
+	if _, local := outer.(*os.File); local {
+		return nil, 0, false
 	}
-	return ra, true
-}
-
-// Segments: how a storage with random access is read. Each segment is one
-// ReadAt straight into the storage's buffer, and segmentsAhead of them are
-// in flight while the bytes already read are checked. Large reads let an
-// object store (objstore.Object) fetch each with parallel ranged GETs into
-// the buffer rather than copying through its chunk cache, and keep the
-// network busy while the reading goroutine hashes; the buffer being the
-// destination, read-ahead costs no memory.
-const (
-	segmentSize   = 16 << 20
-	segmentsAhead = 4
-)
-
-// readSegments fills buf from ra in segments read concurrently, passing
-// the bytes to check in order, a piece at a time, as their segments
-// complete. It returns only once no read is writing to buf.
-func readSegments(ctx context.Context, ra io.ReaderAt, buf []byte, check func([]byte)) error {
-	n := len(buf)
-	nseg := (n + segmentSize - 1) / segmentSize
-	done := make([]chan error, nseg)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	stop := make(chan struct{})
-	defer close(stop)
-	launched := 0
-	launch := func() {
-		i := launched
-		launched++
-		seg := buf[i*segmentSize : min((i+1)*segmentSize, n)]
-		done[i] = make(chan error, 1)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case <-stop:
-				done[i] <- context.Canceled
-				return
-			default:
-			}
-			got, err := ra.ReadAt(seg, int64(i*segmentSize))
-			if got == len(seg) {
-				err = nil
-			} else if err == nil || err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			done[i] <- err
-		}()
-	}
-	for k := range nseg {
-		for launched < nseg && launched < k+segmentsAhead {
-			launch()
-		}
-		var err error
-		select {
-		case err = <-done[k]:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		if err != nil {
-			return err
-		}
-		seg := buf[k*segmentSize : min((k+1)*segmentSize, n)]
-		for off := 0; off < len(seg); off += pieceSize {
-			check(seg[off:min(off+pieceSize, len(seg))])
-		}
-	}
-	return nil
+	return ra, base, true
 }

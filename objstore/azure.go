@@ -138,7 +138,7 @@ func (b *azureBackend) get(ctx context.Context, key string, off int64, dst []byt
 	if !ok || start != off {
 		return 0, 0, ver, fmt.Errorf("%w: bad Content-Range %q", ErrNoRange, cr)
 	}
-	n, err := readBody(resp.Body, dst, end-start+1)
+	n, err := readBody(ctx, resp.Body, dst, end-start+1)
 	return n, size, got, err
 }
 

@@ -86,7 +86,7 @@ func (b *gcsBackend) get(ctx context.Context, key string, off int64, dst []byte,
 		return 0, 0, ver, fmt.Errorf("%w: the answer starts at %d, not %d", ErrNoRange, r.Attrs.StartOffset, off)
 	}
 	size := r.Attrs.Size
-	n, err := readBody(r, dst, min(int64(len(dst)), size-off))
+	n, err := readBody(ctx, r, dst, min(int64(len(dst)), size-off))
 	return n, size, got, err
 }
 

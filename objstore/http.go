@@ -73,7 +73,7 @@ func (b *httpBackend) get(ctx context.Context, key string, off int64, dst []byte
 	if !ok || start != off {
 		return 0, 0, ver, fmt.Errorf("%w: bad Content-Range %q", ErrNoRange, resp.Header.Get("Content-Range"))
 	}
-	n, err := readBody(resp.Body, dst, end-start+1)
+	n, err := readBody(ctx, resp.Body, dst, end-start+1)
 	return n, size, got, err
 }
 

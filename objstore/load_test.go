@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -71,6 +72,10 @@ func TestLoadHostLargeRangedReads(t *testing.T) {
 	for i, hs := range res.Storages {
 		if !bytes.Equal(hs.Data, body[i*size:(i+1)*size]) {
 			t.Fatalf("storage %d: wrong bytes", i)
+		}
+		// Hashed piece by piece as the GETs arrived (ReadAtPieces).
+		if want := digest.SumBytes(hs.Data); hs.Digest != want {
+			t.Fatalf("storage %d: digest %v, want %v", i, hs.Digest, want)
 		}
 	}
 	// 64 MiB in 8 MiB chunks: 8 GETs (a storage split at a chunk

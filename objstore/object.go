@@ -152,7 +152,7 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 		eof = io.EOF
 	}
 	if int64(len(p)) >= o.s.cfg.chunk {
-		if err := o.readDirect(p, off); err != nil {
+		if err := o.readDirect(p, off, nil); err != nil {
 			return 0, err
 		}
 		o.mu.Lock()
@@ -186,23 +186,63 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), eof
 }
 
-// readDirect fills p from off with parallel chunk-sized GETs.
-func (o *Object) readDirect(p []byte, off int64) error {
+// ReadAtPieces is ReadAt for bulk readers, which calls landed with each
+// piece of p as its bytes arrive (statedict.PieceReaderAt). A read of at
+// least 1 MiB goes straight into p, whatever its size, with ranged GETs in
+// parallel that start at multiples of ChunkSize in the object (a read
+// starting there makes no GET that ends inside a chunk but the last); every
+// 1 MiB of each GET, counted from its start, is reported from the
+// goroutine that made the request, so that a checksum over the piece runs
+// while it is in the CPU's cache and in parallel with the other requests.
+// A smaller read goes through the cache, and all of p is reported once
+// read. A piece is reported again when its request is retried after being
+// cut short, with the same bytes (the object's version is pinned).
+func (o *Object) ReadAtPieces(p []byte, off int64, landed func(piece []byte, off int64)) (int, error) {
+	if off < 0 || off >= o.size || len(p) < landedPiece || int64(len(p)) > o.size-off {
+		n, err := o.ReadAt(p, off)
+		if n > 0 && (err == nil || err == io.EOF) {
+			landed(p[:n], off)
+		}
+		return n, err
+	}
+	if err := o.readDirect(p, off, landed); err != nil {
+		return 0, err
+	}
+	o.mu.Lock()
+	o.lastEnd = off + int64(len(p))
+	o.mu.Unlock()
+	return len(p), nil
+}
+
+// readDirect fills p from off with parallel chunk-sized GETs, reporting
+// the pieces of each to landed (when not nil) as they arrive.
+func (o *Object) readDirect(p []byte, off int64, landed func(piece []byte, off int64)) error {
 	ctx, cancel := context.WithCancel(o.ctx)
 	defer cancel()
 	chunk := o.s.cfg.chunk
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error
-	for i := int64(0); i < int64(len(p)); i += chunk {
-		part := p[i:min(i+chunk, int64(len(p)))]
+	// Ranges start at multiples of the chunk size in the object, as the
+	// chunk cache's do: servers store objects in blocks (MinIO: 1 MiB,
+	// each with its own checksum), and a range that starts or ends inside
+	// a block costs the server the whole block. Unaligned 8 MiB ranges cost
+	// MinIO about an eighth more CPU than aligned ones.
+	for i := int64(0); i < int64(len(p)); {
+		end := min((off+i)/chunk*chunk+chunk-off, int64(len(p)))
+		part := p[i:end]
+		i = end
 		wg.Add(1)
 		go func(at int64) {
 			defer wg.Done()
-			if err := o.fetch(ctx, at, part); err != nil {
+			fctx := ctx
+			if landed != nil {
+				fctx = withLanded(ctx, func(piece []byte, rel int) { landed(piece, at+int64(rel)) })
+			}
+			if err := o.fetch(fctx, at, part); err != nil {
 				once.Do(func() { first = err; cancel() })
 			}
-		}(off + i)
+		}(off + end - int64(len(part)))
 	}
 	wg.Wait()
 	if first == nil && o.ctx.Err() != nil {

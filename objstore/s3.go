@@ -116,7 +116,7 @@ func (b *s3Backend) get(ctx context.Context, key string, off int64, dst []byte, 
 	if ver.etag != "" && got.etag != ver.etag {
 		return 0, 0, ver, ErrChanged
 	}
-	n, err := readBody(body, dst, end-start+1)
+	n, err := readBody(ctx, body, dst, end-start+1)
 	return n, size, got, err
 }
 

@@ -336,17 +336,52 @@ func newTransport(cfg config) http.RoundTripper {
 	}
 }
 
+// landedKey is the context key of the function that readBody tells about
+// each piece of dst as it fills (see Object.ReadAtPieces).
+type landedKey struct{}
+
+// withLanded returns ctx carrying fn, which readBody calls with each piece
+// of dst it fills and the piece's offset in dst.
+func withLanded(ctx context.Context, fn func(piece []byte, at int)) context.Context {
+	return context.WithValue(ctx, landedKey{}, fn)
+}
+
+// landedPiece is how much of a body readBody reads before reporting it:
+// small enough to be checked while it is in the CPU's cache (a core's L2
+// holds a few of them), large enough that the calls cost nothing.
+const landedPiece = 1 << 20
+
 // readBody reads exactly n bytes of a ranged response into dst; a body
-// cut short is a transient error (the caller retries).
-func readBody(body io.Reader, dst []byte, n int64) (int, error) {
+// cut short is a transient error (the caller retries). When ctx carries a
+// function (withLanded), it is called with every landedPiece of dst as the
+// piece fills.
+func readBody(ctx context.Context, body io.Reader, dst []byte, n int64) (int, error) {
 	if n > int64(len(dst)) {
 		n = int64(len(dst))
 	}
-	k, err := io.ReadFull(body, dst[:n])
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
+	landed, _ := ctx.Value(landedKey{}).(func(piece []byte, at int))
+	if landed == nil {
+		k, err := io.ReadFull(body, dst[:n])
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return k, err
 	}
-	return k, err
+	k := 0
+	for k < int(n) {
+		m, err := io.ReadFull(body, dst[k:min(k+landedPiece, int(n))])
+		if m > 0 && err == nil {
+			landed(dst[k:k+m], k)
+		}
+		k += m
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return k, err
+		}
+	}
+	return k, nil
 }
 
 // parseContentRange parses "bytes START-END/SIZE".

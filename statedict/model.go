@@ -52,6 +52,26 @@ type Storage struct {
 	src storageSource
 }
 
+// PieceReaderAt is an io.ReaderAt that can tell its caller about each
+// piece of a read as soon as the piece's bytes are in place, so that the
+// caller can check them while they are still in the CPU's cache and while
+// the rest of the read is under way. objstore.Object is one (each piece of
+// each ranged GET is reported as it arrives); the readers of Storage.Open
+// for bytes read in place are too, forwarding to the file's reader.
+type PieceReaderAt interface {
+	io.ReaderAt
+	// ReadAtPieces reads len(p) bytes at off as ReadAt does and calls
+	// landed(piece, pieceOff) for pieces of p whose bytes are final,
+	// pieceOff being piece's offset in the reader. Together the pieces
+	// cover the bytes read. landed runs on the goroutines doing the
+	// reading, possibly several at once for disjoint pieces, and before
+	// ReadAtPieces returns. A piece may be reported more than once (a
+	// request retried after it was cut short); its bytes are then the
+	// same. When ReadAtPieces returns an error, the pieces reported may
+	// not cover p.
+	ReadAtPieces(p []byte, off int64, landed func(piece []byte, off int64)) (int, error)
+}
+
 // storageSource gives access to a storage's bytes in file order.
 type storageSource interface {
 	// open returns a reader over the storage bytes starting at byte off.

@@ -27,6 +27,32 @@ type sectionReadCloser struct{ *io.SectionReader }
 
 func (sectionReadCloser) Close() error { return nil }
 
+// ReadAtPieces reads len(p) bytes at off of the section as ReadAt does,
+// calling landed with each piece as its bytes are final. It forwards to
+// the file's reader when that is a PieceReaderAt (an object store reports
+// each piece of each request as it arrives), and otherwise reports all of
+// p once read.
+func (s sectionReadCloser) ReadAtPieces(p []byte, off int64, landed func(piece []byte, off int64)) (int, error) {
+	outer, base, size := s.Outer()
+	pr, ok := outer.(PieceReaderAt)
+	if !ok || off < 0 || off >= size {
+		n, err := s.ReadAt(p, off)
+		if n > 0 && (err == nil || err == io.EOF) {
+			landed(p[:n], off)
+		}
+		return n, err
+	}
+	var eof error
+	if int64(len(p)) > size-off {
+		p, eof = p[:size-off], io.EOF
+	}
+	n, err := pr.ReadAtPieces(p, base+off, func(piece []byte, at int64) { landed(piece, at-base) })
+	if err == nil {
+		err = eof
+	}
+	return n, err
+}
+
 func (s *sectionSource) readerAt() (io.ReaderAt, error) {
 	return io.NewSectionReader(s.r, s.off, s.n), nil
 }

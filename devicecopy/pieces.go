@@ -1,0 +1,132 @@
+package devicecopy
+
+import (
+	"hash/crc32"
+
+	"github.com/ckpt-dev/ckpt/digest"
+)
+
+// chunkSums checks a storage from pieces that arrive in any order, from
+// several goroutines at once: each whole digest chunk (64 KiB) inside a
+// piece gets its xxh64c chunk digest and its own CRC32 there and then,
+// while the piece is in the CPU's cache; finish hashes whatever no piece
+// covered whole and combines the chunks' values in order. The result is
+// the same as hashing the storage front to back.
+type chunkSums struct {
+	data []byte // the storage's buffer
+	crc  bool   // compute the CRC32 too
+	sums []uint64
+	crcs []uint32
+	done []bool // chunk i hashed; set by the goroutine that hashed it
+	next int64  // fill's progress: the chunks before it are hashed
+}
+
+func newChunkSums(data []byte, crc bool) *chunkSums {
+	n := digest.ChunkCount(int64(len(data)))
+	c := &chunkSums{data: data, crc: crc, sums: make([]uint64, n), done: make([]bool, n)}
+	if crc {
+		c.crcs = make([]uint32, n)
+	}
+	return c
+}
+
+// landed hashes the chunks that lie wholly in piece, the bytes of data at
+// off. Pieces reported by concurrent goroutines must not share a chunk
+// they both cover whole (disjoint pieces never do).
+func (c *chunkSums) landed(piece []byte, off int64) {
+	end := off + int64(len(piece))
+	size := int64(len(c.data))
+	for i := (off + digest.ChunkSize - 1) / digest.ChunkSize; ; i++ {
+		cb := i * digest.ChunkSize
+		ce := min(cb+digest.ChunkSize, size)
+		if cb >= end || ce > end {
+			return
+		}
+		c.hash(i, piece[cb-off:ce-off])
+	}
+}
+
+func (c *chunkSums) hash(i int64, chunk []byte) {
+	c.sums[i] = digest.ChunkSum(chunk, uint64(i))
+	if c.crc {
+		c.crcs[i] = crc32.ChecksumIEEE(chunk)
+	}
+	c.done[i] = true
+}
+
+// fill hashes the chunks that no piece covered whole and that end at or
+// before end, the bytes before end being final: every read into them has
+// returned. Calls must come in increasing order of end.
+func (c *chunkSums) fill(end int64) {
+	size := int64(len(c.data))
+	for ; c.next < int64(len(c.done)); c.next++ {
+		cb := c.next * digest.ChunkSize
+		ce := min(cb+digest.ChunkSize, size)
+		if ce > end {
+			return
+		}
+		if !c.done[c.next] {
+			c.hash(c.next, c.data[cb:ce])
+		}
+	}
+}
+
+// finish returns the storage's xxh64c digest and CRC32 (0 unless asked
+// for). Every chunk must be hashed (fill over the whole storage).
+func (c *chunkSums) finish() (digest.Value, uint32, error) {
+	d, err := digest.Combine(int64(len(c.data)), c.sums)
+	if err != nil || !c.crc {
+		return d, 0, err
+	}
+	var crc uint32
+	whole := crc32Shift(digest.ChunkSize)
+	for i, v := range c.crcs {
+		shift := whole
+		if last := int64(len(c.data)) - int64(i)*digest.ChunkSize; last < digest.ChunkSize {
+			shift = crc32Shift(last)
+		}
+		crc = gf2Mul(shift, crc) ^ v
+	}
+	return d, crc, nil
+}
+
+// The CRC32 (IEEE) of A followed by B is x^(8·len(B))·crc(A) + crc(B) in
+// GF(2)[x] modulo the CRC polynomial: the pre- and post-inversion cancel
+// out. Polynomials are in the reflected bit order of crc32.IEEE: bit 31
+// holds the coefficient of x^0, bit 0 that of x^31.
+
+// gf2Mul returns a·b modulo the IEEE polynomial.
+func gf2Mul(a, b uint32) uint32 {
+	var p uint32
+	for m := uint32(1) << 31; m != 0; m >>= 1 {
+		if a&m != 0 {
+			p ^= b
+		}
+		if b&1 != 0 { // b·x overflows into x^32: reduce
+			b = b>>1 ^ crc32.IEEE
+		} else {
+			b >>= 1
+		}
+	}
+	return p
+}
+
+// crc32Shift returns x^(8n) modulo the IEEE polynomial: what appending n
+// bytes does to the CRC of what came before.
+func crc32Shift(n int64) uint32 {
+	result := uint32(1) << 31 // x^0
+	base := uint32(1) << 23   // x^8
+	for ; n > 0; n >>= 1 {
+		if n&1 != 0 {
+			result = gf2Mul(result, base)
+		}
+		base = gf2Mul(base, base)
+	}
+	return result
+}
+
+// crc32Combine returns the CRC32 (IEEE) of A followed by B from crc(A),
+// crc(B) and B's length.
+func crc32Combine(crcA, crcB uint32, lenB int64) uint32 {
+	return gf2Mul(crc32Shift(lenB), crcA) ^ crcB
+}

@@ -1,0 +1,159 @@
+package devicecopy_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"errors"
+	"hash/crc32"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/convert"
+	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/remap"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// pieceReaderAt serves data as an object store does
+// (statedict.PieceReaderAt): it reports each read in pieces of random,
+// unaligned sizes, in a random order, some of them twice (a retried
+// request).
+type pieceReaderAt struct {
+	data []byte
+
+	mu     sync.Mutex
+	rng    *rand.Rand
+	calls  int
+	pieces int
+}
+
+func (r *pieceReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	return bytes.NewReader(r.data).ReadAt(p, off)
+}
+
+func (r *pieceReaderAt) ReadAtPieces(p []byte, off int64, landed func([]byte, int64)) (int, error) {
+	n, err := r.ReadAt(p, off)
+	r.mu.Lock()
+	r.calls++
+	var cuts []int
+	for k := 0; k < n; k += 1 + r.rng.Intn(300<<10) {
+		cuts = append(cuts, k)
+	}
+	cuts = append(cuts, n)
+	order := r.rng.Perm(len(cuts) - 1)
+	again := r.rng.Perm(len(cuts) - 1)[:len(cuts)/4]
+	r.pieces += len(order) + len(again)
+	r.mu.Unlock()
+	for _, k := range append(order, again...) {
+		landed(p[cuts[k]:cuts[k+1]], off+int64(cuts[k]))
+	}
+	return n, err
+}
+
+// writePth converts a generated safetensors file to a torch zip (a CRC32 for
+// every record; payloads aligned to 64 bytes, not to digest chunks), and
+// returns its bytes.
+func writePth(t *testing.T) []byte {
+	t.Helper()
+	src := writeSafetensors(t, 3, 17<<20) // two segments each
+	ck, err := statedict.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	out := filepath.Join(t.TempDir(), "model.pt")
+	if _, err := convert.Convert(context.Background(), ck, out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// recordOffset returns where the payload of the zip record name starts.
+func recordOffset(t *testing.T, data []byte, name string) int64 {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range zr.File {
+		if f.Name == name {
+			off, err := f.DataOffset()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return off
+		}
+	}
+	t.Fatalf("no record %s", name)
+	return 0
+}
+
+func loadFrom(t *testing.T, r *pieceReaderAt) (*devicecopy.HostResult, error) {
+	t.Helper()
+	ck, err := statedict.NewReader(r, int64(len(r.data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	plan, err := remap.NewPlan(ck.Tensors, remap.To(remap.Device{Type: "cpu", Index: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return devicecopy.LoadHost(context.Background(), ck, plan)
+}
+
+// TestLoadHostPieces loads storages from a reader that reports its reads
+// piece by piece, out of order and with repeats, as objstore does, and
+// checks that the CRC32 and digest LoadHost computes from the pieces are
+// those of the bytes, and that a damaged byte is still caught.
+func TestLoadHostPieces(t *testing.T) {
+	data := writePth(t)
+	r := &pieceReaderAt{data: data, rng: rand.New(rand.NewSource(3))}
+	res, err := loadFrom(t, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.calls == 0 || r.pieces <= r.calls {
+		t.Fatalf("%d ReadAtPieces calls, %d pieces: the storages were not read by pieces", r.calls, r.pieces)
+	}
+	if len(res.Storages) != 3 {
+		t.Fatalf("%d storages", len(res.Storages))
+	}
+	for _, hs := range res.Storages {
+		if !hs.CRCChecked {
+			t.Errorf("storage %s: CRC32 not checked", hs.Storage.Key)
+		}
+		if want := digest.SumBytes(hs.Data); hs.Digest != want {
+			t.Errorf("storage %s: digest %v, want %v", hs.Storage.Key, hs.Digest, want)
+		}
+		if i := recordOffset(t, data, hs.Storage.Record); !bytes.Equal(data[i:i+int64(len(hs.Data))], hs.Data) {
+			t.Errorf("storage %s: bytes differ from the file's", hs.Storage.Key)
+		}
+	}
+
+	// Damage one byte of the middle storage: the CRC32 combined from the
+	// pieces must disagree with the archive's.
+	hs := res.Storages[1]
+	start := recordOffset(t, data, hs.Storage.Record)
+	at := start + int64(len(hs.Data)) - 70000
+	bad := append([]byte(nil), data...)
+	bad[at] ^= 0x20
+	r = &pieceReaderAt{data: bad, rng: rand.New(rand.NewSource(4))}
+	_, err = loadFrom(t, r)
+	var ce *devicecopy.CRCError
+	if !errors.As(err, &ce) || ce.Storage != hs.Storage.Key {
+		t.Fatalf("damaged storage: got %v, want a CRC error for storage %s", err, hs.Storage.Key)
+	}
+	if want := crc32.ChecksumIEEE(bad[start : start+int64(len(hs.Data))]); ce.Got != want || ce.Want != hs.Storage.CRC32 {
+		t.Errorf("CRC error got %08x want %08x; expected got %08x want %08x", ce.Got, ce.Want, want, hs.Storage.CRC32)
+	}
+}

@@ -1,0 +1,62 @@
+package devicecopy
+
+import (
+	"hash/crc32"
+	"math/rand"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/digest"
+)
+
+func TestCRC32Combine(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	b := make([]byte, 300000)
+	rng.Read(b)
+	for _, cut := range []int{0, 1, 7, 8, 65535, 65536, 65537, 123457, len(b) - 1, len(b)} {
+		a, c := b[:cut], b[cut:]
+		got := crc32Combine(crc32.ChecksumIEEE(a), crc32.ChecksumIEEE(c), int64(len(c)))
+		if want := crc32.ChecksumIEEE(b); got != want {
+			t.Errorf("cut at %d: combined %08x, want %08x", cut, got, want)
+		}
+	}
+}
+
+// TestChunkSums feeds a buffer's pieces in a random order, some of them
+// twice (a retried request), with cuts that split chunks, and checks that
+// the digest and CRC32 equal those of the whole buffer hashed in order.
+func TestChunkSums(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for _, size := range []int{0, 1, 1000, digest.ChunkSize, digest.ChunkSize + 1, 5*digest.ChunkSize - 3, 3 << 20} {
+		data := make([]byte, size)
+		rng.Read(data)
+		var cuts []int
+		for off := 0; off < size; {
+			n := 1 + rng.Intn(3*digest.ChunkSize)
+			if rng.Intn(2) == 0 {
+				n = digest.ChunkSize * (1 + rng.Intn(3)) // aligned, as objstore's pieces are
+			}
+			cuts = append(cuts, off)
+			off += n
+		}
+		cuts = append(cuts, size)
+		c := newChunkSums(data, true)
+		order := rng.Perm(len(cuts) - 1)
+		for _, k := range order {
+			c.landed(data[cuts[k]:cuts[k+1]], int64(cuts[k]))
+			if rng.Intn(4) == 0 {
+				c.landed(data[cuts[k]:cuts[k+1]], int64(cuts[k]))
+			}
+		}
+		c.fill(int64(size))
+		d, crc, err := c.finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := digest.SumBytes(data); d != want {
+			t.Errorf("size %d: digest %v, want %v", size, d, want)
+		}
+		if want := crc32.ChecksumIEEE(data); crc != want {
+			t.Errorf("size %d: CRC32 %08x, want %08x", size, crc, want)
+		}
+	}
+}
