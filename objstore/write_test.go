@@ -5,9 +5,15 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // writeCloud is one writable backend for the Writer tests.
@@ -294,4 +300,66 @@ func TestWriterReadOnly(t *testing.T) {
 	if _, err := st.Create(context.Background(), k); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("got %v, want ErrReadOnly", err)
 	}
+}
+
+// Throttling (503) and dropped connections on the writes of a Writer
+// are retried (the Store's retries; the GCS client's own for the
+// resumable upload), counted, and the object comes out right.
+func TestWriterRetriesThroughFaults(t *testing.T) {
+	eachWritable(t, func(t *testing.T, c writeCloud) {
+		var target string
+		switch c.name {
+		case "s3":
+			target = srv.Endpoint
+		case "gs":
+			u, _ := url.Parse("http://" + gcsSrv.Addr)
+			rp := httputil.NewSingleHostReverseProxy(u)
+			hop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				r.Host = gcsSrv.Addr
+				rp.ServeHTTP(w, r)
+			}))
+			t.Cleanup(hop.Close)
+			target = hop.URL
+		case "az":
+			target = "http://" + azSrv.Addr
+		}
+		var writes atomic.Int64
+		faults := map[int64]string{1: "slowdown", 3: "drop", 5: "slowdown", 6: "slowdown"}
+		p := newFaultProxy(t, target, func(n int64, r *http.Request) string {
+			if r.Method != http.MethodPut && r.Method != http.MethodPost {
+				return ""
+			}
+			return faults[writes.Add(1)]
+		})
+		switch c.name {
+		case "s3":
+			t.Setenv("AWS_ENDPOINT_URL", p.URL)
+		case "gs":
+			t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(p.URL, "http://"))
+		case "az":
+			t.Setenv("AZURE_STORAGE_CONNECTION_STRING", strings.Replace(azSrv.ConnectionString(), azSrv.Addr, strings.TrimPrefix(p.URL, "http://"), 1))
+		}
+		st, k, err := NewStore(context.Background(), c.url("r.bin"), WithPartSize(5<<20), WithConcurrency(2), WithRetries(5, time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := st.Create(context.Background(), k, WithHead(64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := randomBytes(4*(5<<20)+99, 9)
+		if _, err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, c, "r.bin"); !bytes.Equal(got, data) {
+			t.Fatal("wrong bytes after retries")
+		}
+		if writes.Load() < int64(len(faults)) || st.Requests() < writes.Load() {
+			t.Fatalf("%d writes reached the proxy, %d requests counted", writes.Load(), st.Requests())
+		}
+		t.Logf("%d writes through the proxy, %d requests counted", writes.Load(), st.Requests())
+	})
 }
