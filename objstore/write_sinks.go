@@ -325,6 +325,7 @@ func (k *gcsSink) commit(ctx context.Context, n int) error {
 }
 
 func (k *gcsSink) single(ctx context.Context, p []byte) error {
+	k.begin(ctx) // best effort: the temporaries a killed writer left
 	dst := k.b.h.Object(k.key)
 	if !k.replace {
 		dst = dst.If(storage.Conditions{DoesNotExist: true})
