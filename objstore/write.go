@@ -195,15 +195,17 @@ func (s *Store) Create(ctx context.Context, key string, opts ...WriteOption) (*W
 // URL names the object being written.
 func (w *Writer) URL() string { return w.s.b.url(w.key) }
 
-// partLen returns the size of part i: the first parts are the base size,
-// and the size doubles every partGrowEvery parts so that an object of
-// unknown size stays under the part count limit.
+// partLen returns the size of part i: the first partGrowEvery parts are
+// the base size, then the size doubles every partGrowEvery/2 parts, so
+// that an object of unknown size stays under the part count limit: 16
+// MiB parts reach 31 GiB, then 63, 125, 250 GiB, ... 8 TiB at the
+// 10000th part (memory grows with the parts only for objects that big).
 func (w *Writer) partLen(i int) int64 {
-	shift := i / partGrowEvery
-	if shift > 20 {
-		shift = 20
+	if i < partGrowEvery {
+		return w.base
 	}
-	return w.base << shift
+	shift := (i-partGrowEvery)/(partGrowEvery/2) + 1
+	return w.base << min(shift, 8)
 }
 
 // MaxBuffered returns the most bytes of buffers the writer held at once.

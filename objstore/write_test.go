@@ -363,3 +363,16 @@ func TestWriterRetriesThroughFaults(t *testing.T) {
 		t.Logf("%d writes through the proxy, %d requests counted", writes.Load(), st.Requests())
 	})
 }
+
+// The part sizes of an object of unknown size keep S3's 10000-part limit
+// past 5 TB with 16 MiB parts, and start at the base size.
+func TestWriterPartSchedule(t *testing.T) {
+	w := &Writer{base: 16 << 20}
+	var total int64
+	for i := 0; i < maxParts; i++ {
+		total += w.partLen(i)
+	}
+	if w.partLen(0) != 16<<20 || w.partLen(partGrowEvery-1) != 16<<20 || total < 5<<40 {
+		t.Fatalf("first %d, total %d", w.partLen(0), total)
+	}
+}
