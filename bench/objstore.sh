@@ -19,6 +19,14 @@
 # count). Prints a markdown table: median/min/max wall time, GB/s, ratios, and
 # peak RSS (/usr/bin/time -v). Everything it creates is deleted at the end.
 #
+# ONLY=write measures writing instead (convert to s3://, issue: no local
+# staging): ROUNDS interleaved rounds of
+#   s3get putpar     the plain parallel upload (8 workers x 64 MiB parts) of
+#                    the safetensors file the local convert writes
+#   ckpt convert --force LOCAL s3://bench/out.safetensors   (streamed)
+#   ckpt convert --force LOCAL OUT.safetensors              (local disk)
+# with the same table, and the ratio convert to s3:// / parallel upload.
+#
 # Environment: CKPT_BEFORE=BINARY adds `BINARY load --map-location cpu s3://`
 # to each round (another build of ckpt, e.g. before a change, compared in the
 # same run); ONLY=load runs just the parallel download into memory and the
@@ -60,6 +68,11 @@ SRC=s3://bench/big.pt
 echo "checkpoint: $SIZE bytes, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 declare -A T RSS
+if [ "${ONLY:-}" = write ]; then
+  # The bytes convert writes, uploaded by the plain parallel uploader.
+  "$WORK/ckpt" convert "$WORK/big.pt" "$WORK/ref.safetensors" >/dev/null
+  OSIZE=$(stat -c %s "$WORK/ref.safetensors")
+fi
 run() { # name command...
   local name=$1; shift
   sync; echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || true
@@ -76,6 +89,12 @@ for r in $(seq "$ROUNDS"); do
   if [ -n "${CKPT_BEFORE:-}" ]; then
     run "ckpt load (before) --map-location cpu s3://" "$CKPT_BEFORE" load --map-location cpu $SRC
   fi
+  if [ "$ONLY" = write ]; then
+    run "s3get putpar (8 x 64 MiB parts)" "$WORK/s3get" putpar s3://bench/up.safetensors "$WORK/ref.safetensors"
+    run "ckpt convert local -> s3:// safetensors" "$WORK/ckpt" convert --force "$WORK/big.pt" s3://bench/out.safetensors
+    run "ckpt convert local -> local safetensors" "$WORK/ckpt" convert --force "$WORK/big.pt" "$WORK/out.safetensors"
+    continue
+  fi
   if [ "$ONLY" = load ]; then
     run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
     run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
@@ -91,6 +110,22 @@ for r in $(seq "$ROUNDS"); do
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)], a[1], a[NR]}'; }
+if [ "$ONLY" = write ]; then
+  echo
+  echo "output: $OSIZE bytes; load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "| command | median s | min s | max s | GB/s (output) | peak RSS MB |"
+  echo "|---|---|---|---|---|---|"
+  declare -A MED
+  for name in "s3get putpar (8 x 64 MiB parts)" "ckpt convert local -> s3:// safetensors" "ckpt convert local -> local safetensors"; do
+    read -r med lo hi < <(echo "${T[$name]}" | median)
+    MED[$name]=$med
+    printf '| %s | %.2f | %.2f | %.2f | %.2f | %d |\n' "$name" "$med" "$lo" "$hi" "$(echo "$OSIZE / $med / 1000000000" | bc -l)" "$((RSS[$name] / 1024))"
+  done
+  echo
+  printf 'convert to s3:// / parallel upload: %.2fx\n' "$(echo "${MED["ckpt convert local -> s3:// safetensors"]} / ${MED["s3get putpar (8 x 64 MiB parts)"]}" | bc -l)"
+  printf 'convert to s3:// / convert to local disk: %.2fx\n' "$(echo "${MED["ckpt convert local -> s3:// safetensors"]} / ${MED["ckpt convert local -> local safetensors"]}" | bc -l)"
+  exit 0
+fi
 echo
 echo "| command | median s | min s | max s | GB/s | peak RSS MB |"
 echo "|---|---|---|---|---|---|"

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -68,8 +69,14 @@ type layout struct {
 // resolveLayout works out the format and the output paths.
 func resolveLayout(out string, c *config) (*layout, error) {
 	l := &layout{format: c.format}
-	fi, err := os.Stat(out)
-	isDir := err == nil && fi.IsDir() || strings.HasSuffix(out, string(os.PathSeparator))
+	var isDir bool
+	p := c.paths()
+	if c.dest == nil {
+		fi, err := os.Stat(out)
+		isDir = err == nil && fi.IsDir() || strings.HasSuffix(out, string(os.PathSeparator))
+	} else {
+		isDir = out == "" || strings.HasSuffix(out, "/")
+	}
 	if l.format == "" {
 		f, ok := formatFor(out)
 		if !ok && !isDir {
@@ -93,23 +100,37 @@ func resolveLayout(out string, c *config) (*layout, error) {
 			return nil, fmt.Errorf("%w: --compress needs a file name, not a directory", ErrOption)
 		}
 		l.dir, l.mkdir = out, true
-		l.single = filepath.Join(out, l.stem+l.ext)
+		l.single = p.join(out, l.stem+l.ext)
 	case strings.HasSuffix(out, ".index.json"):
 		if c.compress != "" {
 			return nil, fmt.Errorf("%w: --compress cannot write sharded output", ErrOption)
 		}
-		l.dir, l.indexed, l.mkdir = filepath.Dir(out), true, true
-		base := strings.TrimSuffix(filepath.Base(out), ".index.json")
-		l.stem, l.ext = strings.TrimSuffix(base, filepath.Ext(base)), filepath.Ext(base)
+		l.dir, l.indexed, l.mkdir = p.dir(out), true, true
+		base := strings.TrimSuffix(p.base(out), ".index.json")
+		l.stem, l.ext = strings.TrimSuffix(base, p.ext(base)), p.ext(base)
 		l.index = out
 	default:
-		l.dir, l.single = filepath.Dir(out), out
+		l.dir, l.single = p.dir(out), out
 		if c.shard > 0 {
-			base := strings.TrimSuffix(filepath.Base(out), ".zst")
-			l.stem, l.ext = strings.TrimSuffix(base, filepath.Ext(base)), filepath.Ext(base)
+			base := strings.TrimSuffix(p.base(out), ".zst")
+			l.stem, l.ext = strings.TrimSuffix(base, p.ext(base)), p.ext(base)
 		}
 	}
 	return l, nil
+}
+
+// pathOps are the path functions of the output's names: the file
+// system's, or slash paths for a Destination.
+type pathOps struct {
+	join           func(...string) string
+	dir, base, ext func(string) string
+}
+
+func (c *config) paths() pathOps {
+	if c.dest != nil {
+		return pathOps{path.Join, path.Dir, path.Base, path.Ext}
+	}
+	return pathOps{filepath.Join, filepath.Dir, filepath.Base, filepath.Ext}
 }
 
 // makeDir creates the output directory when it is missing and may be
@@ -219,11 +240,14 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		l.index = ""
 	} else {
 		for i := range groups {
-			finals = append(finals, filepath.Join(l.dir, fmt.Sprintf("%s-%05d-of-%05d%s", l.stem, i+1, len(groups), l.ext)))
+			finals = append(finals, c.paths().join(l.dir, fmt.Sprintf("%s-%05d-of-%05d%s", l.stem, i+1, len(groups), l.ext)))
 		}
 		if l.index == "" {
-			l.index = filepath.Join(l.dir, l.stem+l.ext+".index.json")
+			l.index = c.paths().join(l.dir, l.stem+l.ext+".index.json")
 		}
+	}
+	if c.dest != nil {
+		return c.convertTo(ctx, start, p, l, groups, finals)
 	}
 	// Where each output goes: only a missing or regular file is
 	// replaced; a symbolic link is written through (see resolveTarget).
@@ -245,20 +269,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 			l.indexTarget = target
 		}
 	}
-	sum := &Summary{Format: l.format, Structure: "flat", Aliases: p.aliases, Dropped: p.dropped, Index: l.index, Values: []string{}}
-	if sum.Dropped == nil {
-		sum.Dropped = []Dropped{}
-	}
-	for _, v := range p.values {
-		sum.Values = append(sum.Values, v.name)
-		if _, ok := v.v.(float64); ok && l.format == PyTorch {
-			sum.Floats++
-		}
-	}
-	if p.tree != nil {
-		sum.Structure = "tree"
-		sum.Floats, sum.Torch2Values = p.tree.floats, p.tree.newer
-	}
+	sum := newSummary(p, l)
 	undoDir, err := l.makeDir()
 	if err != nil {
 		return nil, err
@@ -328,6 +339,34 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		}
 	}
 	committed = true
+	sum.tally(p, l)
+	sum.Files, sum.Bytes = finals, total
+	sum.Seconds = time.Since(start).Seconds()
+	return sum, nil
+}
+
+// newSummary starts the Summary of a conversion.
+func newSummary(p *plan, l *layout) *Summary {
+	sum := &Summary{Format: l.format, Structure: "flat", Aliases: p.aliases, Dropped: p.dropped, Index: l.index, Values: []string{}}
+	if sum.Dropped == nil {
+		sum.Dropped = []Dropped{}
+	}
+	for _, v := range p.values {
+		sum.Values = append(sum.Values, v.name)
+		if _, ok := v.v.(float64); ok && l.format == PyTorch {
+			sum.Floats++
+		}
+	}
+	if p.tree != nil {
+		sum.Structure = "tree"
+		sum.Floats, sum.Torch2Values = p.tree.floats, p.tree.newer
+	}
+	return sum
+}
+
+// tally counts the tensors written, casts, renames and the dtypes older
+// readers lack.
+func (sum *Summary) tally(p *plan, l *layout) {
 	sum.Torch2DTypes, sum.RecentCodes = []string{}, []string{}
 	newDTypes := map[statedict.DType]bool{}
 	for _, it := range p.items {
@@ -349,18 +388,23 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 			sum.Renamed++
 		}
 	}
-	sum.Files, sum.Bytes = finals, total
-	sum.Seconds = time.Since(start).Seconds()
-	return sum, nil
 }
 
 // writeFile writes one output file to a finished (synced, closed)
 // temporary file, which the caller commits or discards.
 func (c *config) writeFile(ctx context.Context, final string, f Format, items []*item, values []value, tr *tree, md map[string]string) (*tempFile, int64, error) {
-	t, err := createTemp(final)
+	var head int64
+	if f == Safetensors && c.compress == "" && c.dest != nil {
+		var err error
+		if head, err = safetensorsHeadLen(items, md); err != nil {
+			return nil, 0, writeErr(c.destName(final), err)
+		}
+	}
+	t, err := c.create(ctx, final, head)
 	if err != nil {
 		return nil, 0, err
 	}
+	final = t.final
 	var n int64
 	switch {
 	case f == PyTorch:
@@ -385,7 +429,12 @@ func (c *config) writeFile(ctx context.Context, final string, f Format, items []
 		// The digests are patched into the header after the data, so the
 		// plain file is written first, then compressed.
 		var plain *tempFile
-		plain, err = createTemp(final)
+		if c.dest != nil {
+			// Staged in the local temporary directory.
+			plain, err = createTemp(filepath.Join(os.TempDir(), "ckpt-plain.safetensors"))
+		} else {
+			plain, err = createTemp(final)
+		}
 		if err != nil {
 			return t, 0, err
 		}
@@ -412,4 +461,109 @@ func (c *config) writeFile(ctx context.Context, final string, f Format, items []
 		return t, 0, writeErr(final, err)
 	}
 	return t, n, t.finish()
+}
+
+// destName returns how messages name the output final.
+func (c *config) destName(final string) string {
+	if c.dest == nil {
+		return final
+	}
+	return c.dest.Name(final)
+}
+
+// convertTo is Convert's second half for a Destination: the outputs are
+// checked, written, and committed at the end (shards first, the index
+// last); on failure the outputs not committed are aborted and those
+// committed removed.
+func (c *config) convertTo(ctx context.Context, start time.Time, p *plan, l *layout, groups [][]*item, finals []string) (*Summary, error) {
+	if !c.force {
+		for _, f := range append(append([]string{}, finals...), l.index) {
+			if f == "" {
+				continue
+			}
+			ok, err := c.dest.Exists(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				return nil, fmt.Errorf("%w: %s", ErrExists, c.dest.Name(f))
+			}
+		}
+	}
+	sum := newSummary(p, l)
+	var temps []*tempFile
+	defer func() {
+		for _, t := range temps {
+			t.discard()
+		}
+	}()
+	md, err := p.metadata()
+	if err != nil {
+		return nil, err
+	}
+	weightMap := map[string]string{}
+	var total int64
+	for i, g := range groups {
+		values := p.values
+		if i > 0 {
+			values = nil
+		}
+		t, n, err := c.writeFile(ctx, finals[i], l.format, g, values, p.tree, md)
+		if t != nil {
+			temps = append(temps, t)
+		}
+		if err != nil {
+			return nil, err
+		}
+		total += n
+		for _, it := range g {
+			weightMap[it.name] = path.Base(finals[i])
+		}
+	}
+	if l.index != "" {
+		b, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		t, err := c.create(ctx, l.index, 0)
+		if err != nil {
+			return nil, err
+		}
+		temps = append(temps, t)
+		bw := c.output(t)
+		if _, err := bw.Write(append(b, '\n')); err != nil {
+			return nil, writeErr(t.final, err)
+		}
+		if err := bw.Flush(); err != nil {
+			return nil, writeErr(t.final, err)
+		}
+		if err := t.finish(); err != nil {
+			return nil, err
+		}
+	}
+	for i, t := range temps { // shards first, the index last
+		if err := t.out.Commit(ctx); err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			for _, done := range temps[:i] {
+				c.dest.Remove(rctx, done.key)
+			}
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return nil, fmt.Errorf("convert: interrupted; %s not written: %w", t.final, err)
+			}
+			return nil, err
+		}
+		t.out = nil // committed: nothing to discard
+	}
+	sum.tally(p, l)
+	sum.Files = make([]string, len(finals))
+	for i, f := range finals {
+		sum.Files[i] = c.dest.Name(f)
+	}
+	if l.index != "" {
+		sum.Index = c.dest.Name(l.index)
+	}
+	sum.Bytes = total
+	sum.Seconds = time.Since(start).Seconds()
+	return sum, nil
 }

@@ -12,6 +12,13 @@
 // O_DIRECT: the output does not go through the page cache, and the fsync
 // before the rename has nothing left to wait for (docs/benchmarks.md).
 //
+// WithDestination writes elsewhere than the file system (ckpt.Convert
+// passes a bucket of s3://, gs:// or az://): the same pipeline writes into
+// the Destination's Outputs, which stream the bytes with no local copy; a
+// safetensors header is rewritten at the end within the Output's held
+// head. Outputs are committed at the end, shards first and the index
+// last, and taken back on failure, as local temporary files are.
+//
 // # Input checks
 //
 // Conversion checks the checksums the input carries while it streams: the

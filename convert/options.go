@@ -91,6 +91,7 @@ type config struct {
 	progress        func(int64)
 	bufSize         int
 	wrap            func(io.Writer) io.Writer
+	dest            Destination
 
 	checks *sourceChecks // set by Convert
 }

@@ -66,11 +66,38 @@ func (p progressWriter) Write(b []byte) (int, error) {
 // filesystem lacks unnamed files, a named ".NAME.tmp-*" file beside its
 // final path, removed unless committed, and held under an flock so that a
 // later conversion can remove it if this process dies (removeStale).
+//
+// For a Destination, out is the destination's Output instead, key its
+// name there and final how messages name it.
 type tempFile struct {
 	f     *os.File
 	w     *fileWriter
 	final string
 	named bool // f has a name in the directory (the fallback)
+
+	out Output
+	key string
+}
+
+// create starts the output final: a temporary file beside it, or an
+// Output of the destination (head: the bytes rewritten at the end).
+func (c *config) create(ctx context.Context, final string, head int64) (*tempFile, error) {
+	if c.dest == nil {
+		return createTemp(final)
+	}
+	o, err := c.dest.Create(ctx, final, head)
+	if err != nil {
+		return nil, err
+	}
+	return &tempFile{out: o, key: final, final: c.dest.Name(final)}, nil
+}
+
+// writeAt rewrites bytes already written (the header).
+func (t *tempFile) writeAt(p []byte, off int64) (int, error) {
+	if t.out != nil {
+		return t.out.WriteAt(p, off)
+	}
+	return t.f.WriteAt(p, off)
 }
 
 // forceNamedTemp turns unnamed temporary files off (for tests of the
@@ -111,6 +138,11 @@ func createTemp(final string) (*tempFile, error) {
 
 // discard closes and removes the temporary file.
 func (t *tempFile) discard() {
+	if t.out != nil {
+		t.out.Abort()
+		t.out = nil
+		return
+	}
 	if t.f != nil {
 		t.w.stop()
 		t.w.release()
@@ -124,6 +156,12 @@ func (t *tempFile) discard() {
 
 // finish writes out and syncs the file; commit gives it its final name.
 func (t *tempFile) finish() error {
+	if t.out != nil {
+		if err := t.out.Finish(); err != nil {
+			return fmt.Errorf("convert: write %s: %w", t.final, err)
+		}
+		return nil
+	}
 	if err := t.w.finish(); err != nil {
 		return fmt.Errorf("convert: write %s: %w", t.final, err)
 	}
@@ -211,23 +249,27 @@ type outWriter interface {
 // buffer.
 type wrappedOutput struct {
 	*bufio.Writer
-	fw *fileWriter
+	fw interface{ Flush() error }
 }
 
 func (w wrappedOutput) Flush() error {
 	if err := w.Writer.Flush(); err != nil {
 		return err
 	}
-	return w.fw.finish()
+	return w.fw.Flush()
 }
 
 // output returns the writer for a temporary file: its fileWriter, or the
 // caller's wrapper over it behind a buffer.
 func (c *config) output(t *tempFile) outWriter {
-	if c.wrap == nil {
-		return t.w
+	var w outWriter = t.w
+	if t.out != nil {
+		w = remoteWriter{t.out}
 	}
-	return wrappedOutput{bufio.NewWriterSize(c.wrap(t.w), c.bufSize), t.w}
+	if c.wrap == nil {
+		return w
+	}
+	return wrappedOutput{bufio.NewWriterSize(c.wrap(w), c.bufSize), w}
 }
 
 func writeErr(final string, err error) error {
@@ -256,20 +298,7 @@ func (c *config) itemReader(ctx context.Context, it *item) (io.ReadCloser, *chec
 // writeSafetensors writes one safetensors file holding items to tmp,
 // then patches the recorded digests into the header.
 func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*item, meta map[string]string) (int64, error) {
-	byName := make(map[string]*item, len(items))
-	decl := make([]safetensors.WriterTensor, len(items))
-	digests := make(map[string]string, len(items))
-	for i, it := range items {
-		code, _ := it.dtype.Safetensors()
-		shape, _ := statedict.SafetensorsShape(it.dtype, it.src.Shape) // checked by unsupported
-		decl[i] = safetensors.WriterTensor{Name: it.name, DType: code, Shape: shape}
-		byName[it.name] = it
-		digests[it.name] = digest.Value(0).String() // same length as the real one
-	}
-	md := make(map[string]string, len(meta)+1)
-	for k, v := range meta {
-		md[k] = v
-	}
+	decl, byName, digests, md := safetensorsDecl(items, meta)
 	setDigests := func() error {
 		b, err := json.Marshal(digests)
 		md[DigestsKey] = string(b)
@@ -325,10 +354,44 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 	if err != nil {
 		return 0, writeErr(tmp.final, err)
 	}
-	if _, err := tmp.f.WriteAt(hdr, 0); err != nil {
+	if _, err := tmp.writeAt(hdr, 0); err != nil {
 		return 0, writeErr(tmp.final, err)
 	}
 	return total, nil
+}
+
+// safetensorsDecl returns the declarations of a safetensors file holding
+// items, the items by name, placeholder digests (as long as the real
+// ones) and the metadata.
+func safetensorsDecl(items []*item, meta map[string]string) ([]safetensors.WriterTensor, map[string]*item, map[string]string, map[string]string) {
+	byName := make(map[string]*item, len(items))
+	decl := make([]safetensors.WriterTensor, len(items))
+	digests := make(map[string]string, len(items))
+	for i, it := range items {
+		code, _ := it.dtype.Safetensors()
+		shape, _ := statedict.SafetensorsShape(it.dtype, it.src.Shape) // checked by unsupported
+		decl[i] = safetensors.WriterTensor{Name: it.name, DType: code, Shape: shape}
+		byName[it.name] = it
+		digests[it.name] = digest.Value(0).String() // same length as the real one
+	}
+	md := make(map[string]string, len(meta)+1)
+	for k, v := range meta {
+		md[k] = v
+	}
+	return decl, byName, digests, md
+}
+
+// safetensorsHeadLen returns the length of the header writeSafetensors
+// writes, and later rewrites with the digests, for items.
+func safetensorsHeadLen(items []*item, meta map[string]string) (int64, error) {
+	decl, _, digests, md := safetensorsDecl(items, meta)
+	b, err := json.Marshal(digests)
+	if err != nil {
+		return 0, err
+	}
+	md[DigestsKey] = string(b)
+	hdr, _, err := safetensors.HeaderBytes(decl, md)
+	return int64(len(hdr)), err
 }
 
 // pthStorage is one storage of a .pth output.

@@ -16,10 +16,14 @@
 // web server gives no ETag; on GCS the generation, ifGenerationMatch):
 // an object replaced mid-read is ErrChanged, never a mix of two versions.
 //
-// Writing: Upload copies a local file to s3:// (only) with a multipart upload
-// that is completed only when every part is in, and aborted on any error
-// or cancellation, so that nothing, not even a pending upload, is left
-// behind.
+// Writing: Create returns a Writer that streams one object to s3://,
+// gs:// or az:// with bounded memory, no local copy: parts go up in
+// parallel as they fill (S3 multipart upload, Azure staged blocks; GCS
+// one resumable upload), the first bytes may be held back and rewritten
+// (a header patched at the end), and the object appears only at Commit,
+// complete; Abort, a failed Commit or a cancelled context leave nothing
+// behind, not even a pending upload. Upload copies a local file the same
+// way. https:// is read-only.
 //
 // Credentials and endpoints come from the standard environment and files
 // only: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,

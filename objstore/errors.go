@@ -22,7 +22,7 @@ var (
 // Error is a failed operation on an object, named by its URL (which never
 // holds a secret: credentials come from the environment only).
 type Error struct {
-	Op  string // "open", "read", "list", "upload"
+	Op  string // "open", "read", "list", "stat", "write", "upload", "remove"
 	URL string
 	Err error
 }

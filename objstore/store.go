@@ -271,7 +271,7 @@ func (s *Store) classify(err error) error {
 	if errors.As(err, &he) {
 		return he.mapped()
 	}
-	if errors.Is(err, ErrChanged) || errors.Is(err, ErrNoRange) || errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrChanged) || errors.Is(err, ErrNoRange) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
 		return err
 	}
 	var ne net.Error

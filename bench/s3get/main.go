@@ -8,6 +8,11 @@
 //
 //	s3get [-n 8] [-chunk 8388608] single|parallel|memory s3://bucket/key [OUT]
 //	s3get put s3://bucket/key FILE    (set-up: creates the bucket, uploads FILE)
+//	s3get [-n 8] [-part 67108864] putpar s3://bucket/key FILE
+//
+// putpar is the plain parallel upload, the peer of ckpt convert to s3://:
+// one multipart upload, N workers each sending fixed-size parts read from
+// FILE at their offsets (io.SectionReader), then CompleteMultipartUpload.
 package main
 
 import (
@@ -28,6 +33,7 @@ import (
 func main() {
 	n := flag.Int("n", 8, "parallel requests")
 	chunk := flag.Int64("chunk", 8<<20, "range size")
+	part := flag.Int64("part", 64<<20, "part size of putpar")
 	flag.Parse()
 	args := flag.Args()
 	if len(args) < 2 {
@@ -56,6 +62,10 @@ func main() {
 		if _, err := c.FPutObject(ctx, bucket, key, args[2], minio.PutObjectOptions{}); err != nil {
 			fail(err)
 		}
+		return
+	}
+	if args[0] == "putpar" {
+		putParallel(ctx, core, bucket, key, args[2], *n, *part)
 		return
 	}
 	start := time.Now()
@@ -139,4 +149,52 @@ func main() {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "s3get:", err)
 	os.Exit(1)
+}
+
+// putParallel uploads file to bucket/key: n workers, parts of psize.
+func putParallel(ctx context.Context, core minio.Core, bucket, key, file string, n int, psize int64) {
+	start := time.Now()
+	f, err := os.Open(file)
+	if err != nil {
+		fail(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		fail(err)
+	}
+	size := fi.Size()
+	id, err := core.NewMultipartUpload(ctx, bucket, key, minio.PutObjectOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		fail(err)
+	}
+	nparts := int((size + psize - 1) / psize)
+	parts := make([]minio.CompletePart, nparts)
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				off := int64(i) * psize
+				m := min(psize, size-off)
+				p, err := core.PutObjectPart(ctx, bucket, key, id, i+1, io.NewSectionReader(f, off, m), m, minio.PutObjectPartOptions{})
+				if err != nil {
+					fail(err)
+				}
+				parts[i] = minio.CompletePart{PartNumber: i + 1, ETag: p.ETag}
+			}
+		}()
+	}
+	for i := 0; i < nparts; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if _, err := core.CompleteMultipartUpload(ctx, bucket, key, id, parts, minio.PutObjectOptions{}); err != nil {
+		fail(err)
+	}
+	d := time.Since(start)
+	fmt.Printf("putpar: %d bytes in %.2f s, %.2f GB/s\n", size, d.Seconds(), float64(size)/d.Seconds()/1e9)
 }

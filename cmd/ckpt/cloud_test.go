@@ -153,18 +153,58 @@ func TestCloudErrorsShowNoSecret(t *testing.T) {
 	}
 }
 
-// Converting to gs:// or az:// (read-only for now) fails at once, before
-// any conversion, with a one-line error naming the output: quantized.pt,
-// which has nothing safetensors can hold, would fail later and otherwise.
-func TestCloudConvertOutputRefused(t *testing.T) {
+// convert to gs:// and az:// streams the output to the bucket: a single
+// file and a sharded output, verified against the source from the
+// bucket; an existing object needs --force.
+func TestConvertToCloud(t *testing.T) {
 	sharedGCS(t)
 	sharedAzure(t)
-	for _, out := range []string{"gs://fxb/out.safetensors", "az://fxb/out.safetensors"} {
-		code, _, errs := runCLI(t, "convert", fx+"quantized.pt", out)
-		want := "upload " + out + ": this kind of URL can only be read"
-		if code != exitError || !strings.Contains(errs, want) || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
-			t.Errorf("convert to %s: exit %d, stderr %q; want 1 and one line with %q", out, code, errs, want)
-		}
+	for _, scheme := range []string{"gs", "az"} {
+		t.Run(scheme, func(t *testing.T) {
+			if scheme == "gs" {
+				sharedGCS(t)
+			} else {
+				sharedAzure(t)
+			}
+			out := scheme + "://fxb/converted/model.safetensors"
+			code, stdout, errs := runCLI(t, "convert", "--json", fx+"training.pt", out)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			var rep convertReport
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil || len(rep.Files) != 1 || rep.Files[0] != out {
+				t.Fatalf("report %s (%v)", stdout, err)
+			}
+			if code, stdout, errs = runCLI(t, "verify", fx+"training.pt", out); code != exitOK || !strings.Contains(stdout, "OK") {
+				t.Fatalf("verify: %d %s %s", code, stdout, errs)
+			}
+			code, _, errs = runCLI(t, "convert", fx+"training.pt", out)
+			if code != exitError || !strings.Contains(errs, "--force") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+				t.Fatalf("existing object: exit %d %q", code, errs)
+			}
+			if code, _, errs = runCLI(t, "convert", "--force", fx+"training.pt", out); code != exitOK {
+				t.Fatalf("--force: exit %d %s", code, errs)
+			}
+			idx := scheme + "://fxb/converted/sharded/model.safetensors.index.json"
+			if code, _, errs = runCLI(t, "convert", "--max-shard-size", "100B", fx+"training.pt", idx); code != exitOK {
+				t.Fatalf("sharded: exit %d %s", code, errs)
+			}
+			if code, stdout, errs = runCLI(t, "verify", fx+"training.pt", idx); code != exitOK || !strings.Contains(stdout, "OK") {
+				t.Fatalf("verify sharded: %d %s %s", code, stdout, errs)
+			}
+		})
+	}
+}
+
+// Converting to https:// (read-only) fails at once, before any
+// conversion, with a one-line error naming the output: quantized.pt,
+// which has nothing safetensors can hold, would fail later and otherwise.
+func TestConvertHTTPSOutputRefused(t *testing.T) {
+	out := "https://127.0.0.1:1/out.safetensors"
+	code, _, errs := runCLI(t, "convert", fx+"quantized.pt", out)
+	want := "upload " + out + ": this kind of URL can only be read"
+	if code != exitError || !strings.Contains(errs, want) || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
+		t.Errorf("convert to %s: exit %d, stderr %q; want 1 and one line with %q", out, code, errs, want)
 	}
 }
 

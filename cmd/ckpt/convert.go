@@ -77,7 +77,10 @@ complete: an interrupted convert never leaves a partial OUT (on Linux the
 temporary file is unnamed, so even kill -9 leaves nothing). An existing OUT
 is replaced only with --force, and only if it is a regular file: a device
 (/dev/null), FIFO or socket is refused. A symbolic link at OUT is written
-through, as cp does: its target is replaced and the link kept.`,
+through, as cp does: its target is replaced and the link kept. OUT may be an
+s3://, gs:// or az:// URL: the output is streamed to the bucket with no local
+copy, each object appearing only when complete (a prefix ending in "/" takes
+directory and sharded outputs).`,
 		Example: `  ckpt convert model.pt model.safetensors
   ckpt convert --map-location cpu gpu_run.pt cpu_run.pt
   ckpt convert --dtype bf16 --strip-prefix module. ddp.pt model.safetensors
