@@ -24,6 +24,10 @@ const ChunkSize = 64 << 10
 // batchChunks is how many consecutive chunks one ReadAt fetches in Sum.
 const batchChunks = 16
 
+// manyChunks is how many whole chunks SumBytes and Digest.Write hash in one
+// call of ChunkSums.
+const manyChunks = 16
+
 var (
 	// ErrSize reports a negative size.
 	ErrSize = errors.New("digest: negative size")
@@ -120,11 +124,16 @@ func writeSums(outer *xxhash.Digest, sums []uint64) {
 func SumBytes(b []byte) Value {
 	var outer xxhash.Digest
 	outer.ResetWithSeed(uint64(len(b)))
-	var le [8]byte
-	for i := 0; i*ChunkSize < len(b); i++ {
-		end := min((i+1)*ChunkSize, len(b))
-		binary.LittleEndian.PutUint64(le[:], ChunkSum(b[i*ChunkSize:end], uint64(i)))
-		outer.Write(le[:])
+	var chunks [manyChunks][]byte
+	var index, sums [manyChunks]uint64
+	for first := 0; first*ChunkSize < len(b); first += manyChunks {
+		k := 0
+		for i := first; i < first+manyChunks && i*ChunkSize < len(b); i++ {
+			chunks[k], index[k] = b[i*ChunkSize:min((i+1)*ChunkSize, len(b))], uint64(i)
+			k++
+		}
+		ChunkSums(chunks[:k], index[:k], sums[:k])
+		writeSums(&outer, sums[:k])
 	}
 	return Value(outer.Sum64())
 }
@@ -215,13 +224,12 @@ func hashBatch(r io.ReaderAt, size, start, end int64, buf []byte, out []uint64) 
 		}
 		return fmt.Errorf("digest: read %d bytes at offset %d: %w", want, off, err)
 	}
-	var h xxhash.Digest
+	var chunks [batchChunks][]byte
+	var index [batchChunks]uint64
 	for i := range out {
-		c := b[i*ChunkSize : min((i+1)*ChunkSize, len(b))]
-		h.ResetWithSeed(uint64(start) + uint64(i))
-		h.Write(c)
-		out[i] = h.Sum64()
+		chunks[i], index[i] = b[i*ChunkSize:min((i+1)*ChunkSize, len(b))], uint64(start)+uint64(i)
 	}
+	ChunkSums(chunks[:len(out)], index[:len(out)], out)
 	return nil
 }
 
@@ -257,6 +265,21 @@ func (d *Digest) Write(p []byte) (int, error) {
 	}
 	n := len(p)
 	for len(p) > 0 {
+		if d.fill == 0 && len(p) >= 8*ChunkSize {
+			// Whole chunks, hashed several at a time.
+			k := min(len(p)/ChunkSize, manyChunks)
+			var chunks [manyChunks][]byte
+			var index, sums [manyChunks]uint64
+			for i := range k {
+				chunks[i], index[i] = p[i*ChunkSize:(i+1)*ChunkSize], d.index+uint64(i)
+			}
+			ChunkSums(chunks[:k], index[:k], sums[:k])
+			writeSums(&d.outer, sums[:k])
+			d.index += uint64(k)
+			d.chunk.ResetWithSeed(d.index)
+			p = p[k*ChunkSize:]
+			continue
+		}
 		k := min(len(p), ChunkSize-d.fill)
 		d.chunk.Write(p[:k])
 		d.fill += k
