@@ -42,11 +42,13 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 }
 
 // writePartSize is the part size of a streamed output: the writer holds
-// up to (concurrency + 2) parts, 160 MiB with 16 MiB parts (about 300 MB
-// of RSS with the garbage collector's slack), against 640 MiB (760 MB)
-// with the Store's default 64 MiB, for a conversion of 1.6 GB to MinIO
-// 3-6% slower (docs/benchmarks.md). Parts grow past 2000 of them.
-const writePartSize = 16 << 20
+// up to (concurrency + 2) parts, 80 MiB with 8 MiB parts (about 210 MB of
+// RSS with the garbage collector's slack, under the 256 MB that reading
+// keeps to), against 160 MiB (300 MB) with 16 MiB and 640 MiB (760 MB)
+// with the Store's default 64 MiB; converting 1.6 GB to MinIO took the
+// same time with 8 and 16 MiB parts (docs/benchmarks.md). 8 MiB is also
+// the AWS CLI's default part size. Parts grow past 1000 of them.
+const writePartSize = 8 << 20
 
 // storeDestination is a bucket as convert's Destination.
 type storeDestination struct {

@@ -27,7 +27,9 @@
 #   ckpt convert --force LOCAL OUT.safetensors              (local disk)
 # with the same table, and the ratio convert to s3:// / parallel upload.
 #
-# Environment: CKPT_BEFORE=BINARY adds `BINARY load --map-location cpu s3://`
+# Environment: WARM=1 keeps the page cache between commands (MinIO then
+# serves from memory: what is measured is the network path and the client,
+# not the disk); CKPT_BEFORE=BINARY adds `BINARY load --map-location cpu s3://`
 # to each round (another build of ckpt, e.g. before a change, compared in the
 # same run); ONLY=load runs just the parallel download into memory and the
 # loads (and skips inspect).
@@ -75,7 +77,7 @@ if [ "${ONLY:-}" = write ]; then
 fi
 run() { # name command...
   local name=$1; shift
-  sync; echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || true
+  if [ -z "${WARM:-}" ]; then sync; echo 1 > /proc/sys/vm/drop_caches 2>/dev/null || true; fi
   local s e
   s=$(date +%s.%N)
   /usr/bin/time -v -o "$WORK/time.txt" "$@" >"$WORK/out.txt" 2>"$WORK/err.txt" || { echo "$name failed:" >&2; cat "$WORK/err.txt" >&2; exit 1; }

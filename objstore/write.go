@@ -83,7 +83,7 @@ type headFinisher interface {
 // at most 32 objects but its parts go to one resumable upload.
 const (
 	maxParts       = 10000
-	partGrowEvery  = 2000 // parts of one size before the size doubles
+	partGrowEvery  = 1000 // parts of one size before the size doubles
 	minS3PartSize  = 5 << 20
 	abortTimeout   = 30 * time.Second
 	writeOpTimeout = 5 * time.Minute
@@ -196,16 +196,16 @@ func (s *Store) Create(ctx context.Context, key string, opts ...WriteOption) (*W
 func (w *Writer) URL() string { return w.s.b.url(w.key) }
 
 // partLen returns the size of part i: the first partGrowEvery parts are
-// the base size, then the size doubles every partGrowEvery/2 parts, so
-// that an object of unknown size stays under the part count limit: 16
-// MiB parts reach 31 GiB, then 63, 125, 250 GiB, ... 8 TiB at the
-// 10000th part (memory grows with the parts only for objects that big).
+// the base size, then the size doubles every partGrowEvery parts, so that
+// an object of unknown size stays under the part count limit: 8 MiB parts
+// reach 8 GiB, then 24, 56, 120 GiB, ... 7.8 TiB (past S3's 5 TiB object
+// limit) at the 10000th part. Memory grows with the parts only for
+// objects that big.
 func (w *Writer) partLen(i int) int64 {
 	if i < partGrowEvery {
 		return w.base
 	}
-	shift := (i-partGrowEvery)/(partGrowEvery/2) + 1
-	return w.base << min(shift, 8)
+	return w.base << min((i-partGrowEvery)/partGrowEvery+1, 9)
 }
 
 // MaxBuffered returns the most bytes of buffers the writer held at once.

@@ -365,14 +365,15 @@ func TestWriterRetriesThroughFaults(t *testing.T) {
 }
 
 // The part sizes of an object of unknown size keep S3's 10000-part limit
-// past 5 TB with 16 MiB parts, and start at the base size.
+// past its 5 TiB object limit with ckpt.Convert's 8 MiB parts, and start
+// at the base size.
 func TestWriterPartSchedule(t *testing.T) {
-	w := &Writer{base: 16 << 20}
+	w := &Writer{base: 8 << 20}
 	var total int64
 	for i := 0; i < maxParts; i++ {
 		total += w.partLen(i)
 	}
-	if w.partLen(0) != 16<<20 || w.partLen(partGrowEvery-1) != 16<<20 || total < 5<<40 {
+	if w.partLen(0) != 8<<20 || w.partLen(partGrowEvery-1) != 8<<20 || total < 5<<40 {
 		t.Fatalf("first %d, total %d", w.partLen(0), total)
 	}
 }
