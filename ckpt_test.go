@@ -303,3 +303,33 @@ func TestLoadRank(t *testing.T) {
 		t.Errorf("rank 2 of 2: %v", err)
 	}
 }
+
+// A float4_e2m1fn_x2 tensor (safetensors F4: two fp4 values per byte, the
+// last dimension counted in fp4 values) is viewed as its raw bytes.
+func TestViewFloat4(t *testing.T) {
+	hdr := []byte(`{"w":{"dtype":"F4","shape":[2,4],"data_offsets":[0,4]}}`)
+	var b bytes.Buffer
+	b.Write([]byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0})
+	b.Write(hdr)
+	b.Write([]byte{0x12, 0x34, 0x56, 0x78})
+	path := filepath.Join(t.TempDir(), "f4.safetensors")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ckpt.Load(context.Background(), path, ckpt.WithMapLocation("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	w, ok := m.Tensor("w")
+	if !ok || w.DType != statedict.Float4E2M1FNx2 {
+		t.Fatalf("tensor w: %v %+v", ok, w)
+	}
+	v, err := ckpt.View[uint8](w)
+	if err != nil || !bytes.Equal(v, []byte{0x12, 0x34, 0x56, 0x78}) {
+		t.Fatalf("View[uint8]: %v %x", err, v)
+	}
+	if _, err := ckpt.View[uint16](w); !errors.Is(err, ckpt.ErrDType) {
+		t.Errorf("View[uint16]: %v, want ErrDType", err)
+	}
+}

@@ -62,7 +62,8 @@ func (t *Tensor) Bytes() ([]byte, error) {
 //	float32: float32           float64: float64
 //	uint16: bfloat16, float16, uint16 (raw bits for the 16-bit floats)
 //	int8, int16, int32, int64: the same torch integer types
-//	uint8: uint8, bool, the float8 types (raw bits); uint32, uint64: the same
+//	uint8: uint8, bool, the float8 types and float4_e2m1fn_x2 (raw bits: one
+//	byte per torch element, two fp4 values in it); uint32, uint64: the same
 //	complex64: complex64       complex128: complex128
 type Element interface {
 	float32 | float64 | int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | complex64 | complex128
@@ -90,7 +91,8 @@ func accepts[T Element](d statedict.DType) (string, bool) {
 	case uint8:
 		switch d {
 		case statedict.Uint8, statedict.Bool, statedict.Float8E5M2, statedict.Float8E4M3FN,
-			statedict.Float8E5M2FNUZ, statedict.Float8E4M3FNUZ, statedict.Float8E8M0FNU:
+			statedict.Float8E5M2FNUZ, statedict.Float8E4M3FNUZ, statedict.Float8E8M0FNU,
+			statedict.Float4E2M1FNx2:
 			return "uint8", true
 		}
 		return "uint8", false
