@@ -280,6 +280,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		}
 	}
 	var temps []*tempFile
+	var total int64
 	committed := false
 	defer func() {
 		for _, t := range temps {
@@ -289,49 +290,9 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 			undoDir()
 		}
 	}()
-	md, err := p.metadata()
+	temps, total, err = c.writeOutputs(ctx, p, l, groups, targets, finals, l.indexTarget)
 	if err != nil {
 		return nil, err
-	}
-	weightMap := map[string]string{}
-	var total int64
-	for i, g := range groups {
-		values := p.values
-		if i > 0 {
-			values = nil
-		}
-		t, n, err := c.writeFile(ctx, targets[i], l.format, g, values, p.tree, md)
-		if t != nil {
-			temps = append(temps, t)
-		}
-		if err != nil {
-			return nil, err
-		}
-		total += n
-		for _, it := range g {
-			weightMap[it.name] = filepath.Base(finals[i])
-		}
-	}
-	if l.index != "" {
-		b, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")
-		if err != nil {
-			return nil, err
-		}
-		t, err := createTemp(l.indexTarget)
-		if err != nil {
-			return nil, err
-		}
-		temps = append(temps, t)
-		bw := c.output(t)
-		if _, err := bw.Write(append(b, '\n')); err != nil {
-			return nil, writeErr(l.index, err)
-		}
-		if err := bw.Flush(); err != nil {
-			return nil, writeErr(l.index, err)
-		}
-		if err := t.finish(); err != nil {
-			return nil, err
-		}
 	}
 	for _, t := range temps { // shards first, the index last
 		if err := t.commit(c.force); err != nil {
@@ -463,6 +424,57 @@ func (c *config) writeFile(ctx context.Context, final string, f Format, items []
 	return t, n, t.finish()
 }
 
+// writeOutputs writes every shard (groups[i] to outs[i], named finals[i]
+// in the index) and then the index, when the layout has one, to index; it
+// returns the finished outputs, shards first, for the caller to commit,
+// and those made so far on error, for the caller to discard.
+func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups [][]*item, outs, finals []string, index string) ([]*tempFile, int64, error) {
+	var temps []*tempFile
+	md, err := p.metadata()
+	if err != nil {
+		return nil, 0, err
+	}
+	weightMap := map[string]string{}
+	var total int64
+	for i, g := range groups {
+		values := p.values
+		if i > 0 {
+			values = nil
+		}
+		t, n, err := c.writeFile(ctx, outs[i], l.format, g, values, p.tree, md)
+		if t != nil {
+			temps = append(temps, t)
+		}
+		if err != nil {
+			return temps, 0, err
+		}
+		total += n
+		for _, it := range g {
+			weightMap[it.name] = path.Base(filepath.ToSlash(finals[i]))
+		}
+	}
+	if l.index == "" {
+		return temps, total, nil
+	}
+	b, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")
+	if err != nil {
+		return temps, 0, err
+	}
+	t, err := c.create(ctx, index, 0)
+	if err != nil {
+		return temps, 0, err
+	}
+	temps = append(temps, t)
+	bw := c.output(t)
+	if _, err := bw.Write(append(b, '\n')); err != nil {
+		return temps, 0, writeErr(c.destName(l.index), err)
+	}
+	if err := bw.Flush(); err != nil {
+		return temps, 0, writeErr(c.destName(l.index), err)
+	}
+	return temps, total, t.finish()
+}
+
 // destName returns how messages name the output final.
 func (c *config) destName(final string) string {
 	if c.dest == nil {
@@ -491,55 +503,14 @@ func (c *config) convertTo(ctx context.Context, start time.Time, p *plan, l *lay
 		}
 	}
 	sum := newSummary(p, l)
-	var temps []*tempFile
+	temps, total, err := c.writeOutputs(ctx, p, l, groups, finals, finals, l.index)
 	defer func() {
 		for _, t := range temps {
 			t.discard()
 		}
 	}()
-	md, err := p.metadata()
 	if err != nil {
 		return nil, err
-	}
-	weightMap := map[string]string{}
-	var total int64
-	for i, g := range groups {
-		values := p.values
-		if i > 0 {
-			values = nil
-		}
-		t, n, err := c.writeFile(ctx, finals[i], l.format, g, values, p.tree, md)
-		if t != nil {
-			temps = append(temps, t)
-		}
-		if err != nil {
-			return nil, err
-		}
-		total += n
-		for _, it := range g {
-			weightMap[it.name] = path.Base(finals[i])
-		}
-	}
-	if l.index != "" {
-		b, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")
-		if err != nil {
-			return nil, err
-		}
-		t, err := c.create(ctx, l.index, 0)
-		if err != nil {
-			return nil, err
-		}
-		temps = append(temps, t)
-		bw := c.output(t)
-		if _, err := bw.Write(append(b, '\n')); err != nil {
-			return nil, writeErr(t.final, err)
-		}
-		if err := bw.Flush(); err != nil {
-			return nil, writeErr(t.final, err)
-		}
-		if err := t.finish(); err != nil {
-			return nil, err
-		}
 	}
 	for i, t := range temps { // shards first, the index last
 		if err := t.out.Commit(ctx); err != nil {

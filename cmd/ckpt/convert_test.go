@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -139,6 +140,32 @@ func TestConvertUsage(t *testing.T) {
 	}
 }
 
+var (
+	cliOnce sync.Once
+	cliDir  string // holds the binary; removed by TestMain
+	cliBin  string
+	cliErr  error
+)
+
+// buildCLI builds the ckpt binary once for the tests that run it as a
+// separate process, and returns its path.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	cliOnce.Do(func() {
+		if cliDir, cliErr = os.MkdirTemp("", "ckpt-cli-test-"); cliErr != nil {
+			return
+		}
+		cliBin = filepath.Join(cliDir, "ckpt")
+		if out, err := exec.Command("go", "build", "-o", cliBin, ".").CombinedOutput(); err != nil {
+			cliErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if cliErr != nil {
+		t.Fatal(cliErr)
+	}
+	return cliBin
+}
+
 // bigCheckpoint writes a torch zip of n bytes of float32 zeros in one
 // storage, streamed.
 func bigCheckpoint(t *testing.T, path string, n int64) {
@@ -177,10 +204,7 @@ func TestConvertKilled(t *testing.T) {
 		t.Skip("builds the binary and writes 1 GB")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "ckpt")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildCLI(t)
 	in := filepath.Join(dir, "big.pt")
 	bigCheckpoint(t, in, 1<<30)
 	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT} {

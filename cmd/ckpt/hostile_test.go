@@ -25,10 +25,7 @@ func TestHostileCLI(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "ckpt")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildCLI(t)
 	runs := map[string][][]string{
 		"dag_list_30.pt":         {{"inspect"}},
 		"dag_tensor_22.pt":       {{"inspect"}, {"convert", "--to", "safetensors"}, {"load", "--map-location", "cpu"}},

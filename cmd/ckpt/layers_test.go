@@ -21,14 +21,16 @@ func TestLayers(t *testing.T) {
 	allowed := map[string][]string{
 		"pickle":      {"github.com/nlpodyssey/gopickle/"},
 		"safetensors": {},
-		"digest":      {"github.com/cespare/xxhash/"},
-		"statedict":   {mod + "pickle", mod + "safetensors", mod + "internal/human", "github.com/klauspost/compress/"},
-		"remap":       {mod + "statedict"},
-		"devicecopy":  {mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
-		"kernels":     {},
-		"scan":        {mod + "pickle", mod + "statedict", "github.com/klauspost/compress/"},
-		"torchzip":    {mod + "statedict", mod + "pickle"},
-		"convert":     {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", mod + "internal/human", "github.com/klauspost/compress/"},
+		// digest: golang.org/x/sys/cpu tells whether the CPU has the
+		// AVX-512 that ChunkSums' vector path needs.
+		"digest":     {"github.com/cespare/xxhash/", "golang.org/x/sys/cpu"},
+		"statedict":  {mod + "pickle", mod + "safetensors", mod + "internal/human", "github.com/klauspost/compress/"},
+		"remap":      {mod + "statedict"},
+		"devicecopy": {mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
+		"kernels":    {},
+		"scan":       {mod + "pickle", mod + "statedict", "github.com/klauspost/compress/"},
+		"torchzip":   {mod + "statedict", mod + "pickle"},
+		"convert":    {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", mod + "internal/human", "github.com/klauspost/compress/"},
 		// objstore is the only package that imports a cloud client:
 		// minio-go (s3://), Google's storage client and its auth
 		// (gs://), Azure's azblob (az://).

@@ -29,10 +29,7 @@ func TestConvertToS3Interrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "ckpt")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildCLI(t)
 	in := filepath.Join(dir, "big.pt")
 	bigCheckpoint(t, in, 512<<20)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {

@@ -68,6 +68,9 @@ func TestMain(m *testing.M) {
 		minioSrv.Stop()
 	}
 	stopEmulators()
+	if cliDir != "" {
+		os.RemoveAll(cliDir)
+	}
 	os.Exit(code)
 }
 
