@@ -98,16 +98,29 @@ for r in $(seq "$ROUNDS"); do
     continue
   fi
   if [ "$ONLY" = load ]; then
-    run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
-    run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
+    if [ $((r % 2)) = 1 ]; then
+      run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
+      run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
+    else
+      run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
+      run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
+    fi
     continue
   fi
   run "s3get single (1 stream -> file)" "$WORK/s3get" single $SRC "$WORK/dl.bin"
   run "s3get parallel (8 x 8 MiB -> file)" "$WORK/s3get" parallel $SRC "$WORK/dl.bin"
-  run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
   run "ckpt convert s3:// -> local safetensors" "$WORK/ckpt" convert $SRC "$WORK/out.safetensors"
   run "ckpt convert local -> local safetensors" "$WORK/ckpt" convert "$WORK/big.pt" "$WORK/out.safetensors"
-  run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
+  # The load and the download it is compared with run side by side, in
+  # turn first (each round after a command that wrote and removed 4 GB: on
+  # a file system mounted with discard the disk is still busy with it).
+  if [ $((r % 2)) = 1 ]; then
+    run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
+    run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
+  else
+    run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
+    run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
+  fi
   run "ckpt load --map-location cpu local" "$WORK/ckpt" load --map-location cpu "$WORK/big.pt"
 done
 

@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"hash/crc32"
+	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ckpt-dev/ckpt/convert"
 	"github.com/ckpt-dev/ckpt/devicecopy"
@@ -155,5 +157,71 @@ func TestLoadHostPieces(t *testing.T) {
 	}
 	if want := crc32.ChecksumIEEE(bad[start : start+int64(len(hs.Data))]); ce.Got != want || ce.Want != hs.Storage.CRC32 {
 		t.Errorf("CRC error got %08x want %08x; expected got %08x want %08x", ce.Got, ce.Want, want, hs.Storage.CRC32)
+	}
+}
+
+// slowFirstReaderAt holds its first large read until others have
+// completed (or a timeout), as a slow request does.
+type slowFirstReaderAt struct {
+	r       io.ReaderAt
+	mu      sync.Mutex
+	first   bool
+	others  int
+	release chan struct{}
+}
+
+func (s *slowFirstReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if len(p) < 8<<20 {
+		return s.r.ReadAt(p, off)
+	}
+	s.mu.Lock()
+	first := !s.first
+	s.first = true
+	s.mu.Unlock()
+	if first {
+		select {
+		case <-s.release:
+		case <-time.After(10 * time.Second):
+		}
+		return s.r.ReadAt(p, off)
+	}
+	n, err := s.r.ReadAt(p, off)
+	s.mu.Lock()
+	s.others++
+	if s.others == 12 {
+		close(s.release)
+	}
+	s.mu.Unlock()
+	return n, err
+}
+
+// TestLoadHostSlowRequest: one slow segment read does not hold up the
+// others: while the first waits, twelve more complete (with a window of
+// segments started in order and taken out in order, they could not).
+func TestLoadHostSlowRequest(t *testing.T) {
+	data, err := os.ReadFile(writeSafetensors(t, 1, 240<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &slowFirstReaderAt{r: bytes.NewReader(data), release: make(chan struct{})}
+	ck, err := statedict.NewReader(r, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	plan, err := remap.NewPlan(ck.Tensors, remap.To(remap.Device{Type: "cpu", Index: -1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res, err := devicecopy.LoadHost(context.Background(), ck, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 8*time.Second {
+		t.Errorf("the load took %v: the other reads waited for the slow one", el)
+	}
+	if want := digest.SumBytes(data[len(data)-240<<20:]); res.Storages[0].Digest != want {
+		t.Errorf("digest %v, want %v", res.Storages[0].Digest, want)
 	}
 }

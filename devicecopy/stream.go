@@ -37,9 +37,10 @@ const (
 
 // stream reads the storages that workers hand it (in), one after another.
 type stream struct {
-	in     chan *streamJob
-	report func(int64)
-	wg     sync.WaitGroup // segment reads under way
+	in        chan *streamJob
+	report    func(int64)
+	completed chan *segmentRead // reads that ended (capacity streamDepth: never blocks)
+	wg        sync.WaitGroup    // segment reads under way
 }
 
 // streamJob is one storage to read: its reader (positioned at base in the
@@ -58,9 +59,10 @@ type streamJob struct {
 
 // segmentRead is one segment started.
 type segmentRead struct {
-	j    *streamJob
-	k    int
-	done chan error
+	j     *streamJob
+	k     int
+	ended bool // the read returned (set by run when it hears of it)
+	err   error
 }
 
 // start allocates the job's buffer and splits it into segments that end at
@@ -85,7 +87,7 @@ func (j *streamJob) start() {
 
 // launch starts reading segment k of j.
 func (st *stream) launch(j *streamJob, k int) *segmentRead {
-	r := &segmentRead{j: j, k: k, done: make(chan error, 1)}
+	r := &segmentRead{j: j, k: k}
 	seg := j.buf[j.bounds[k]:j.bounds[k+1]]
 	off := int64(j.bounds[k])
 	st.wg.Add(1)
@@ -107,21 +109,27 @@ func (st *stream) launch(j *streamJob, k int) *segmentRead {
 		} else if err == nil || err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		r.done <- err
+		r.err = err
+		st.completed <- r
 	}()
 	return r
 }
 
 // run reads the jobs handed to it until in is closed and every job is
-// read, or the first error. It returns only once no read is writing to a
-// buffer, and closes every job's reader.
+// read, or the first error. A new segment starts as soon as fewer than
+// streamDepth are being read, whether or not the segments before it are
+// done: a slow request holds up no other (the segments are checked and
+// reported in order, as they become the oldest). It returns only once no
+// read is writing to a buffer, and closes every job's reader.
 func (st *stream) run(ctx context.Context) (err error) {
 	var (
-		queue []*segmentRead // started, in order
-		cur   *streamJob     // the job whose segments are being started
-		open  []*streamJob   // jobs received and not finished
-		in    = st.in
+		queue    []*segmentRead // started and not yet checked, in order
+		inflight int            // reads under way
+		cur      *streamJob     // the job whose segments are being started
+		open     []*streamJob   // jobs received and not finished
+		in       = st.in
 	)
+	st.completed = make(chan *segmentRead, streamDepth)
 	defer func() {
 		st.wg.Wait()
 		for _, j := range open {
@@ -136,25 +144,38 @@ func (st *stream) run(ctx context.Context) (err error) {
 		}
 	}()
 	for {
-		for len(queue) < streamDepth && cur != nil && cur.next < len(cur.bounds)-1 {
+		for inflight < streamDepth && cur != nil && cur.next < len(cur.bounds)-1 {
 			queue = append(queue, st.launch(cur, cur.next))
+			inflight++
 			cur.next++
 		}
 		if cur != nil && cur.next == len(cur.bounds)-1 {
 			cur = nil
 		}
-		if len(queue) == 0 && in == nil {
+		for len(queue) > 0 && queue[0].ended {
+			r := queue[0]
+			queue = queue[1:]
+			if err := st.check(r, &open); err != nil {
+				return err
+			}
+		}
+		if len(queue) == 0 && in == nil && cur == nil {
 			return nil
 		}
 		var recv chan *streamJob // receive only when a new job can start
-		if cur == nil && len(queue) < streamDepth {
+		if cur == nil && inflight < streamDepth {
 			recv = in
 		}
-		var head chan error
-		if len(queue) > 0 {
-			head = queue[0].done
-		}
 		select {
+		case r := <-st.completed:
+			inflight--
+			r.ended = true
+			if r.err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return storageError(r.j.hs, r.err)
+			}
 		case j, ok := <-recv:
 			if !ok {
 				in = nil
@@ -163,34 +184,30 @@ func (st *stream) run(ctx context.Context) (err error) {
 			j.start()
 			open = append(open, j)
 			cur = j
-		case e := <-head:
-			r := queue[0]
-			queue = queue[1:]
-			j := r.j
-			if e != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return storageError(j.hs, e)
-			}
-			end := j.bounds[r.k+1]
-			j.sums.fill(int64(end))
-			st.report(int64(end - j.bounds[r.k]))
-			if r.k == len(j.bounds)-2 {
-				if err := st.finish(j); err != nil {
-					return err
-				}
-				for i, o := range open {
-					if o == j {
-						open = append(open[:i], open[i+1:]...)
-						break
-					}
-				}
-			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// check takes a read segment, the oldest not yet checked: it hashes what
+// no piece covered, reports its bytes, and finishes its job after the
+// job's last segment.
+func (st *stream) check(r *segmentRead, open *[]*streamJob) error {
+	j := r.j
+	end := j.bounds[r.k+1]
+	j.sums.fill(int64(end))
+	st.report(int64(end - j.bounds[r.k]))
+	if r.k < len(j.bounds)-2 {
+		return nil
+	}
+	for i, o := range *open {
+		if o == j {
+			*open = append((*open)[:i], (*open)[i+1:]...)
+			break
+		}
+	}
+	return st.finish(j)
 }
 
 // finish checks a job whose segments are all read and keeps its bytes.
