@@ -99,7 +99,9 @@ const (
 // head part(s) sent last (part 1 is the head); Commit completes the
 // upload, Abort aborts it; an upload a killed process left pending for
 // the key is aborted when the next Writer of the key starts sending. An
-// object smaller than one part is one PutObject at Commit.
+// empty object is one PutObject at Commit; any other is a multipart
+// upload, even of one part (sent by Finish, so that nothing is held until
+// Commit).
 //
 // Azure: blocks staged in parallel as they fill, the head block(s) staged
 // last; Commit commits the block list. Uncommitted blocks are invisible;
@@ -420,10 +422,14 @@ func (w *Writer) Finish() error {
 	if err := w.failed(); err != nil {
 		return err
 	}
-	if w.part == 0 {
-		// Smaller than one part: sent whole at Commit.
+	if w.part == 0 && len(w.buf) == 0 {
+		// Empty: one empty object at Commit.
 		return nil
 	}
+	// An object smaller than one part is sent now too, as the one part of
+	// an upload completed at Commit, rather than held whole until then:
+	// a conversion commits all its shards at the end, and a thousand small
+	// shards held in memory would be the whole checkpoint.
 	if w.buf != nil && len(w.buf) > 0 {
 		if err := w.send(w.part, w.buf); err != nil {
 			w.wg.Wait()
@@ -479,11 +485,7 @@ func (w *Writer) Commit(ctx context.Context) error {
 	defer stop()
 	var err error
 	if w.part == 0 {
-		body := w.buf
-		if body == nil {
-			body = []byte{}
-		}
-		err = w.sink.single(cctx, body)
+		err = w.sink.single(cctx, []byte{})
 	} else {
 		err = w.sink.commit(cctx, w.part)
 	}

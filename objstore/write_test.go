@@ -120,6 +120,15 @@ func TestWriterRoundTrip(t *testing.T) {
 				if err := w.Finish(); err != nil {
 					t.Fatal(err)
 				}
+				// Finish sent everything, a small object too: a
+				// conversion keeps every shard's writer until it
+				// commits them all.
+				w.mu.Lock()
+				alive := w.alive
+				w.mu.Unlock()
+				if alive != 0 {
+					t.Fatalf("%d bytes of buffers held after Finish", alive)
+				}
 				if ok, _ := st.Exists(context.Background(), k); ok {
 					t.Fatal("the object exists before Commit")
 				}
