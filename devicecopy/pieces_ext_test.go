@@ -99,9 +99,11 @@ func recordOffset(t *testing.T, data []byte, name string) int64 {
 	return 0
 }
 
-func loadFrom(t *testing.T, r *pieceReaderAt) (*devicecopy.HostResult, error) {
+// loadFrom opens the checkpoint of size bytes that r serves and loads
+// every tensor to host memory.
+func loadFrom(t *testing.T, r io.ReaderAt, size int64) (*devicecopy.HostResult, error) {
 	t.Helper()
-	ck, err := statedict.NewReader(r, int64(len(r.data)))
+	ck, err := statedict.NewReader(r, size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +122,7 @@ func loadFrom(t *testing.T, r *pieceReaderAt) (*devicecopy.HostResult, error) {
 func TestLoadHostPieces(t *testing.T) {
 	data := writePth(t)
 	r := &pieceReaderAt{data: data, rng: rand.New(rand.NewSource(3))}
-	res, err := loadFrom(t, r)
+	res, err := loadFrom(t, r, int64(len(r.data)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +152,7 @@ func TestLoadHostPieces(t *testing.T) {
 	bad := append([]byte(nil), data...)
 	bad[at] ^= 0x20
 	r = &pieceReaderAt{data: bad, rng: rand.New(rand.NewSource(4))}
-	_, err = loadFrom(t, r)
+	_, err = loadFrom(t, r, int64(len(r.data)))
 	var ce *devicecopy.CRCError
 	if !errors.As(err, &ce) || ce.Storage != hs.Storage.Key {
 		t.Fatalf("damaged storage: got %v, want a CRC error for storage %s", err, hs.Storage.Key)
@@ -204,17 +206,8 @@ func TestLoadHostSlowRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &slowFirstReaderAt{r: bytes.NewReader(data), release: make(chan struct{})}
-	ck, err := statedict.NewReader(r, int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	plan, err := remap.NewPlan(ck.Tensors, remap.To(remap.Device{Type: "cpu", Index: -1}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	res, err := devicecopy.LoadHost(context.Background(), ck, plan)
+	res, err := loadFrom(t, r, int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
