@@ -52,10 +52,12 @@ func TestLayers(t *testing.T) {
 		"internal/testsummary": {},
 		// Byte counts and file kinds for messages (standard library only).
 		"internal/human": {},
+		// Server processes for tests (standard library only).
+		"internal/testproc": {},
 		// A real MinIO server for the object-storage tests.
-		"internal/miniotest": {"github.com/minio/minio-go/"},
+		"internal/miniotest": {mod + "internal/testproc", "github.com/minio/minio-go/"},
 		// fake-gcs-server and Azurite for the gs:// and az:// tests.
-		"internal/cloudemu": {"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"},
+		"internal/cloudemu": {mod + "internal/testproc", "github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"},
 		// The hostile-input corpus generator (zstd for the zstd bombs).
 		"internal/hostile":     {"github.com/klauspost/compress/"},
 		"internal/hostile/gen": {mod + "internal/hostile"},

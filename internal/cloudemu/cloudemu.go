@@ -14,7 +14,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,14 +22,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/ckpt-dev/ckpt/internal/testproc"
 )
 
 // ErrNoBinary is returned when an emulator's binary is missing.
@@ -60,101 +56,15 @@ func Skip(t TB, err error) {
 	}
 }
 
-func binary(name string) string {
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, "go", "bin", name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p
-		}
-	}
-	return ""
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func random(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// proc is a running emulator process.
-type proc struct {
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	once sync.Once
-}
-
-func (p *proc) start(bin string, args, env []string, ready func() bool) error {
-	logf, err := os.Create(filepath.Join(p.dir, "emulator.log"))
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		return fmt.Errorf("cloudemu: start %s: %w", bin, err)
-	}
-	p.done = make(chan struct{})
-	go func() { p.cmd.Wait(); close(p.done) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for !ready() {
-		select {
-		case <-p.done:
-			log, _ := os.ReadFile(filepath.Join(p.dir, "emulator.log"))
-			if len(log) > 2000 {
-				log = log[len(log)-2000:]
-			}
-			return fmt.Errorf("cloudemu: %s exited: %s", filepath.Base(bin), log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.kill()
-			return fmt.Errorf("cloudemu: %s not ready after 60 s", filepath.Base(bin))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return nil
-}
-
-func (p *proc) kill() {
-	if p.cmd != nil && p.cmd.Process != nil {
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// Stop stops the emulator and removes its data.
-func (p *proc) Stop() {
-	p.once.Do(func() {
-		p.kill()
-		os.RemoveAll(p.dir)
-	})
-}
-
 // GCS is a running fake-gcs-server.
 type GCS struct {
-	proc
-	Addr string // 127.0.0.1:PORT
+	*testproc.Proc        // Stop
+	Addr           string // 127.0.0.1:PORT
 }
 
 // StartGCS starts fake-gcs-server; the caller must Stop it.
 func StartGCS() (*GCS, error) {
-	bin := binary("fake-gcs-server")
+	bin := testproc.Binary("fake-gcs-server")
 	if bin == "" {
 		return nil, ErrNoBinary
 	}
@@ -164,14 +74,14 @@ func StartGCS() (*GCS, error) {
 		if err != nil {
 			return nil, err
 		}
-		port, err := freePort()
+		port, err := testproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		g := &GCS{proc: proc{dir: dir}, Addr: "127.0.0.1:" + strconv.Itoa(port)}
+		g := &GCS{Addr: "127.0.0.1:" + strconv.Itoa(port)}
 		args := []string{"-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
 			"-backend", "memory", "-public-host", g.Addr, "-external-url", "http://" + g.Addr, "-log-level", "error"}
-		last = g.start(bin, args, nil, func() bool {
+		g.Proc, last = testproc.Start(dir, bin, args, nil, func() bool {
 			resp, err := http.Get("http://" + g.Addr + "/storage/v1/b")
 			if err != nil {
 				return false
@@ -219,16 +129,16 @@ func (g *GCS) Put(bucket, key string, data []byte) error {
 
 // Azure is a running Azurite blob service, with a random account and key.
 type Azure struct {
-	proc
-	Addr    string // 127.0.0.1:PORT
-	Account string
-	Key     string
-	Client  *azblob.Client // for setting up fixtures
+	*testproc.Proc        // Stop
+	Addr           string // 127.0.0.1:PORT
+	Account        string
+	Key            string
+	Client         *azblob.Client // for setting up fixtures
 }
 
 // StartAzure starts azurite-blob; the caller must Stop it.
 func StartAzure() (*Azure, error) {
-	bin := binary("azurite-blob")
+	bin := testproc.Binary("azurite-blob")
 	if bin == "" {
 		return nil, ErrNoBinary
 	}
@@ -238,18 +148,18 @@ func StartAzure() (*Azure, error) {
 		if err != nil {
 			return nil, err
 		}
-		port, err := freePort()
+		port, err := testproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
 		k := make([]byte, 64)
 		rand.Read(k)
-		a := &Azure{proc: proc{dir: dir}, Addr: "127.0.0.1:" + strconv.Itoa(port),
-			Account: "acct" + random(4), Key: base64.StdEncoding.EncodeToString(k)}
+		a := &Azure{Addr: "127.0.0.1:" + strconv.Itoa(port),
+			Account: "acct" + testproc.Random(4), Key: base64.StdEncoding.EncodeToString(k)}
 		args := []string{"--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port),
 			"--location", dir, "--skipApiVersionCheck", "--silent", "--disableTelemetry"}
 		env := []string{"AZURITE_ACCOUNTS=" + a.Account + ":" + a.Key, "HOME=" + dir}
-		last = a.start(bin, args, env, func() bool {
+		a.Proc, last = testproc.Start(dir, bin, args, env, func() bool {
 			c, err := net.DialTimeout("tcp", a.Addr, time.Second)
 			if err != nil {
 				return false

@@ -10,20 +10,13 @@ package miniotest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
-	"time"
 
+	"github.com/ckpt-dev/ckpt/internal/testproc"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
@@ -37,27 +30,16 @@ type Server struct {
 	Client    *minio.Client // an admin client for setting up fixtures
 	Core      *minio.Core
 
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	once sync.Once
+	*testproc.Proc // Stop, and Kill (a fault in a test)
 }
 
-// Binary returns the path of the minio binary, or "" when there is none.
+// Binary returns the path of the minio binary ($CKPT_MINIO, else on $PATH
+// or in $HOME/go/bin), or "" when there is none.
 func Binary() string {
 	if p := os.Getenv("CKPT_MINIO"); p != "" {
 		return p
 	}
-	if p, err := exec.LookPath("minio"); err == nil {
-		return p
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, "go", "bin", "minio")
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p
-		}
-	}
-	return ""
+	return testproc.Binary("minio")
 }
 
 // ErrNoBinary is returned by Start when there is no minio binary.
@@ -90,21 +72,6 @@ type TB interface {
 	Cleanup(func())
 }
 
-func random(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Start starts a server; the caller must Stop it.
 func Start() (*Server, error) {
 	bin := Binary()
@@ -128,98 +95,41 @@ func Start() (*Server, error) {
 }
 
 func start(bin, dir string) (*Server, error) {
-	port, err := freePort()
+	port, err := testproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	cport, err := freePort()
+	cport, err := testproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
 		Addr:      "127.0.0.1:" + strconv.Itoa(port),
-		AccessKey: "ak" + random(8),
-		SecretKey: "sk" + random(16),
-		dir:       dir,
-		done:      make(chan struct{}),
+		AccessKey: "ak" + testproc.Random(8),
+		SecretKey: "sk" + testproc.Random(16),
 	}
 	s.Endpoint = "http://" + s.Addr
-	data := filepath.Join(dir, "data")
-	cmd := exec.Command(bin, "server", "--quiet", "--address", s.Addr, "--console-address", "127.0.0.1:"+strconv.Itoa(cport), data)
-	cmd.Env = append(os.Environ(),
-		"MINIO_ROOT_USER="+s.AccessKey, "MINIO_ROOT_PASSWORD="+s.SecretKey,
-		"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=1",
-		"HOME="+dir)
-	logf, err := os.Create(filepath.Join(dir, "minio.log"))
+	args := []string{"server", "--quiet", "--address", s.Addr, "--console-address", "127.0.0.1:" + strconv.Itoa(cport), filepath.Join(dir, "data")}
+	env := []string{"MINIO_ROOT_USER=" + s.AccessKey, "MINIO_ROOT_PASSWORD=" + s.SecretKey,
+		"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=1", "HOME=" + dir}
+	s.Proc, err = testproc.Start(dir, bin, args, env, func() bool {
+		resp, err := http.Get(s.Endpoint + "/minio/health/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("miniotest: start %s: %w", bin, err)
-	}
-	s.cmd = cmd
-	go func() { cmd.Wait(); close(s.done) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-s.done:
-			log, _ := os.ReadFile(filepath.Join(dir, "minio.log"))
-			return nil, fmt.Errorf("miniotest: minio exited: %s", tail(log))
-		default:
-		}
-		resp, err := http.Get(s.Endpoint + "/minio/health/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			s.kill()
-			return nil, fmt.Errorf("miniotest: minio not ready after 60 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 	s.Client, err = minio.New(s.Addr, &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), Region: "us-east-1"})
 	if err != nil {
-		s.kill()
+		s.Kill()
 		return nil, err
 	}
 	s.Core = &minio.Core{Client: s.Client}
 	return s, nil
-}
-
-func tail(b []byte) string {
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
-}
-
-func (s *Server) kill() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
-	}
-}
-
-// Stop stops the server and removes its data.
-func (s *Server) Stop() {
-	s.once.Do(func() {
-		s.kill()
-		os.RemoveAll(s.dir)
-	})
-}
-
-// Kill stops the server at once, leaving its data (a fault in a test).
-func (s *Server) Kill() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
-	}
 }
 
 // MakeBucket creates a bucket (and fails the setup if it cannot).
