@@ -86,6 +86,13 @@ run() { # name command...
   RSS[$name]=$(awk '/Maximum resident/ {print $6}' "$WORK/time.txt")
   rm -f "$WORK/dl.bin" "$WORK/out.safetensors"
 }
+# The parallel download into memory and the load from s3://, side by side,
+# the one first in odd rounds, the other in even ones.
+download_and_load() {
+  local dl=("s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC)
+  local ld=("ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC)
+  if [ $(($1 % 2)) = 1 ]; then run "${dl[@]}"; run "${ld[@]}"; else run "${ld[@]}"; run "${dl[@]}"; fi
+}
 ONLY=${ONLY:-}
 for r in $(seq "$ROUNDS"); do
   if [ -n "${CKPT_BEFORE:-}" ]; then
@@ -98,13 +105,7 @@ for r in $(seq "$ROUNDS"); do
     continue
   fi
   if [ "$ONLY" = load ]; then
-    if [ $((r % 2)) = 1 ]; then
-      run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
-      run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
-    else
-      run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
-      run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
-    fi
+    download_and_load "$r"
     continue
   fi
   run "s3get single (1 stream -> file)" "$WORK/s3get" single $SRC "$WORK/dl.bin"
@@ -114,13 +115,7 @@ for r in $(seq "$ROUNDS"); do
   # The load and the download it is compared with run side by side, in
   # turn first (each round after a command that wrote and removed 4 GB: on
   # a file system mounted with discard the disk is still busy with it).
-  if [ $((r % 2)) = 1 ]; then
-    run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
-    run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
-  else
-    run "ckpt load --map-location cpu s3://" "$WORK/ckpt" load --map-location cpu $SRC
-    run "s3get memory (8 x 8 MiB -> RAM)" "$WORK/s3get" memory $SRC
-  fi
+  download_and_load "$r"
   run "ckpt load --map-location cpu local" "$WORK/ckpt" load --map-location cpu "$WORK/big.pt"
 done
 

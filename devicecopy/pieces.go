@@ -157,9 +157,3 @@ func crc32Shift(n int64) uint32 {
 	}
 	return result
 }
-
-// crc32Combine returns the CRC32 (IEEE) of A followed by B from crc(A),
-// crc(B) and B's length.
-func crc32Combine(crcA, crcB uint32, lenB int64) uint32 {
-	return gf2Mul(crc32Shift(lenB), crcA) ^ crcB
-}

@@ -8,13 +8,14 @@ import (
 	"github.com/ckpt-dev/ckpt/digest"
 )
 
-func TestCRC32Combine(t *testing.T) {
+func TestCRC32Shift(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	b := make([]byte, 300000)
 	rng.Read(b)
 	for _, cut := range []int{0, 1, 7, 8, 65535, 65536, 65537, 123457, len(b) - 1, len(b)} {
 		a, c := b[:cut], b[cut:]
-		got := crc32Combine(crc32.ChecksumIEEE(a), crc32.ChecksumIEEE(c), int64(len(c)))
+		// What finish does for each chunk: crc(A+B) = x^(8 len B) crc(A) + crc(B).
+		got := gf2Mul(crc32Shift(int64(len(c))), crc32.ChecksumIEEE(a)) ^ crc32.ChecksumIEEE(c)
 		if want := crc32.ChecksumIEEE(b); got != want {
 			t.Errorf("cut at %d: combined %08x, want %08x", cut, got, want)
 		}

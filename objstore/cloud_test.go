@@ -167,20 +167,12 @@ func TestCloudChangedMidRead(t *testing.T) {
 		if err := c.put("m", data); err != nil {
 			t.Fatal(err)
 		}
-		st, key, err := NewStore(context.Background(), c.url("m"), WithChunkSize(1<<20), WithRetries(0, 0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, err := st.Open(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer obj.Close()
+		_, obj := openObject(t, c.url("m"), WithChunkSize(1<<20), WithRetries(0, 0))
 		if err := c.put("m", randomBytes(3<<20, 2)); err != nil {
 			t.Fatal(err)
 		}
 		buf := make([]byte, 1<<20)
-		_, err = obj.ReadAt(buf, 2<<20)
+		_, err := obj.ReadAt(buf, 2<<20)
 		if !errors.Is(err, ErrChanged) {
 			t.Fatalf("read after the object was replaced: %v, want ErrChanged", err)
 		}
@@ -295,15 +287,7 @@ func TestCloudFaultsRetried(t *testing.T) {
 		} else {
 			t.Setenv("AZURE_STORAGE_CONNECTION_STRING", strings.Replace(azSrv.ConnectionString(), azSrv.Addr, strings.TrimPrefix(p.URL, "http://"), 1))
 		}
-		st, key, err := NewStore(context.Background(), c.url("f"), WithChunkSize(1<<20), WithConcurrency(1), WithRetries(5, time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, err := st.Open(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer obj.Close()
+		st, obj := openObject(t, c.url("f"), WithChunkSize(1<<20), WithConcurrency(1), WithRetries(5, time.Millisecond))
 		got := make([]byte, len(data))
 		if _, err := obj.ReadAt(got, 0); err != nil {
 			t.Fatal(err)

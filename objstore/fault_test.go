@@ -93,15 +93,7 @@ func TestS3RetriesThroughFaults(t *testing.T) {
 		return ""
 	})
 	t.Setenv("AWS_ENDPOINT_URL", p.URL)
-	st, key, err := NewStore(context.Background(), "s3://"+bucket+"/k", WithChunkSize(1<<20), WithConcurrency(1), WithRetries(5, time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := st.Open(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obj.Close()
+	st, obj := openObject(t, "s3://"+bucket+"/k", WithChunkSize(1<<20), WithConcurrency(1), WithRetries(5, time.Millisecond))
 	got := make([]byte, len(data))
 	if _, err := obj.ReadAt(got, 0); err != nil {
 		t.Fatal(err)

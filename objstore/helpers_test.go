@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"context"
 	"os"
 	"testing"
 
@@ -23,4 +24,20 @@ func writeFile(t *testing.T, name string, data []byte) {
 	if err := os.WriteFile(name, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openObject opens the object rawURL names in a new Store (opts), closed
+// at the end of the test.
+func openObject(t *testing.T, rawURL string, opts ...Option) (*Store, *Object) {
+	t.Helper()
+	st, key, err := NewStore(context.Background(), rawURL, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := st.Open(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { obj.Close() })
+	return st, obj
 }

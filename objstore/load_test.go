@@ -45,15 +45,7 @@ func TestLoadHostLargeRangedReads(t *testing.T) {
 	const n, size = 4, 16 << 20
 	data := safetensorsBytes(t, n, size)
 	put(t, s, bucket, "model.safetensors", data)
-	st, key, err := NewStore(context.Background(), "s3://"+bucket+"/model.safetensors")
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := st.Open(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obj.Close()
+	st, obj := openObject(t, "s3://"+bucket+"/model.safetensors")
 	ck, err := statedict.NewReader(obj, obj.Size())
 	if err != nil {
 		t.Fatal(err)

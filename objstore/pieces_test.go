@@ -2,7 +2,6 @@ package objstore
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -32,15 +31,7 @@ func TestReadAtPieces(t *testing.T) {
 	})
 	t.Setenv("AWS_ENDPOINT_URL", p.URL)
 	const chunk = 2 << 20
-	st, key, err := NewStore(context.Background(), "s3://"+bucket+"/k", WithChunkSize(chunk), WithRetries(5, time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := st.Open(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obj.Close()
+	_, obj := openObject(t, "s3://"+bucket+"/k", WithChunkSize(chunk), WithRetries(5, time.Millisecond))
 
 	const off = 12345
 	got := make([]byte, len(data)-off-100)

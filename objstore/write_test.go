@@ -58,15 +58,7 @@ func listAll(t *testing.T, c writeCloud, dir string) []string {
 
 func readAll(t *testing.T, c writeCloud, key string) []byte {
 	t.Helper()
-	st, k, err := NewStore(context.Background(), c.url(key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := st.Open(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obj.Close()
+	_, obj := openObject(t, c.url(key))
 	b := make([]byte, obj.Size())
 	if _, err := obj.ReadAt(b, 0); err != nil && err != io.EOF {
 		t.Fatal(err)
