@@ -333,3 +333,30 @@ func TestViewFloat4(t *testing.T) {
 		t.Errorf("View[uint16]: %v, want ErrDType", err)
 	}
 }
+
+// TestLoadInvalidSparse: ckpt.Load refuses a checkpoint with a sparse tensor
+// whose invariants do not hold, as torch.load does, instead of handing out
+// indices a consumer would densify out of bounds; leaving that tensor out
+// with WithFilter loads the rest.
+func TestLoadInvalidSparse(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"sparse_invalid_coo.pt", "sparse_invalid_csr_col.pt", "torch2_sparse_invalid_csc.pt"} {
+		_, err := ckpt.Load(ctx, fixtures+"bad/"+name, ckpt.WithMapLocation("cpu"))
+		if !errors.Is(err, statedict.ErrInvalidSparse) {
+			t.Errorf("%s: Load error %v, want ErrInvalidSparse", name, err)
+		}
+		m, err := ckpt.Load(ctx, fixtures+"bad/"+name, ckpt.WithMapLocation("cpu"),
+			ckpt.WithFilter(func(n string) bool { return n == "dense" }))
+		if err != nil {
+			t.Fatalf("%s: Load of the dense tensor only: %v", name, err)
+		}
+		d, ok := m.Tensor("dense")
+		if !ok {
+			t.Fatalf("%s: no dense tensor", name)
+		}
+		if v, err := ckpt.View[float32](d); err != nil || len(v) != 2 || v[0] != 1 {
+			t.Errorf("%s: View(dense) = %v, %v", name, v, err)
+		}
+		m.Close()
+	}
+}

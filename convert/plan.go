@@ -230,6 +230,15 @@ func knownSafetensors(code string) bool {
 // For .pth output it writes the source's object tree when it can (see
 // useTree and treePlan), and a flat state dict otherwise.
 func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
+	// torch.load refuses a file with an invalid sparse tensor; so does
+	// convert, though it drops sparse tensors from its output.
+	for _, t := range ck.Tensors {
+		if t.Layout != "" && t.Layout != statedict.Strided && c.selected(t.Name) {
+			if err := t.Validate(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if c.useTree(ck, f) {
 		if p, err := treePlan(ck, c); err != nil || p != nil {
 			return p, err

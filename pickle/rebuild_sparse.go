@@ -13,6 +13,7 @@ var sparseComponents = map[string][]string{
 // rebuildSparse is _rebuild_sparse_tensor(layout, data) (and torch 1.x's
 // _rebuild_sparse_csr_tensor). data is (indices, values, size[, is_coalesced])
 // for COO and (compressed_indices, plain_indices, values, size) otherwise.
+// is_coalesced (torch >= 2.1) may be None.
 func rebuildSparse(rt *hookEnv, args []any) (any, error) {
 	if err := arity("_rebuild_sparse_tensor", args, 2); err != nil {
 		return nil, err
@@ -41,6 +42,11 @@ func rebuildSparse(rt *hookEnv, args []any) (any, error) {
 	t.DType = t.Components[len(names)-1].Tensor.DType
 	if t.Shape, err = dims(rt, "size", data[len(names)]); err != nil {
 		return nil, err
+	}
+	if len(data) == want+1 && data[want] != nil {
+		if t.Coalesced, ok = asBool(data[want]); !ok {
+			return nil, malformed("sparse_coo is_coalesced is %T, not a bool", data[want])
+		}
 	}
 	return &pyTensor{t: t}, nil
 }

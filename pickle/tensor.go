@@ -51,8 +51,12 @@ type Tensor struct {
 	// buffer, sizes, strides, storage_offsets.
 	Components []NamedTensor
 	Quant      *QParams
-	Subclass   string // module.name of a tensor subclass from _rebuild_from_type_v2 or a wrapper subclass
-	Device     string // device of storage-less tensors ("meta", a wrapper subclass's device, ...)
+	// Coalesced is a sparse COO tensor's is_coalesced flag as torch >= 2.1
+	// pickles it (false when the file does not say): torch.load then
+	// refuses indices that are not sorted and distinct.
+	Coalesced bool
+	Subclass  string // module.name of a tensor subclass from _rebuild_from_type_v2 or a wrapper subclass
+	Device    string // device of storage-less tensors ("meta", a wrapper subclass's device, ...)
 	// Attributes are the Python attributes _rebuild_from_type_v2 restores
 	// on the tensor (its state, usually a dict): a wrapper subclass keeps
 	// its real data there (e.g. {'elem': tensor}) over a storage-less shell.

@@ -509,10 +509,13 @@ class Expect:
                 size = list(obj.shape)
                 self.tensor(obj._indices(), sub("indices"), storages, "sparse_coo", "indices", size)
                 self.tensor(obj._values(), sub("values"), storages, "sparse_coo", "values", size)
-            elif obj.layout == torch.sparse_csr:
+            elif obj.layout in (torch.sparse_csr, torch.sparse_bsr, torch.sparse_csc, torch.sparse_bsc):
                 size = list(obj.shape)
-                for comp in ("crow_indices", "col_indices", "values"):
-                    self.tensor(getattr(obj, comp)(), sub(comp), storages, "sparse_csr", comp, size)
+                layout = dtype_name(obj.layout)
+                comps = ("crow_indices", "col_indices") if layout in ("sparse_csr", "sparse_bsr") \
+                    else ("ccol_indices", "row_indices")
+                for comp in comps + ("values",):
+                    self.tensor(getattr(obj, comp)(), sub(comp), storages, layout, comp, size)
             else:
                 self.tensor(obj, name, storages)
         elif type(obj) in (dict, collections.OrderedDict):
@@ -1404,6 +1407,19 @@ def gen_bad_sparse():
             torch.tensor([[0, 5]]), torch.tensor([1.0, 2.0]), (3,)), "index 5 in a dimension of size 3"),
         "sparse_invalid_csr.pt": ("csr", torch._sparse_csr_tensor_unsafe(
             torch.tensor([1, 1, 2]), torch.tensor([0, 1]), torch.tensor([1.0, 2.0]), (2, 2)), "crow_indices[0] = 1"),
+        "sparse_invalid_coo_negative.pt": ("coo", torch._sparse_coo_tensor_unsafe(
+            torch.tensor([[0, 1], [-1, 0]]), torch.tensor([1.0, 2.0]), (2, 2)), "index -1"),
+        "sparse_invalid_csr_decreasing.pt": ("csr", torch._sparse_csr_tensor_unsafe(
+            torch.tensor([0, 2, 1, 3]), torch.tensor([0, 1, 0]), torch.tensor([1.0, 2.0, 3.0]), (3, 2)),
+            "crow_indices go down (2 then 1)"),
+        "sparse_invalid_csr_col.pt": ("csr", torch._sparse_csr_tensor_unsafe(
+            torch.tensor([0, 1, 2]), torch.tensor([0, 2]), torch.tensor([1.0, 2.0]), (2, 2)), "col_indices[1] = 2 of 2 columns"),
+        "sparse_invalid_csr_unsorted.pt": ("csr", torch._sparse_csr_tensor_unsafe(
+            torch.tensor([0, 2, 2]), torch.tensor([1, 0]), torch.tensor([1.0, 2.0]), (2, 2)),
+            "col_indices of row 0 not sorted"),
+        "sparse_invalid_csr_batched.pt": ("csr", torch._sparse_csr_tensor_unsafe(
+            torch.tensor([[0, 1, 2], [0, 2, 2]]), torch.tensor([[0, 1], [1, 1]]), torch.tensor([[1.0, 2.0], [3.0, 4.0]]),
+            (2, 2, 2)), "batch 1 repeats column 1 in row 0"),
     }
     for name, (key, t, why) in cases.items():
         buf = io.BytesIO()
@@ -1433,8 +1449,10 @@ def unsafe_zip(stem, payload):
     return torch_zip(stem, [("data.pkl", pkl), ("data/0", W4), ("version", b"3\n")])
 
 
-def gen_bad(basic_path):
-    shutil.rmtree(BAD, ignore_errors=True)
+def gen_bad(basic_path=FIX / "zip_basic.pt"):
+    for p in BAD.glob("*"):  # the torch2_* ones are written by the torch 2.x run
+        if not p.name.startswith("torch2_"):
+            p.unlink()
     BAD_NOTES.clear()
 
     cases = [("unsafe_os_system", G("os", "system"), ("echo ckpt-fixture-pwned",), "os.system"),
@@ -1523,7 +1541,9 @@ def gen_bad(basic_path):
         "reader must return (`unsafe` also names the global, others the tensor where relevant).\n"
         "None of these may panic, allocate more than the input could hold, or run code.\n"
         "The unsafe payloads are harmless (`echo`, `1+1`, `true`, `pass`) in case a reader executes them.\n\n"
-        + "\n".join(BAD_NOTES) + "\n")
+        + "\n".join(BAD_NOTES) + "\n"
+        "- `torch2_sparse_invalid_*.pt`: invalid COO (saved as coalesced, unsorted), CSC and BSR sparse tensors saved\n"
+        "  by torch 2.x with check_invariants=False (gen_torch2_sparse); torch.load refuses them\n")
 
 
 # ---------------------------------------------------------------------------
@@ -1598,6 +1618,46 @@ def gen_torch2_wrapper():
         del sys.modules["mymodule"]
 
 
+def gen_torch2_sparse():
+    """Sparse layouts torch 1.13 cannot save (CSC, BSR, BSC), beside COO and
+    CSR variants, and invalid ones saved by torch 2.x without its checks
+    (check_invariants=False), which torch.load refuses."""
+    # Every sparse layout torch.load validates, as users make them, so
+    # that ckpt's validation is seen to accept what torch accepts.
+    p = FIX / "torch2_sparse_layouts.pt"
+    dense = torch.tensor([[0.0, 1.0, 0.0, 4.0], [2.0, 0.0, 3.0, 0.0], [0.0, 0.0, 0.0, 5.0], [6.0, 7.0, 0.0, 0.0]])
+    uncoalesced = torch.sparse_coo_tensor(torch.tensor([[2, 0, 2], [1, 3, 1]]), torch.tensor([1.0, 2.0, 3.0]), (3, 4))
+    hybrid = torch.sparse_coo_tensor(torch.tensor([[1, 0]]), torch.tensor([[1.0, 2.0], [3.0, 4.0]]), (2, 2))
+    save({"coo_uncoalesced": uncoalesced, "coo_hybrid": hybrid.coalesce(), "csc": dense.to_sparse_csc(),
+          "bsr": dense.to_sparse_bsr((2, 2)), "bsc": dense.to_sparse_bsc((2, 2)),
+          "csr_batched": torch.stack([dense, dense.t().contiguous()]).to_sparse_csr(),
+          "csr_int32": torch.sparse_csr_tensor(torch.tensor([0, 1, 3], dtype=torch.int32),
+                                               torch.tensor([1, 0, 2], dtype=torch.int32),
+                                               torch.tensor([1.0, 2.0, 3.0]), (2, 3))}, p)
+    expect_from_torch(p, torch_version=torch.__version__)
+
+    BAD.mkdir(parents=True, exist_ok=True)
+    for f in BAD.glob("torch2_*"):
+        f.unlink()
+    T = torch.tensor
+    cases = {
+        "torch2_sparse_invalid_coalesced.pt": ("coo", torch.sparse_coo_tensor(
+            T([[1, 0]]), T([1.0, 2.0]), (3,), check_invariants=False)._coalesced_(True),
+            "saved with is_coalesced=True but indices [1, 0] are not sorted"),
+        "torch2_sparse_invalid_csc.pt": ("csc", torch.sparse_csc_tensor(
+            T([0, 1, 2]), T([0, 5]), T([1.0, 2.0]), (2, 2), check_invariants=False), "row_indices[1] = 5 of 2 rows"),
+        "torch2_sparse_invalid_bsr.pt": ("bsr", torch.sparse_bsr_tensor(
+            T([0, 1]), T([1]), torch.ones(1, 2, 2), (2, 2), check_invariants=False), "block column 1 of 1"),
+    }
+    for name, (key, t, why) in cases.items():
+        buf = io.BytesIO()
+        torch.save({key: t, "dense": torch.ones(2)}, buf)
+        p = BAD / name
+        p.write_bytes(buf.getvalue())
+        Path(str(p) + ".expected.json").write_text(json.dumps({"error": "sparse-data", "tensor": key}) + "\n")
+        assert_torch_rejects(p)
+
+
 def check_sizes():
     total = 0
     for p in FIX.rglob("*"):
@@ -1625,6 +1685,7 @@ def main():
         gen_torch2()
         gen_torch2_modules()
         gen_torch2_wrapper()
+        gen_torch2_sparse()
         print(f"torch {torch.__version__} fixtures written to {FIX} ({check_sizes()} bytes)")
         return
     check_zip_writer()

@@ -263,7 +263,7 @@ func (b *builder) addTensor(pt *pickle.Tensor, name string) (err error) {
 	}
 	var g *sparseGroup
 	if t.Layout != Nested {
-		g = &sparseGroup{name: name, layout: t.Layout, shape: pt.Shape, parts: map[string]*Tensor{}}
+		g = &sparseGroup{name: name, layout: t.Layout, shape: pt.Shape, coalesced: pt.Coalesced, parts: map[string]*Tensor{}}
 	}
 	for _, c := range pt.Components {
 		ct, err := b.makeTensor(c.Tensor, join(name, c.Name))
@@ -275,8 +275,8 @@ func (b *builder) addTensor(pt *pickle.Tensor, name string) (err error) {
 		ct.RequiresGrad = t.RequiresGrad
 		ct.Parameter = t.Parameter
 		if g != nil {
-			ct.sparse = g
 			g.parts[c.Name] = ct
+			ct.Storage.addSparse(g)
 		}
 		b.ck.Tensors = append(b.ck.Tensors, ct)
 		b.addStorage(ct.Storage)

@@ -49,7 +49,8 @@ type Storage struct {
 	CRC32  uint32
 	HasCRC bool
 
-	src storageSource
+	src    storageSource
+	sparse []*sparseGroup // sparse tensors with a component here, checked before any read
 }
 
 // PieceReaderAt is an io.ReaderAt that can tell its caller about each
@@ -103,8 +104,6 @@ type Tensor struct {
 	Subclass string
 	// Meta is true for tensors saved without data (device "meta").
 	Meta bool
-
-	sparse *sparseGroup // the sparse tensor a component belongs to; nil otherwise
 }
 
 // Quantization holds the quantizer of a quantized tensor.
