@@ -360,3 +360,29 @@ func TestLoadInvalidSparse(t *testing.T) {
 		m.Close()
 	}
 }
+
+// TestLoadOldTensorClass: tensors reduced through torch.Tensor itself
+// (pre-0.4 files), zip and legacy, load with the values torch.load gives
+// (testdata/fixtures/old_tensor_class*.expected.json: w = arange(12)/4).
+func TestLoadOldTensorClass(t *testing.T) {
+	for _, f := range []string{"old_tensor_class.pt", "old_tensor_class_legacy.pt"} {
+		m, err := ckpt.Load(context.Background(), fixtures+f, ckpt.WithMapLocation("cpu"))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		w, _ := m.Tensor("w")
+		cols, _ := m.Tensor("w.cols")
+		v, err := ckpt.View[float32](w)
+		if err != nil || len(v) != 12 || v[11] != 2.75 {
+			t.Errorf("%s: w = %v, %v", f, v, err)
+		}
+		b, err := cols.Bytes() // rows of [1, 3], [5, 7], [9, 11] quarters
+		if err != nil || len(b) != 24 || cols.Source.RequiresGrad {
+			t.Errorf("%s: w.cols = %v, %v", f, b, err)
+		}
+		if vr, _ := m.Tensor("var"); vr == nil || !vr.Source.RequiresGrad {
+			t.Errorf("%s: var does not require grad", f)
+		}
+		m.Close()
+	}
+}

@@ -150,3 +150,18 @@ func TestInteropWholeModule(t *testing.T) {
 		}
 	}
 }
+
+// TestInteropOldTensorClass: tensors reduced through torch.Tensor itself
+// (pre-0.4 files: torch.Tensor() + BUILD, and a 0.3 Variable's state), zip
+// and legacy, convert to .pth and safetensors holding what torch.load gives.
+func TestInteropOldTensorClass(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	for _, f := range []string{"old_tensor_class.pt", "old_tensor_class_legacy.pt"} {
+		src := filepath.Join("..", "testdata", "fixtures", f)
+		pth, st := filepath.Join(dir, f+".pth"), filepath.Join(dir, f+".safetensors")
+		convert(t, src, pth)
+		convert(t, src, st)
+		py(t, "flat", src, pth, st)
+	}
+}

@@ -36,9 +36,24 @@ func legacyTensorMaker(class, dtype string) hookFunc {
 	}
 }
 
-// PySetState implements BUILD: Tensor.__setstate__'s legacy form.
+// PySetState implements BUILD: Tensor.__setstate__'s legacy forms,
+// (storage, offset, size, stride), which torch applies with set_, and a
+// torch 0.3 Variable's (data, ?, backward_hooks, requires_grad, ?), which
+// torch 1.x still reads (2.x no longer does).
 func (p *pyLegacyTensor) PySetState(state any) error {
 	items, ok := seq(state)
+	if ok && len(items) == 5 {
+		data, err := asTensor(p.class+" Variable data", items[0])
+		if err != nil {
+			return err
+		}
+		t := *data
+		if t.RequiresGrad, err = requiresGrad(items[3]); err != nil {
+			return err
+		}
+		p.t = &t
+		return nil
+	}
 	if !ok || len(items) != 4 {
 		return malformed("%s state is not (storage, offset, size, stride)", p.class)
 	}
@@ -47,18 +62,12 @@ func (p *pyLegacyTensor) PySetState(state any) error {
 		return err
 	}
 	if t.Storage.DType != p.dtype {
+		// torch.load refuses these too (set_ wants the tensor's dtype).
 		return malformed("%s on a %s storage", p.class, cmpOr(t.Storage.DType, "untyped"))
 	}
 	t.Rebuild = "legacy __setstate__"
 	p.t = t
 	return nil
-}
-
-func cmpOr(s, or string) string {
-	if s == "" {
-		return or
-	}
-	return s
 }
 
 // tensor returns the built tensor; torch.FloatTensor() without state is an
@@ -69,4 +78,11 @@ func (p *pyLegacyTensor) tensor() *Tensor {
 			Rebuild: "legacy __setstate__", Device: "cpu"}
 	}
 	return p.t
+}
+
+func cmpOr(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
 }

@@ -959,6 +959,31 @@ def gen_old_formats():
         expect_from_torch(FIX / name, fmt="torch-legacy")
 
 
+class ReduceThrough:
+    """Pickles as (cls, (), state): cls() then BUILD with state."""
+
+    def __init__(self, cls, state):
+        self.cls, self.state = cls, state
+
+    def __reduce__(self):
+        return (self.cls, (), self.state)
+
+
+def gen_old_tensor_class():
+    """Tensors reduced through torch.Tensor itself, as pre-0.4 torch wrote
+    them: torch.Tensor() then BUILD with (storage, offset, size, stride)
+    (Tensor.__setstate__ applies it with set_), or a 0.3 Variable's
+    (data, None, hooks, requires_grad, None). Saved by torch.save, zip and
+    legacy; torch 1.13 loads both."""
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4) / 4
+    obj = {"w": ReduceThrough(torch.Tensor, (x.storage(), 0, (3, 4), (4, 1))),
+           "w.cols": ReduceThrough(torch.Tensor, (x.storage(), 1, (3, 2), (4, 2))),
+           "var": ReduceThrough(torch.Tensor, (torch.tensor([1.5, -2.0]), None, None, True, None))}
+    for name, zip_ in (("old_tensor_class.pt", True), ("old_tensor_class_legacy.pt", False)):
+        save(obj, FIX / name, _use_new_zipfile_serialization=zip_)
+        expect_from_torch(FIX / name, fmt="torch-zip" if zip_ else "torch-legacy")
+
+
 def gen_zip_variants():
     """Repacks of real torch.save output: deflated, ZIP64 everywhere."""
     state = {"w": torch.arange(8, dtype=torch.float32).reshape(2, 4), "b": torch.tensor([1, 2], dtype=torch.int64)}
@@ -1709,6 +1734,7 @@ def main():
     gen_values()
     gen_quant_packed()
     gen_old_formats()
+    gen_old_tensor_class()
     gen_zip_variants()
     gen_v21()
     gen_bigendian()
