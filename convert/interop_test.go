@@ -165,3 +165,21 @@ func TestInteropOldTensorClass(t *testing.T) {
 		py(t, "flat", src, pth, st)
 	}
 }
+
+// TestInteropDTensor: FSDP2 / HSDP state dicts saved with torch.save
+// (torch 2.x, gloo on CPU): where a rank's local shard is the whole tensor
+// (world size 1; HSDP over a 2x1 mesh), .pth and safetensors outputs hold
+// each DTensor's local tensor under its own name, as torch.load and
+// to_local() give it; where it is one of several shards, convert refuses
+// with ErrPartialShard and writes nothing.
+func TestInteropDTensor(t *testing.T) {
+	testenv.RequireFeature(t, "torch with torch.distributed.tensor (2.4+)", "import torch.distributed.tensor")
+	dir := t.TempDir()
+	for _, f := range []string{"torch2_fsdp2_w1_rank0.pt", "torch2_hsdp_w2_rank0.pt"} {
+		src := filepath.Join("..", "testdata", "fixtures", f)
+		pth, st := filepath.Join(dir, f+".pth"), filepath.Join(dir, f+".safetensors")
+		convert(t, src, pth)
+		convert(t, src, st)
+		py(t, "flat", src, pth, st)
+	}
+}

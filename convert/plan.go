@@ -116,7 +116,7 @@ func unsupported(t *statedict.Tensor, f Format) string {
 		return "quantized tensor"
 	case t.Layout != "" && t.Layout != statedict.Strided:
 		return "sparse tensor part (" + string(t.Layout) + ")"
-	case t.Subclass != "":
+	case t.Subclass != "" && t.DTensor == nil: // a whole DTensor is written as its local tensor
 		return "tensor subclass " + t.Subclass
 	case t.NumEl() < 0:
 		return "size overflows"
@@ -237,6 +237,11 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 			if err := t.Validate(); err != nil {
 				return nil, err
 			}
+		}
+		if d := t.DTensor; d != nil && !d.Whole(t.Shape) && c.selected(t.Name) {
+			return nil, &TensorError{Name: t.Name, Err: fmt.Errorf("%w: shard %v of %s (rank coordinate %v); "+
+				"save the model with torch.distributed.checkpoint (DCP) and convert that directory, which ckpt assembles",
+				ErrPartialShard, t.Shape, d, d.Coordinate)}
 		}
 	}
 	if c.useTree(ck, f) {

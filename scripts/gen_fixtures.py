@@ -495,7 +495,19 @@ class Expect:
         def sub(k):
             return str(k) if name == "" else f"{name}.{k}"
 
-        if isinstance(obj, torch.Tensor) and type(obj).__module__ == "mymodule":
+        if isinstance(obj, torch.Tensor) and type(obj).__name__ == "DTensor":
+            # One tensor: the local shard's data, with the global shape,
+            # placements and mesh torch reports for the DTensor.
+            e = self.tensor(obj.to_local(), name, storages)
+            e["parameter"] = isinstance(obj, nn.Parameter)
+            mesh = obj.device_mesh
+            e["dtensor"] = {"shape": list(obj.shape), "strides": list(obj.stride()),
+                            "placements": [repr(p) for p in obj.placements],
+                            "mesh_shape": list(mesh.mesh.shape), "device_type": mesh.device_type,
+                            "coordinate": mesh.get_coordinate()}
+            if mesh.mesh_dim_names:
+                e["dtensor"]["mesh_dim_names"] = list(mesh.mesh_dim_names)
+        elif isinstance(obj, torch.Tensor) and type(obj).__module__ == "mymodule":
             # A wrapper subclass: a storage-less shell (listed as a meta tensor
             # on the wrapper's device) whose real data is its attribute elem.
             self.d["tensors"].append({
@@ -1683,6 +1695,48 @@ def gen_torch2_sparse():
         assert_torch_rejects(p)
 
 
+def _fsdp2_rank(rank, world, store, out):
+    """One rank of gen_torch2_fsdp2: FSDP2 (fully_shard) on a CPU gloo group,
+    model.state_dict() saved with torch.save, as FSDP2 users save it."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+        for layer in (m[0], m[2], m):
+            fully_shard(layer)
+        torch.save(m.state_dict(), f"{out}/torch2_fsdp2_w{world}_rank{rank}.pt")
+        if world == 2:
+            # HSDP: replicated over one mesh dimension, sharded over the other
+            # (of size 1, so each rank holds whole tensors).
+            mesh = init_device_mesh("cpu", (2, 1), mesh_dim_names=("replicate", "shard"))
+            torch.manual_seed(0)
+            h = nn.Linear(3, 2)
+            fully_shard(h, mesh=mesh)
+            torch.save(h.state_dict(), f"{out}/torch2_hsdp_w2_rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def gen_torch2_fsdp2():
+    """FSDP2 / DTensor state dicts (torch 2.x): fully_shard on a CPU gloo
+    process group of world size 1 and 2 (torch.multiprocessing, FileStore),
+    state_dict() saved by each rank with torch.save; and an HSDP model
+    (Replicate, Shard over a 2x1 mesh). Rank 0's and rank 1's files of the
+    world-2 run are kept: their shards differ (6 rows split 3+3, 3 rows 2+1)."""
+    import tempfile
+    import torch.multiprocessing as mp
+    with tempfile.TemporaryDirectory() as tmp:
+        for world in (1, 2):
+            mp.spawn(_fsdp2_rank, args=(world, f"{tmp}/store{world}", tmp), nprocs=world)
+        for name in ("torch2_fsdp2_w1_rank0.pt", "torch2_fsdp2_w2_rank0.pt", "torch2_fsdp2_w2_rank1.pt",
+                     "torch2_hsdp_w2_rank0.pt"):
+            shutil.copy(f"{tmp}/{name}", FIX / name)
+            expect_from_torch(FIX / name, torch_version=torch.__version__)
+
+
 def check_sizes():
     total = 0
     for p in FIX.rglob("*"):
@@ -1711,6 +1765,7 @@ def main():
         gen_torch2_modules()
         gen_torch2_wrapper()
         gen_torch2_sparse()
+        gen_torch2_fsdp2()
         print(f"torch {torch.__version__} fixtures written to {FIX} ({check_sizes()} bytes)")
         return
     check_zip_writer()

@@ -243,6 +243,9 @@ func TypeName(v any) string {
 }
 
 func (b *builder) addTensor(pt *pickle.Tensor, name string) (err error) {
+	if local, d, ok := dtensorOf(pt); ok {
+		return b.addDTensor(pt, local, d, name)
+	}
 	t, err := b.makeTensor(pt, name)
 	if err != nil {
 		return err

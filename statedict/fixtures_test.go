@@ -55,6 +55,10 @@ type expectedTensor struct {
 	StorageKey    string         `json:"storage_key"`
 	StorageNBytes int64          `json:"storage_nbytes"`
 	Stats         *expectedStats `json:"stats"`
+	// DTensor is what torch reports of a DTensor (global shape, strides,
+	// repr of the placements, mesh shape, device type, coordinate); the
+	// tensor itself is the local shard.
+	DTensor *statedict.DTensor `json:"dtensor"`
 }
 
 type expectedStats struct {
@@ -191,6 +195,9 @@ func checkCheckpoint(t *testing.T, ck *statedict.Checkpoint, want expected) {
 func checkTensor(t *testing.T, g *statedict.Tensor, w expectedTensor) {
 	t.Helper()
 	errorf := func(format string, a ...any) { t.Errorf("%s: %s", w.Name, fmt.Sprintf(format, a...)) }
+	if gd, wd := fmt.Sprintf("%+v", g.DTensor), fmt.Sprintf("%+v", w.DTensor); gd != wd {
+		errorf("DTensor %s, torch reports %s", gd, wd)
+	}
 	if g.DType.String() != w.DType {
 		errorf("dtype %s, want %s", g.DType, w.DType)
 	}

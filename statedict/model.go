@@ -104,6 +104,10 @@ type Tensor struct {
 	Subclass string
 	// Meta is true for tensors saved without data (device "meta").
 	Meta bool
+	// DTensor is set on the local shard of a torch.distributed DTensor
+	// (FSDP2, tensor parallelism): the global shape, placements and mesh.
+	// Shape, Strides and the data are the local shard's.
+	DTensor *DTensor
 }
 
 // Quantization holds the quantizer of a quantized tensor.

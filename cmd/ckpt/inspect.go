@@ -73,28 +73,29 @@ are listed under Warnings.`,
 
 // inspectTensor is one tensor in `inspect --json`.
 type inspectTensor struct {
-	Name          string         `json:"name"`
-	DType         string         `json:"dtype"`
-	Shape         []int64        `json:"shape"`
-	Strides       []int64        `json:"strides"`
-	StorageOffset int64          `json:"storage_offset"`
-	Device        string         `json:"device"`
-	NBytes        int64          `json:"nbytes"`
-	Storage       *inspectStore  `json:"storage"`
-	Layout        string         `json:"layout"`
-	RequiresGrad  bool           `json:"requires_grad"`
-	Parameter     bool           `json:"parameter"`
-	Shared        bool           `json:"shared"`
-	View          bool           `json:"view"`
-	Contiguous    bool           `json:"contiguous"`
-	Stray         bool           `json:"stray"`
-	Quantized     bool           `json:"quantized"`
-	Meta          bool           `json:"meta,omitempty"`
-	Subclass      string         `json:"subclass,omitempty"`
-	Stats         *inspectStats  `json:"stats,omitempty"`
-	Quant         map[string]any `json:"quantization,omitempty"`
-	Chunks        []inspectChunk `json:"chunks,omitempty"`  // DCP: the chunks the tensor is assembled from
-	Problem       string         `json:"problem,omitempty"` // DCP: why the tensor cannot be read
+	Name          string             `json:"name"`
+	DType         string             `json:"dtype"`
+	Shape         []int64            `json:"shape"`
+	Strides       []int64            `json:"strides"`
+	StorageOffset int64              `json:"storage_offset"`
+	Device        string             `json:"device"`
+	NBytes        int64              `json:"nbytes"`
+	Storage       *inspectStore      `json:"storage"`
+	Layout        string             `json:"layout"`
+	RequiresGrad  bool               `json:"requires_grad"`
+	Parameter     bool               `json:"parameter"`
+	Shared        bool               `json:"shared"`
+	View          bool               `json:"view"`
+	Contiguous    bool               `json:"contiguous"`
+	Stray         bool               `json:"stray"`
+	Quantized     bool               `json:"quantized"`
+	Meta          bool               `json:"meta,omitempty"`
+	Subclass      string             `json:"subclass,omitempty"`
+	Stats         *inspectStats      `json:"stats,omitempty"`
+	Quant         map[string]any     `json:"quantization,omitempty"`
+	Chunks        []inspectChunk     `json:"chunks,omitempty"`  // DCP: the chunks the tensor is assembled from
+	Problem       string             `json:"problem,omitempty"` // DCP: why the tensor cannot be read
+	DTensor       *statedict.DTensor `json:"dtensor,omitempty"` // a DTensor's local shard: global shape, placements, mesh
 }
 
 type inspectStore struct {
@@ -209,7 +210,7 @@ func buildInspectReport(ck *statedict.Checkpoint, opts *inspectOptions) *inspect
 			Name: t.Name, DType: t.DType.String(), Shape: nonNil(t.Shape), Strides: nonNil(t.Strides), StorageOffset: t.Offset,
 			Device: t.Device, NBytes: t.NBytes(), Layout: string(t.Layout), RequiresGrad: t.RequiresGrad, Parameter: t.Parameter,
 			View: t.IsView(), Contiguous: t.IsContiguous(), Stray: stray[t.Name], Quantized: t.Quant != nil, Meta: t.Meta,
-			Subclass: t.Subclass,
+			Subclass: t.Subclass, DTensor: t.DTensor,
 		}
 		if t.Storage != nil {
 			it.Shared = shared[t.Storage]
@@ -453,7 +454,10 @@ func tensorFlags(t inspectTensor) string {
 	add(t.Layout != "strided", t.Layout)
 	add(t.Quantized, "quantized")
 	add(t.Meta, "meta")
-	add(t.Subclass != "", t.Subclass)
+	add(t.Subclass != "" && t.DTensor == nil, t.Subclass)
+	if d := t.DTensor; d != nil {
+		f = append(f, fmt.Sprintf("DTensor %v %s", d.Shape, strings.Join(d.Placements, " ")))
+	}
 	f = append(f, chunkFlags(t)...)
 	return strings.Join(f, ",")
 }
