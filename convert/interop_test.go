@@ -183,3 +183,26 @@ func TestInteropDTensor(t *testing.T) {
 		py(t, "flat", src, pth, st)
 	}
 }
+
+// TestInteropQuantizedModels: whole quantized models (torch.save of
+// quantize_dynamic's result; a static-quantized conv + linear) convert to
+// flat state dicts named as model.state_dict() names them; torch loads the
+// .pth with weights_only. The quantized weights are dropped (neither format
+// holds a quantized tensor), their float biases and stubs' qparams kept.
+func TestInteropQuantizedModels(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	for f, want := range map[string][]string{
+		"quant_dynamic_model.pt": {"0._packed_params._packed_params.1", "2._packed_params._packed_params.1"},
+		"quant_static_model.pt":  {"quant.scale", "quant.zero_point", "conv1.bias", "fc._packed_params._packed_params.1"},
+	} {
+		src := filepath.Join("..", "testdata", "fixtures", f)
+		out := filepath.Join(dir, f+".pth")
+		sum := convert(t, src, out)
+		py(t, append([]string{"names", out}, want...)...)
+		if sum.Tensors != len(want) {
+			t.Errorf("%s: %d tensors written, want %d", f, sum.Tensors, len(want))
+		}
+		convert(t, src, filepath.Join(dir, f+".safetensors"))
+	}
+}
