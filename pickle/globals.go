@@ -181,6 +181,7 @@ var funcs = map[string]hookFunc{
 	"torch._utils._rebuild_sparse_tensor":                 rebuildSparse,
 	"torch._utils._rebuild_sparse_csr_tensor":             rebuildSparse,
 	"torch._utils._rebuild_nested_tensor":                 rebuildNested,
+	"torch.nested._internal.nested_tensor._rebuild_njt":   rebuildNJT,
 	"torch._utils._rebuild_meta_tensor_no_storage":        rebuildMeta,
 	"torch._utils._rebuild_wrapper_subclass":              rebuildWrapperSubclass,
 	"torch._utils._rebuild_device_tensor_from_numpy":      rebuildFromNumpy,

@@ -1,5 +1,7 @@
 package pickle
 
+import "github.com/nlpodyssey/gopickle/types"
+
 // sparseComponents names the component tensors of each sparse layout, in
 // the order torch pickles them.
 var sparseComponents = map[string][]string{
@@ -65,5 +67,40 @@ func rebuildNested(_ *hookEnv, args []any) (any, error) {
 		t.Components = append(t.Components, NamedTensor{n, c})
 	}
 	t.DType = t.Components[0].Tensor.DType
+	return &pyTensor{t: t}, nil
+}
+
+// rebuildNJT is torch.nested._internal.nested_tensor._rebuild_njt(kwargs),
+// a jagged nested tensor (torch.jagged layout, torch >= 2.1): kwargs holds
+// values, offsets, lengths (or None), _ragged_idx, _metadata_cache and
+// requires_grad. Its components are values, offsets and lengths (when
+// saved); the cached min/max sequence lengths are left out.
+func rebuildNJT(_ *hookEnv, args []any) (any, error) {
+	if err := arity("_rebuild_njt", args, 1); err != nil {
+		return nil, err
+	}
+	kw, ok := args[0].(*types.Dict)
+	if !ok {
+		return nil, malformed("_rebuild_njt argument is %T, not a dict", args[0])
+	}
+	t := &Tensor{Rebuild: "_rebuild_njt", Layout: "jagged"}
+	for _, n := range []string{"values", "offsets", "lengths"} {
+		v, _ := kw.Get(n)
+		if v == nil && n == "lengths" {
+			continue
+		}
+		c, err := asTensor(n, v)
+		if err != nil {
+			return nil, err
+		}
+		t.Components = append(t.Components, NamedTensor{n, c})
+	}
+	t.DType = t.Components[0].Tensor.DType
+	if rg, ok := kw.Get("requires_grad"); ok {
+		var err error
+		if t.RequiresGrad, err = requiresGrad(rg); err != nil {
+			return nil, err
+		}
+	}
 	return &pyTensor{t: t}, nil
 }

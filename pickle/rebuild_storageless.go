@@ -157,6 +157,13 @@ func rebuildFromType(rt *hookEnv, args []any) (any, error) {
 		state = nil
 	}
 	switch typ.String() {
+	case "torch.nested._internal.nested_tensor.NestedTensor":
+		if t.Layout == "jagged" {
+			// The state repeats the constructor's values and offsets
+			// (and caches): the components say it all.
+			return &pyTensor{t: &t}, nil
+		}
+		t.Subclass = typ.String()
 	case "torch.Tensor", "torch._tensor.Tensor":
 	case "torch.nn.parameter.Parameter", "torch.nn.Parameter":
 		t.Parameter = true

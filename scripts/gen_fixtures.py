@@ -373,7 +373,8 @@ def _make_recording_module(log):
 
 def untyped(typed):
     """The untyped storage behind a TypedStorage (_storage in 1.13, _untyped_storage in 2.x)."""
-    return getattr(typed, "_untyped_storage", None) or typed._storage
+    u = getattr(typed, "_untyped_storage", None)  # an empty one is falsy
+    return u if u is not None else typed._storage
 
 
 class Loaded:
@@ -495,7 +496,14 @@ class Expect:
         def sub(k):
             return str(k) if name == "" else f"{name}.{k}"
 
-        if isinstance(obj, torch.Tensor) and type(obj).__name__ == "DTensor":
+        if isinstance(obj, torch.Tensor) and getattr(obj, "layout", None) == getattr(torch, "jagged", None):
+            # A jagged nested tensor: one tensor of components values,
+            # offsets and (when it has them) lengths, as torch exposes them.
+            for comp in ("values", "offsets", "lengths"):
+                c = getattr(obj, comp)()
+                if c is not None:
+                    self.tensor(c, sub(comp), storages, "jagged", comp, None)
+        elif isinstance(obj, torch.Tensor) and type(obj).__name__ == "DTensor":
             # One tensor: the local shard's data, with the global shape,
             # placements and mesh torch reports for the DTensor.
             e = self.tensor(obj.to_local(), name, storages)
@@ -1761,6 +1769,20 @@ def gen_torch2_sparse():
         assert_torch_rejects(p)
 
 
+def gen_torch2_nested():
+    """Jagged nested tensors (torch.jagged layout, torch 2.x) as users make
+    them: from a list of tensors, and from values + offsets + lengths."""
+    a = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    b = torch.arange(9, dtype=torch.float32).reshape(3, 3) + 10
+    values = torch.arange(14, dtype=torch.float32).reshape(7, 2)
+    p = FIX / "torch2_nested_jagged.pt"
+    save({"jagged": torch.nested.nested_tensor([a, b], layout=torch.jagged),
+          "with_lengths": torch.nested.nested_tensor_from_jagged(
+              values, offsets=torch.tensor([0, 3, 7]), lengths=torch.tensor([2, 3])),
+          "dense": torch.ones(2)}, p)
+    expect_from_torch(p, torch_version=torch.__version__)
+
+
 def _fsdp2_rank(rank, world, store, out):
     """One rank of gen_torch2_fsdp2: FSDP2 (fully_shard) on a CPU gloo group,
     model.state_dict() saved with torch.save, as FSDP2 users save it."""
@@ -1832,6 +1854,7 @@ def main():
         gen_torch2_wrapper()
         gen_torch2_sparse()
         gen_torch2_fsdp2()
+        gen_torch2_nested()
         print(f"torch {torch.__version__} fixtures written to {FIX} ({check_sizes()} bytes)")
         return
     check_zip_writer()

@@ -265,7 +265,7 @@ func (b *builder) addTensor(pt *pickle.Tensor, name string) (err error) {
 		return nil
 	}
 	var g *sparseGroup
-	if t.Layout != Nested {
+	if t.Layout != Nested && t.Layout != Jagged {
 		g = &sparseGroup{name: name, layout: t.Layout, shape: pt.Shape, coalesced: pt.Coalesced, parts: map[string]*Tensor{}}
 	}
 	for _, c := range pt.Components {

@@ -28,7 +28,8 @@ const (
 	SparseCSC Layout = "sparse_csc"
 	SparseBSR Layout = "sparse_bsr"
 	SparseBSC Layout = "sparse_bsc"
-	Nested    Layout = "nested" // nested (jagged) tensors: metadata only
+	Nested    Layout = "nested" // strided nested tensors (buffer, sizes, strides, storage_offsets)
+	Jagged    Layout = "jagged" // jagged nested tensors, torch.jagged (values, offsets[, lengths])
 )
 
 // Storage is one contiguous run of bytes in the checkpoint that one or more
