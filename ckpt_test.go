@@ -386,3 +386,31 @@ func TestLoadOldTensorClass(t *testing.T) {
 		m.Close()
 	}
 }
+
+// TestLoadRealWorldFixtures: the DTensor, jagged nested and whole quantized
+// model fixtures load, every tensor ckpt lists on the host with its bytes
+// (a DTensor as its local shard).
+func TestLoadRealWorldFixtures(t *testing.T) {
+	for f, want := range map[string]map[string]int64{
+		"torch2_fsdp2_w2_rank1.pt": {"0.weight": 48, "0.bias": 12, "2.weight": 24, "2.bias": 4},
+		"torch2_nested_jagged.pt":  {"jagged.values": 60, "jagged.offsets": 24, "with_lengths.lengths": 16},
+		"quant_dynamic_model.pt":   {"0._packed_params._packed_params.0": 12, "2._packed_params._packed_params.1": 8},
+		"quant_static_model.pt":    {"conv1.weight": 54, "conv1.bias": 12},
+	} {
+		m, err := ckpt.Load(context.Background(), fixtures+f, ckpt.WithMapLocation("cpu"))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for name, n := range want {
+			tt, ok := m.Tensor(name)
+			if !ok {
+				t.Errorf("%s: no tensor %s", f, name)
+				continue
+			}
+			if b, err := tt.Bytes(); err != nil || int64(len(b)) != n {
+				t.Errorf("%s: %s: %d bytes, %v; want %d", f, name, len(b), err, n)
+			}
+		}
+		m.Close()
+	}
+}
