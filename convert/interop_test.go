@@ -206,3 +206,28 @@ func TestInteropQuantizedModels(t *testing.T) {
 		convert(t, src, filepath.Join(dir, f+".safetensors"))
 	}
 }
+
+// TestInteropTorchScriptAttributes: a TorchScript archive converts to the
+// tensors of ScriptModule.state_dict() (torch loads the .pth, weights_only);
+// plain tensor attributes are dropped and listed, unless WithAttributes.
+func TestInteropTorchScriptAttributes(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	src := filepath.Join("..", "testdata", "fixtures", "torchscript_attrs.pt")
+	out := filepath.Join(dir, "sd.pth")
+	sum := convert(t, src, out)
+	py(t, "names", out, "steps", "inner.fc.weight", "inner.fc.bias")
+	attrs := 0
+	for _, d := range sum.Dropped {
+		if d.Type == "tensor" {
+			attrs++
+		}
+	}
+	if attrs != 4 {
+		t.Errorf("dropped %+v, want the 4 attributes", sum.Dropped)
+	}
+	all := filepath.Join(dir, "all.pth")
+	convert(t, src, all, WithAttributes(true))
+	py(t, "names", all, "steps", "table", "bank.0", "bank.1", "inner.lut", "inner.fc.weight", "inner.fc.bias")
+	convert(t, src, filepath.Join(dir, "sd.safetensors"))
+}

@@ -266,6 +266,11 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 			p.dropped = append(p.dropped, Dropped{Name: t.Name, Type: "tensor", Reason: why})
 			continue
 		}
+		if t.Attribute && !c.attributes {
+			p.dropped = append(p.dropped, Dropped{Name: t.Name, Type: "tensor",
+				Reason: "TorchScript attribute, not in state_dict() (--attributes writes it)"})
+			continue
+		}
 		it := &item{name: c.newName(t.Name), src: t, dtype: t.DType}
 		if p.cast[t.Storage] {
 			it.dtype = c.dtype

@@ -1070,6 +1070,61 @@ def gen_quantized_models():
         del sys.modules["mymodule"]
 
 
+def gen_torchscript():
+    """A TorchScript archive (torch.jit.save of a scripted module) with a
+    parameter-holding submodule, a buffer and plain tensor attributes (one
+    in a submodule, one a List[Tensor]). The expectation, from torch.jit.load:
+    state_dict() (parameters and buffers) and the tensor attributes that are
+    not in it, by name (torchscript_attrs.pt.script.json)."""
+    class Inner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+            self.lut = torch.tensor([7, 8, 9])
+
+        def forward(self, x):
+            return self.fc(x) + self.lut[0]
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+            self.register_buffer("steps", torch.tensor([1, 2]))
+            self.table = torch.tensor([0.5, 1.5, 2.5])
+            self.bank = [torch.ones(2), torch.zeros(3)]
+
+        def forward(self, x):
+            return self.inner(x) * self.table[0] + self.bank[0][0]
+
+    torch.manual_seed(0)
+    p = FIX / "torchscript_attrs.pt"
+    torch.jit.script(M()).save(str(p))
+    m = torch.jit.load(str(p))
+    sd = m.state_dict()
+
+    def desc(t):
+        return {"dtype": dtype_name(t.dtype), "shape": list(t.shape),
+                "values": t.detach().to(torch.float64).reshape(-1).tolist()}
+
+    # The tensor attributes are the eager modules' plain attributes; their
+    # values are read from the loaded ScriptModule.
+    attrs = {}
+    for prefix, eager in M().named_modules():
+        loaded = m
+        for part in filter(None, prefix.split(".")):
+            loaded = getattr(loaded, part)
+        for name, v in vars(eager).items():
+            full = f"{prefix}.{name}" if prefix else name
+            if isinstance(v, torch.Tensor):
+                attrs[full] = desc(getattr(loaded, name))
+            elif isinstance(v, list) and v and all(isinstance(x, torch.Tensor) for x in v):
+                for i, x in enumerate(getattr(loaded, name)):
+                    attrs[f"{full}.{i}"] = desc(x)
+    assert not set(attrs) & set(sd), attrs
+    Path(str(p) + ".script.json").write_text(json.dumps(
+        {"state_dict": {k: desc(v) for k, v in sd.items()}, "attributes": attrs}, indent=1) + "\n")
+
+
 def gen_zip_variants():
     """Repacks of real torch.save output: deflated, ZIP64 everywhere."""
     state = {"w": torch.arange(8, dtype=torch.float32).reshape(2, 4), "b": torch.tensor([1, 2], dtype=torch.int64)}
@@ -1880,6 +1935,7 @@ def main():
     gen_old_formats()
     gen_old_tensor_class()
     gen_quantized_models()
+    gen_torchscript()
     gen_zip_variants()
     gen_v21()
     gen_bigendian()

@@ -29,6 +29,7 @@ type builder struct {
 	maxBytes  int64
 	onPath    map[any]bool // containers on the current path (cycle guard)
 	storages  map[*Storage]bool
+	script    map[string]*scriptClass // a TorchScript archive's class declarations
 }
 
 // newBuilder makes the builder for the object tree of a pickle of
@@ -121,6 +122,11 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 		return b.walk(x.State, name, true)
 	case *pickle.Foreign:
 		b.ck.Foreign = append(b.ck.Foreign, Object{Name: name, Type: x.Module + "." + x.Name, Value: x})
+		if cls := b.script[x.Module+"."+x.Name]; cls != nil {
+			if st, ok := x.State.(*pickle.Dict); ok {
+				return b.walkScriptModule(x, cls, st, name)
+			}
+		}
 		if st, ok := moduleState(x); ok {
 			return b.walkModule(x, st, name)
 		}

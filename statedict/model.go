@@ -105,6 +105,10 @@ type Tensor struct {
 	Subclass string
 	// Meta is true for tensors saved without data (device "meta").
 	Meta bool
+	// Attribute is true for a TorchScript module's plain tensor attribute
+	// (self.table = torch.tensor(...)): saved in the archive but not a
+	// parameter or buffer, so not in ScriptModule.state_dict().
+	Attribute bool
 	// DTensor is set on the local shard of a torch.distributed DTensor
 	// (FSDP2, tensor parallelism): the global shape, placements and mesh.
 	// Shape, Strides and the data are the local shard's.

@@ -95,7 +95,8 @@ type inspectTensor struct {
 	Quant         map[string]any     `json:"quantization,omitempty"`
 	Chunks        []inspectChunk     `json:"chunks,omitempty"`  // DCP: the chunks the tensor is assembled from
 	Problem       string             `json:"problem,omitempty"` // DCP: why the tensor cannot be read
-	DTensor       *statedict.DTensor `json:"dtensor,omitempty"` // a DTensor's local shard: global shape, placements, mesh
+	DTensor       *statedict.DTensor `json:"dtensor,omitempty"`
+	Attribute     bool               `json:"attribute,omitempty"` // TorchScript: a plain tensor attribute, not in state_dict() // a DTensor's local shard: global shape, placements, mesh
 }
 
 type inspectStore struct {
@@ -210,7 +211,7 @@ func buildInspectReport(ck *statedict.Checkpoint, opts *inspectOptions) *inspect
 			Name: t.Name, DType: t.DType.String(), Shape: nonNil(t.Shape), Strides: nonNil(t.Strides), StorageOffset: t.Offset,
 			Device: t.Device, NBytes: t.NBytes(), Layout: string(t.Layout), RequiresGrad: t.RequiresGrad, Parameter: t.Parameter,
 			View: t.IsView(), Contiguous: t.IsContiguous(), Stray: stray[t.Name], Quantized: t.Quant != nil, Meta: t.Meta,
-			Subclass: t.Subclass, DTensor: t.DTensor,
+			Subclass: t.Subclass, DTensor: t.DTensor, Attribute: t.Attribute,
 		}
 		if t.Storage != nil {
 			it.Shared = shared[t.Storage]
@@ -454,6 +455,7 @@ func tensorFlags(t inspectTensor) string {
 	add(t.Layout != "strided", t.Layout)
 	add(t.Quantized, "quantized")
 	add(t.Meta, "meta")
+	add(t.Attribute, "attr")
 	add(t.Subclass != "" && t.DTensor == nil, t.Subclass)
 	if d := t.DTensor; d != nil {
 		f = append(f, fmt.Sprintf("DTensor %v %s", d.Shape, strings.Join(d.Placements, " ")))
