@@ -39,7 +39,7 @@ func legacyTensorMaker(class, dtype string) hookFunc {
 // PySetState implements BUILD: Tensor.__setstate__'s legacy forms,
 // (storage, offset, size, stride), which torch applies with set_, and a
 // torch 0.3 Variable's (data, ?, backward_hooks, requires_grad, ?), which
-// torch 1.x still reads (2.x no longer does).
+// torch still reads (1.13 and 2.6 both load the fixtures).
 func (p *pyLegacyTensor) PySetState(state any) error {
 	items, ok := seq(state)
 	if ok && len(items) == 5 {
