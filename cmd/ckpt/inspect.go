@@ -73,30 +73,34 @@ are listed under Warnings.`,
 
 // inspectTensor is one tensor in `inspect --json`.
 type inspectTensor struct {
-	Name          string             `json:"name"`
-	DType         string             `json:"dtype"`
-	Shape         []int64            `json:"shape"`
-	Strides       []int64            `json:"strides"`
-	StorageOffset int64              `json:"storage_offset"`
-	Device        string             `json:"device"`
-	NBytes        int64              `json:"nbytes"`
-	Storage       *inspectStore      `json:"storage"`
-	Layout        string             `json:"layout"`
-	RequiresGrad  bool               `json:"requires_grad"`
-	Parameter     bool               `json:"parameter"`
-	Shared        bool               `json:"shared"`
-	View          bool               `json:"view"`
-	Contiguous    bool               `json:"contiguous"`
-	Stray         bool               `json:"stray"`
-	Quantized     bool               `json:"quantized"`
-	Meta          bool               `json:"meta,omitempty"`
-	Subclass      string             `json:"subclass,omitempty"`
-	Stats         *inspectStats      `json:"stats,omitempty"`
-	Quant         map[string]any     `json:"quantization,omitempty"`
-	Chunks        []inspectChunk     `json:"chunks,omitempty"`  // DCP: the chunks the tensor is assembled from
-	Problem       string             `json:"problem,omitempty"` // DCP: why the tensor cannot be read
-	DTensor       *statedict.DTensor `json:"dtensor,omitempty"`
-	Attribute     bool               `json:"attribute,omitempty"` // TorchScript: a plain tensor attribute, not in state_dict() // a DTensor's local shard: global shape, placements, mesh
+	Name          string         `json:"name"`
+	DType         string         `json:"dtype"`
+	Shape         []int64        `json:"shape"`
+	Strides       []int64        `json:"strides"`
+	StorageOffset int64          `json:"storage_offset"`
+	Device        string         `json:"device"`
+	NBytes        int64          `json:"nbytes"`
+	Storage       *inspectStore  `json:"storage"`
+	Layout        string         `json:"layout"`
+	RequiresGrad  bool           `json:"requires_grad"`
+	Parameter     bool           `json:"parameter"`
+	Shared        bool           `json:"shared"`
+	View          bool           `json:"view"`
+	Contiguous    bool           `json:"contiguous"`
+	Stray         bool           `json:"stray"`
+	Quantized     bool           `json:"quantized"`
+	Meta          bool           `json:"meta,omitempty"`
+	Subclass      string         `json:"subclass,omitempty"`
+	Stats         *inspectStats  `json:"stats,omitempty"`
+	Quant         map[string]any `json:"quantization,omitempty"`
+	Chunks        []inspectChunk `json:"chunks,omitempty"`  // DCP: the chunks the tensor is assembled from
+	Problem       string         `json:"problem,omitempty"` // DCP: why the tensor cannot be read
+
+	// DTensor: a DTensor's local shard (global shape, placements, mesh);
+	// Attribute: a TorchScript module's plain tensor attribute, not in
+	// state_dict().
+	DTensor   *statedict.DTensor `json:"dtensor,omitempty"`
+	Attribute bool               `json:"attribute,omitempty"`
 }
 
 type inspectStore struct {
