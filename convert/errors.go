@@ -18,6 +18,9 @@ var (
 	ErrOption = errors.New("convert: invalid option")
 	// ErrNothing: no tensor is left to write.
 	ErrNothing = errors.New("convert: no tensor to write")
+	// ErrPartialShard: a DTensor's local shard (one rank's file of an
+	// FSDP2 or tensor-parallel state dict) is not the whole tensor.
+	ErrPartialShard = errors.New("convert: this file holds one rank's shard of a DTensor, not the tensor")
 	// ErrTooLarge: a safetensors output would hold more tensor bytes than
 	// WithMaxMaterialized allows (views copied out contiguous).
 	ErrTooLarge = errors.New("convert: output too large")

@@ -150,3 +150,84 @@ func TestInteropWholeModule(t *testing.T) {
 		}
 	}
 }
+
+// TestInteropOldTensorClass: tensors reduced through torch.Tensor itself
+// (pre-0.4 files: torch.Tensor() + BUILD, and a 0.3 Variable's state), zip
+// and legacy, convert to .pth and safetensors holding what torch.load gives.
+func TestInteropOldTensorClass(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	for _, f := range []string{"old_tensor_class.pt", "old_tensor_class_legacy.pt"} {
+		src := filepath.Join("..", "testdata", "fixtures", f)
+		pth, st := filepath.Join(dir, f+".pth"), filepath.Join(dir, f+".safetensors")
+		convert(t, src, pth)
+		convert(t, src, st)
+		py(t, "flat", src, pth, st)
+	}
+}
+
+// TestInteropDTensor: FSDP2 / HSDP state dicts saved with torch.save
+// (torch 2.x, gloo on CPU): where a rank's local shard is the whole tensor
+// (world size 1; HSDP over a 2x1 mesh), .pth and safetensors outputs hold
+// each DTensor's local tensor under its own name, as torch.load and
+// to_local() give it; where it is one of several shards, convert refuses
+// with ErrPartialShard and writes nothing.
+func TestInteropDTensor(t *testing.T) {
+	testenv.RequireFeature(t, "torch with torch.distributed.tensor (2.4+)", "import torch.distributed.tensor")
+	dir := t.TempDir()
+	for _, f := range []string{"torch2_fsdp2_w1_rank0.pt", "torch2_hsdp_w2_rank0.pt"} {
+		src := filepath.Join("..", "testdata", "fixtures", f)
+		pth, st := filepath.Join(dir, f+".pth"), filepath.Join(dir, f+".safetensors")
+		convert(t, src, pth)
+		convert(t, src, st)
+		py(t, "flat", src, pth, st)
+	}
+}
+
+// TestInteropQuantizedModels: whole quantized models (torch.save of
+// quantize_dynamic's result; a static-quantized conv + linear) convert to
+// flat state dicts named as model.state_dict() names them; torch loads the
+// .pth with weights_only. The quantized weights are dropped (neither format
+// holds a quantized tensor), their float biases and stubs' qparams kept.
+func TestInteropQuantizedModels(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	for f, want := range map[string][]string{
+		"quant_dynamic_model.pt": {"0._packed_params._packed_params.1", "2._packed_params._packed_params.1"},
+		"quant_static_model.pt":  {"quant.scale", "quant.zero_point", "conv1.bias", "fc._packed_params._packed_params.1"},
+	} {
+		src := filepath.Join("..", "testdata", "fixtures", f)
+		out := filepath.Join(dir, f+".pth")
+		sum := convert(t, src, out)
+		py(t, append([]string{"names", out}, want...)...)
+		if sum.Tensors != len(want) {
+			t.Errorf("%s: %d tensors written, want %d", f, sum.Tensors, len(want))
+		}
+		convert(t, src, filepath.Join(dir, f+".safetensors"))
+	}
+}
+
+// TestInteropTorchScriptAttributes: a TorchScript archive converts to the
+// tensors of ScriptModule.state_dict() (torch loads the .pth, weights_only);
+// plain tensor attributes are dropped and listed, unless WithAttributes.
+func TestInteropTorchScriptAttributes(t *testing.T) {
+	needTorch(t)
+	dir := t.TempDir()
+	src := filepath.Join("..", "testdata", "fixtures", "torchscript_attrs.pt")
+	out := filepath.Join(dir, "sd.pth")
+	sum := convert(t, src, out)
+	py(t, "names", out, "steps", "inner.fc.weight", "inner.fc.bias")
+	attrs := 0
+	for _, d := range sum.Dropped {
+		if d.Type == "tensor" {
+			attrs++
+		}
+	}
+	if attrs != 4 {
+		t.Errorf("dropped %+v, want the 4 attributes", sum.Dropped)
+	}
+	all := filepath.Join(dir, "all.pth")
+	convert(t, src, all, WithAttributes(true))
+	py(t, "names", all, "steps", "table", "bank.0", "bank.1", "inner.lut", "inner.fc.weight", "inner.fc.bias")
+	convert(t, src, filepath.Join(dir, "sd.safetensors"))
+}

@@ -88,6 +88,7 @@ type config struct {
 	compress        string
 	force           bool
 	dropFloats      bool
+	attributes      bool
 	progress        func(int64)
 	bufSize         int
 	wrap            func(io.Writer) io.Writer
@@ -154,6 +155,12 @@ func WithCompress(codec string) Option { return func(c *config) { c.compress = c
 // the torch 2.x releases whose allowlist names them. Dropped values are
 // listed in the Summary.
 func WithDropFloats(drop bool) Option { return func(c *config) { c.dropFloats = drop } }
+
+// WithAttributes writes a TorchScript module's plain tensor attributes
+// (statedict.Tensor.Attribute: not parameters or buffers, so not in
+// ScriptModule.state_dict()) too. Without it they are dropped, and listed
+// in the Summary as dropped.
+func WithAttributes(keep bool) Option { return func(c *config) { c.attributes = keep } }
 
 // WithForce allows replacing existing output files.
 func WithForce(force bool) Option { return func(c *config) { c.force = force } }

@@ -116,7 +116,7 @@ func unsupported(t *statedict.Tensor, f Format) string {
 		return "quantized tensor"
 	case t.Layout != "" && t.Layout != statedict.Strided:
 		return "sparse tensor part (" + string(t.Layout) + ")"
-	case t.Subclass != "":
+	case t.Subclass != "" && t.DTensor == nil: // a whole DTensor is written as its local tensor
 		return "tensor subclass " + t.Subclass
 	case t.NumEl() < 0:
 		return "size overflows"
@@ -230,6 +230,20 @@ func knownSafetensors(code string) bool {
 // For .pth output it writes the source's object tree when it can (see
 // useTree and treePlan), and a flat state dict otherwise.
 func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
+	// torch.load refuses a file with an invalid sparse tensor; so does
+	// convert, though it drops sparse tensors from its output.
+	for _, t := range ck.Tensors {
+		if t.Layout != "" && t.Layout != statedict.Strided && c.selected(t.Name) {
+			if err := t.Validate(); err != nil {
+				return nil, err
+			}
+		}
+		if d := t.DTensor; d != nil && !d.Whole(t.Shape) && c.selected(t.Name) {
+			return nil, &TensorError{Name: t.Name, Err: fmt.Errorf("%w: shard %v of %s (rank coordinate %v); "+
+				"save the model with torch.distributed.checkpoint (DCP) and convert that directory, which ckpt assembles",
+				ErrPartialShard, t.Shape, d, d.Coordinate)}
+		}
+	}
 	if c.useTree(ck, f) {
 		if p, err := treePlan(ck, c); err != nil || p != nil {
 			return p, err
@@ -250,6 +264,11 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 		}
 		if why := unsupported(t, f); why != "" {
 			p.dropped = append(p.dropped, Dropped{Name: t.Name, Type: "tensor", Reason: why})
+			continue
+		}
+		if t.Attribute && !c.attributes {
+			p.dropped = append(p.dropped, Dropped{Name: t.Name, Type: "tensor",
+				Reason: "TorchScript attribute, not in state_dict() (--attributes writes it)"})
 			continue
 		}
 		it := &item{name: c.newName(t.Name), src: t, dtype: t.DType}

@@ -43,4 +43,18 @@
 // *LimitError that names the field raising it, and WithContext stops both
 // passes when a context ends. docs/limits.md lists every limit of ckpt with
 // its default and the measured budget.
+//
+// # Rebuilding torch objects
+//
+// The Go functions standing in for torch's rebuild callables are split by
+// what they build: tensor.go (Tensor, StorageRef and the other result
+// types), storage.go (storage classes, dtype names, ParseStoragePID),
+// rebuild_args.go (argument checks shared by every rebuild function),
+// rebuild_strided.go (_rebuild_tensor(_v2/_v3), parameters),
+// rebuild_quantized.go (_rebuild_qtensor), rebuild_sparse.go (sparse and
+// nested tensors), rebuild_storageless.go (meta tensors, wrapper
+// subclasses, numpy- and CPU-backed device tensors, _rebuild_from_type_v2),
+// rebuild_legacy.go (torch < 0.4 tensor classes and their BUILD) and
+// torch_values.go (torch.Size, torch.device, layouts, LONG4 integers).
+// globals.go resolves a global to one of them.
 package pickle

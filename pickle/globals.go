@@ -181,6 +181,7 @@ var funcs = map[string]hookFunc{
 	"torch._utils._rebuild_sparse_tensor":                 rebuildSparse,
 	"torch._utils._rebuild_sparse_csr_tensor":             rebuildSparse,
 	"torch._utils._rebuild_nested_tensor":                 rebuildNested,
+	"torch.nested._internal.nested_tensor._rebuild_njt":   rebuildNJT,
 	"torch._utils._rebuild_meta_tensor_no_storage":        rebuildMeta,
 	"torch._utils._rebuild_wrapper_subclass":              rebuildWrapperSubclass,
 	"torch._utils._rebuild_device_tensor_from_numpy":      rebuildFromNumpy,
@@ -251,6 +252,11 @@ func resolve(module, name string, rt *hookEnv) (*pyClass, error) {
 	case legacyTensorClass(mod, name):
 		d, _ := legacyTensorDType(mod, name)
 		c.kind, c.fn = kindFunc, legacyTensorMaker(full, d)
+	case tensorClasses[full]:
+		// torch.Tensor() is an empty tensor of the default dtype
+		// (float32); old pickles reduce through it like torch.FloatTensor.
+		// As a value (_rebuild_from_type_v2's new_type) it stays a Global.
+		c.kind, c.fn = kindFunc, legacyTensorMaker(full, "float32")
 	case tensorClasses[full], isDTypeGlobal(mod, name), storageDTypes(mod, name) != nil,
 		mod == "torch" && (layouts[name] || qschemes[name]):
 		c.kind = kindValue

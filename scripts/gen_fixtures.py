@@ -373,7 +373,8 @@ def _make_recording_module(log):
 
 def untyped(typed):
     """The untyped storage behind a TypedStorage (_storage in 1.13, _untyped_storage in 2.x)."""
-    return getattr(typed, "_untyped_storage", None) or typed._storage
+    u = getattr(typed, "_untyped_storage", None)  # an empty one is falsy
+    return u if u is not None else typed._storage
 
 
 class Loaded:
@@ -495,7 +496,26 @@ class Expect:
         def sub(k):
             return str(k) if name == "" else f"{name}.{k}"
 
-        if isinstance(obj, torch.Tensor) and type(obj).__module__ == "mymodule":
+        if isinstance(obj, torch.Tensor) and getattr(obj, "layout", None) == getattr(torch, "jagged", None):
+            # A jagged nested tensor: one tensor of components values,
+            # offsets and (when it has them) lengths, as torch exposes them.
+            for comp in ("values", "offsets", "lengths"):
+                c = getattr(obj, comp)()
+                if c is not None:
+                    self.tensor(c, sub(comp), storages, "jagged", comp, None)
+        elif isinstance(obj, torch.Tensor) and type(obj).__name__ == "DTensor":
+            # One tensor: the local shard's data, with the global shape,
+            # placements and mesh torch reports for the DTensor.
+            e = self.tensor(obj.to_local(), name, storages)
+            e["parameter"] = isinstance(obj, nn.Parameter)
+            mesh = obj.device_mesh
+            e["dtensor"] = {"shape": list(obj.shape), "strides": list(obj.stride()),
+                            "placements": [repr(p) for p in obj.placements],
+                            "mesh_shape": list(mesh.mesh.shape), "device_type": mesh.device_type,
+                            "coordinate": mesh.get_coordinate()}
+            if mesh.mesh_dim_names:
+                e["dtensor"]["mesh_dim_names"] = list(mesh.mesh_dim_names)
+        elif isinstance(obj, torch.Tensor) and type(obj).__module__ == "mymodule":
             # A wrapper subclass: a storage-less shell (listed as a meta tensor
             # on the wrapper's device) whose real data is its attribute elem.
             self.d["tensors"].append({
@@ -509,10 +529,13 @@ class Expect:
                 size = list(obj.shape)
                 self.tensor(obj._indices(), sub("indices"), storages, "sparse_coo", "indices", size)
                 self.tensor(obj._values(), sub("values"), storages, "sparse_coo", "values", size)
-            elif obj.layout == torch.sparse_csr:
+            elif obj.layout in (torch.sparse_csr, torch.sparse_bsr, torch.sparse_csc, torch.sparse_bsc):
                 size = list(obj.shape)
-                for comp in ("crow_indices", "col_indices", "values"):
-                    self.tensor(getattr(obj, comp)(), sub(comp), storages, "sparse_csr", comp, size)
+                layout = dtype_name(obj.layout)
+                comps = ("crow_indices", "col_indices") if layout in ("sparse_csr", "sparse_bsr") \
+                    else ("ccol_indices", "row_indices")
+                for comp in comps + ("values",):
+                    self.tensor(getattr(obj, comp)(), sub(comp), storages, layout, comp, size)
             else:
                 self.tensor(obj, name, storages)
         elif type(obj) in (dict, collections.OrderedDict):
@@ -541,7 +564,17 @@ class Expect:
                 self.d["foreign"].append(g)
             self.d.setdefault("foreign_at", {})[name] = g
             for k, v in obj.state_dict(keep_vars=True).items():
-                self.tensor(v, sub(k), storages)
+                # A packed-params pair (quantized Linear) is listed by item;
+                # tensors state_dict() makes from Python numbers (a quantized
+                # module's scale and zero_point) are not in the file.
+                for kk, vv in ([(f"{k}.{i}", x) for i, x in enumerate(v)] if isinstance(v, tuple) else [(k, v)]):
+                    if not isinstance(vv, torch.Tensor):
+                        continue
+                    st = vv.untyped_storage() if hasattr(vv, "untyped_storage") else vv.storage()._storage
+                    if st._cdata not in storages:
+                        self.d.setdefault("state_dict_only", []).append(sub(kk))
+                        continue
+                    self.tensor(vv, sub(kk), storages)
         elif type(obj).__module__ == "mymodule":
             g = f"{type(obj).__module__}.{type(obj).__qualname__}"
             if g not in self.d["foreign"]:
@@ -954,6 +987,142 @@ def gen_old_formats():
     }, [root])
     for name in ("old_pre04.pt", "old_storage_view.pt"):
         expect_from_torch(FIX / name, fmt="torch-legacy")
+
+
+class ReduceThrough:
+    """Pickles as (cls, (), state): cls() then BUILD with state."""
+
+    def __init__(self, cls, state):
+        self.cls, self.state = cls, state
+
+    def __reduce__(self):
+        return (self.cls, (), self.state)
+
+
+def gen_old_tensor_class():
+    """Tensors reduced through torch.Tensor itself, as pre-0.4 torch wrote
+    them: torch.Tensor() then BUILD with (storage, offset, size, stride)
+    (Tensor.__setstate__ applies it with set_), or a 0.3 Variable's
+    (data, None, hooks, requires_grad, None). Saved by torch.save, zip and
+    legacy; torch 1.13 loads both."""
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4) / 4
+    obj = {"w": ReduceThrough(torch.Tensor, (x.storage(), 0, (3, 4), (4, 1))),
+           "w.cols": ReduceThrough(torch.Tensor, (x.storage(), 1, (3, 2), (4, 2))),
+           "var": ReduceThrough(torch.Tensor, (torch.tensor([1.5, -2.0]), None, None, True, None))}
+    for name, zip_ in (("old_tensor_class.pt", True), ("old_tensor_class_legacy.pt", False)):
+        save(obj, FIX / name, _use_new_zipfile_serialization=zip_)
+        expect_from_torch(FIX / name, fmt="torch-zip" if zip_ else "torch-legacy")
+
+
+def gen_quantized_models():
+    """Whole quantized models saved with torch.save (as torchvision's
+    quantized models and quantize_dynamic users save them): a dynamically
+    quantized MLP (packed Linear weights in torchbind objects) and a static
+    quantized conv + linear model (a conv pickled through its __getstate__)."""
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    p = FIX / "quant_dynamic_model.pt"
+    save(torch.quantization.quantize_dynamic(mlp, {nn.Linear}, dtype=torch.qint8), p)
+    expect_from_torch(p)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.quant = torch.quantization.QuantStub()
+            self.conv1 = nn.Conv2d(2, 3, 3)
+            self.fc = nn.Linear(3, 2)
+            self.dequant = torch.quantization.DeQuantStub()
+
+        def forward(self, x):
+            return self.dequant(self.fc(self.conv1(self.quant(x)).mean((2, 3))))
+
+    mod = types.ModuleType("mymodule")
+    Net.__module__, Net.__qualname__ = "mymodule", "Net"
+    mod.Net = Net
+    sys.modules["mymodule"] = mod
+    try:
+        m = Net().eval()
+        m.qconfig = torch.quantization.get_default_qconfig("fbgemm")
+        prepared = torch.quantization.prepare(m)
+        prepared(torch.randn(4, 2, 5, 5))
+        p = FIX / "quant_static_model.pt"
+        q = torch.quantization.convert(prepared)
+        save(q, p)
+        # torch.load of this file gives a model whose state_dict() raises
+        # (the quantized conv's __setstate__ leaves it without _parameters;
+        # docs/real-world.md): the expectation is the saved model's own
+        # state_dict(), by name: dtype, shape and the integer representation
+        # (quantized) or values as float64.
+        sd = {}
+        for k, v in q.state_dict().items():
+            for kk, vv in ([(f"{k}.{i}", x) for i, x in enumerate(v)] if isinstance(v, tuple) else [(k, v)]):
+                if isinstance(vv, torch.Tensor):
+                    vals = vv.int_repr() if vv.is_quantized else vv.detach()
+                    sd[kk] = {"dtype": dtype_name(vv.dtype), "shape": list(vv.shape),
+                              "values": vals.to(torch.float64).reshape(-1).tolist()}
+        Path(str(p) + ".state_dict.json").write_text(json.dumps(sd, indent=1) + "\n")
+        try:
+            torch.load(p).state_dict()
+            raise AssertionError("state_dict() of the loaded model works now: use expect_from_torch")
+        except AttributeError:
+            pass
+    finally:
+        del sys.modules["mymodule"]
+
+
+def gen_torchscript():
+    """A TorchScript archive (torch.jit.save of a scripted module) with a
+    parameter-holding submodule, a buffer and plain tensor attributes (one
+    in a submodule, one a List[Tensor]). The expectation, from torch.jit.load:
+    state_dict() (parameters and buffers) and the tensor attributes that are
+    not in it, by name (torchscript_attrs.pt.script.json)."""
+    class Inner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+            self.lut = torch.tensor([7, 8, 9])
+
+        def forward(self, x):
+            return self.fc(x) + self.lut[0]
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+            self.register_buffer("steps", torch.tensor([1, 2]))
+            self.table = torch.tensor([0.5, 1.5, 2.5])
+            self.bank = [torch.ones(2), torch.zeros(3)]
+
+        def forward(self, x):
+            return self.inner(x) * self.table[0] + self.bank[0][0]
+
+    torch.manual_seed(0)
+    p = FIX / "torchscript_attrs.pt"
+    torch.jit.script(M()).save(str(p))
+    m = torch.jit.load(str(p))
+    sd = m.state_dict()
+
+    def desc(t):
+        return {"dtype": dtype_name(t.dtype), "shape": list(t.shape),
+                "values": t.detach().to(torch.float64).reshape(-1).tolist()}
+
+    # The tensor attributes are the eager modules' plain attributes; their
+    # values are read from the loaded ScriptModule.
+    attrs = {}
+    for prefix, eager in M().named_modules():
+        loaded = m
+        for part in filter(None, prefix.split(".")):
+            loaded = getattr(loaded, part)
+        for name, v in vars(eager).items():
+            full = f"{prefix}.{name}" if prefix else name
+            if isinstance(v, torch.Tensor):
+                attrs[full] = desc(getattr(loaded, name))
+            elif isinstance(v, list) and v and all(isinstance(x, torch.Tensor) for x in v):
+                for i, x in enumerate(getattr(loaded, name)):
+                    attrs[f"{full}.{i}"] = desc(x)
+    assert not set(attrs) & set(sd), attrs
+    Path(str(p) + ".script.json").write_text(json.dumps(
+        {"state_dict": {k: desc(v) for k, v in sd.items()}, "attributes": attrs}, indent=1) + "\n")
 
 
 def gen_zip_variants():
@@ -1404,6 +1573,19 @@ def gen_bad_sparse():
             torch.tensor([[0, 5]]), torch.tensor([1.0, 2.0]), (3,)), "index 5 in a dimension of size 3"),
         "sparse_invalid_csr.pt": ("csr", torch._sparse_csr_tensor_unsafe(
             torch.tensor([1, 1, 2]), torch.tensor([0, 1]), torch.tensor([1.0, 2.0]), (2, 2)), "crow_indices[0] = 1"),
+        "sparse_invalid_coo_negative.pt": ("coo", torch._sparse_coo_tensor_unsafe(
+            torch.tensor([[0, 1], [-1, 0]]), torch.tensor([1.0, 2.0]), (2, 2)), "index -1"),
+        "sparse_invalid_csr_decreasing.pt": ("csr", torch._sparse_csr_tensor_unsafe(
+            torch.tensor([0, 2, 1, 3]), torch.tensor([0, 1, 0]), torch.tensor([1.0, 2.0, 3.0]), (3, 2)),
+            "crow_indices go down (2 then 1)"),
+        "sparse_invalid_csr_col.pt": ("csr", torch._sparse_csr_tensor_unsafe(
+            torch.tensor([0, 1, 2]), torch.tensor([0, 2]), torch.tensor([1.0, 2.0]), (2, 2)), "col_indices[1] = 2 of 2 columns"),
+        "sparse_invalid_csr_unsorted.pt": ("csr", torch._sparse_csr_tensor_unsafe(
+            torch.tensor([0, 2, 2]), torch.tensor([1, 0]), torch.tensor([1.0, 2.0]), (2, 2)),
+            "col_indices of row 0 not sorted"),
+        "sparse_invalid_csr_batched.pt": ("csr", torch._sparse_csr_tensor_unsafe(
+            torch.tensor([[0, 1, 2], [0, 2, 2]]), torch.tensor([[0, 1], [1, 1]]), torch.tensor([[1.0, 2.0], [3.0, 4.0]]),
+            (2, 2, 2)), "batch 1 repeats column 1 in row 0"),
     }
     for name, (key, t, why) in cases.items():
         buf = io.BytesIO()
@@ -1433,8 +1615,10 @@ def unsafe_zip(stem, payload):
     return torch_zip(stem, [("data.pkl", pkl), ("data/0", W4), ("version", b"3\n")])
 
 
-def gen_bad(basic_path):
-    shutil.rmtree(BAD, ignore_errors=True)
+def gen_bad(basic_path=FIX / "zip_basic.pt"):
+    for p in BAD.glob("*"):  # the torch2_* ones are written by the torch 2.x run
+        if not p.name.startswith("torch2_"):
+            p.unlink()
     BAD_NOTES.clear()
 
     cases = [("unsafe_os_system", G("os", "system"), ("echo ckpt-fixture-pwned",), "os.system"),
@@ -1523,7 +1707,9 @@ def gen_bad(basic_path):
         "reader must return (`unsafe` also names the global, others the tensor where relevant).\n"
         "None of these may panic, allocate more than the input could hold, or run code.\n"
         "The unsafe payloads are harmless (`echo`, `1+1`, `true`, `pass`) in case a reader executes them.\n\n"
-        + "\n".join(BAD_NOTES) + "\n")
+        + "\n".join(BAD_NOTES) + "\n"
+        "- `torch2_sparse_invalid_*.pt`: invalid COO (saved as coalesced, unsorted), CSC and BSR sparse tensors saved\n"
+        "  by torch 2.x with check_invariants=False (gen_torch2_sparse); torch.load refuses them\n")
 
 
 # ---------------------------------------------------------------------------
@@ -1598,6 +1784,102 @@ def gen_torch2_wrapper():
         del sys.modules["mymodule"]
 
 
+def gen_torch2_sparse():
+    """Sparse layouts torch 1.13 cannot save (CSC, BSR, BSC), beside COO and
+    CSR variants, and invalid ones saved by torch 2.x without its checks
+    (check_invariants=False), which torch.load refuses."""
+    # Every sparse layout torch.load validates, as users make them, so
+    # that ckpt's validation is seen to accept what torch accepts.
+    p = FIX / "torch2_sparse_layouts.pt"
+    dense = torch.tensor([[0.0, 1.0, 0.0, 4.0], [2.0, 0.0, 3.0, 0.0], [0.0, 0.0, 0.0, 5.0], [6.0, 7.0, 0.0, 0.0]])
+    uncoalesced = torch.sparse_coo_tensor(torch.tensor([[2, 0, 2], [1, 3, 1]]), torch.tensor([1.0, 2.0, 3.0]), (3, 4))
+    hybrid = torch.sparse_coo_tensor(torch.tensor([[1, 0]]), torch.tensor([[1.0, 2.0], [3.0, 4.0]]), (2, 2))
+    save({"coo_uncoalesced": uncoalesced, "coo_hybrid": hybrid.coalesce(), "csc": dense.to_sparse_csc(),
+          "bsr": dense.to_sparse_bsr((2, 2)), "bsc": dense.to_sparse_bsc((2, 2)),
+          "csr_batched": torch.stack([dense, dense.t().contiguous()]).to_sparse_csr(),
+          "csr_int32": torch.sparse_csr_tensor(torch.tensor([0, 1, 3], dtype=torch.int32),
+                                               torch.tensor([1, 0, 2], dtype=torch.int32),
+                                               torch.tensor([1.0, 2.0, 3.0]), (2, 3))}, p)
+    expect_from_torch(p, torch_version=torch.__version__)
+
+    BAD.mkdir(parents=True, exist_ok=True)
+    for f in BAD.glob("torch2_*"):
+        f.unlink()
+    T = torch.tensor
+    cases = {
+        "torch2_sparse_invalid_coalesced.pt": ("coo", torch.sparse_coo_tensor(
+            T([[1, 0]]), T([1.0, 2.0]), (3,), check_invariants=False)._coalesced_(True),
+            "saved with is_coalesced=True but indices [1, 0] are not sorted"),
+        "torch2_sparse_invalid_csc.pt": ("csc", torch.sparse_csc_tensor(
+            T([0, 1, 2]), T([0, 5]), T([1.0, 2.0]), (2, 2), check_invariants=False), "row_indices[1] = 5 of 2 rows"),
+        "torch2_sparse_invalid_bsr.pt": ("bsr", torch.sparse_bsr_tensor(
+            T([0, 1]), T([1]), torch.ones(1, 2, 2), (2, 2), check_invariants=False), "block column 1 of 1"),
+    }
+    for name, (key, t, why) in cases.items():
+        buf = io.BytesIO()
+        torch.save({key: t, "dense": torch.ones(2)}, buf)
+        p = BAD / name
+        p.write_bytes(buf.getvalue())
+        Path(str(p) + ".expected.json").write_text(json.dumps({"error": "sparse-data", "tensor": key}) + "\n")
+        assert_torch_rejects(p)
+
+
+def gen_torch2_nested():
+    """Jagged nested tensors (torch.jagged layout, torch 2.x) as users make
+    them: from a list of tensors, and from values + offsets + lengths."""
+    a = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    b = torch.arange(9, dtype=torch.float32).reshape(3, 3) + 10
+    values = torch.arange(14, dtype=torch.float32).reshape(7, 2)
+    p = FIX / "torch2_nested_jagged.pt"
+    save({"jagged": torch.nested.nested_tensor([a, b], layout=torch.jagged),
+          "with_lengths": torch.nested.nested_tensor_from_jagged(
+              values, offsets=torch.tensor([0, 3, 7]), lengths=torch.tensor([2, 3])),
+          "dense": torch.ones(2)}, p)
+    expect_from_torch(p, torch_version=torch.__version__)
+
+
+def _fsdp2_rank(rank, world, store, out):
+    """One rank of gen_torch2_fsdp2: FSDP2 (fully_shard) on a CPU gloo group,
+    model.state_dict() saved with torch.save, as FSDP2 users save it."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+        for layer in (m[0], m[2], m):
+            fully_shard(layer)
+        torch.save(m.state_dict(), f"{out}/torch2_fsdp2_w{world}_rank{rank}.pt")
+        if world == 2:
+            # HSDP: replicated over one mesh dimension, sharded over the other
+            # (of size 1, so each rank holds whole tensors).
+            mesh = init_device_mesh("cpu", (2, 1), mesh_dim_names=("replicate", "shard"))
+            torch.manual_seed(0)
+            h = nn.Linear(3, 2)
+            fully_shard(h, mesh=mesh)
+            torch.save(h.state_dict(), f"{out}/torch2_hsdp_w2_rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def gen_torch2_fsdp2():
+    """FSDP2 / DTensor state dicts (torch 2.x): fully_shard on a CPU gloo
+    process group of world size 1 and 2 (torch.multiprocessing, FileStore),
+    state_dict() saved by each rank with torch.save; and an HSDP model
+    (Replicate, Shard over a 2x1 mesh). Rank 0's and rank 1's files of the
+    world-2 run are kept: their shards differ (6 rows split 3+3, 3 rows 2+1)."""
+    import tempfile
+    import torch.multiprocessing as mp
+    with tempfile.TemporaryDirectory() as tmp:
+        for world in (1, 2):
+            mp.spawn(_fsdp2_rank, args=(world, f"{tmp}/store{world}", tmp), nprocs=world)
+        for name in ("torch2_fsdp2_w1_rank0.pt", "torch2_fsdp2_w2_rank0.pt", "torch2_fsdp2_w2_rank1.pt",
+                     "torch2_hsdp_w2_rank0.pt"):
+            shutil.copy(f"{tmp}/{name}", FIX / name)
+            expect_from_torch(FIX / name, torch_version=torch.__version__)
+
+
 def check_sizes():
     total = 0
     for p in FIX.rglob("*"):
@@ -1625,6 +1907,9 @@ def main():
         gen_torch2()
         gen_torch2_modules()
         gen_torch2_wrapper()
+        gen_torch2_sparse()
+        gen_torch2_fsdp2()
+        gen_torch2_nested()
         print(f"torch {torch.__version__} fixtures written to {FIX} ({check_sizes()} bytes)")
         return
     check_zip_writer()
@@ -1648,6 +1933,9 @@ def main():
     gen_values()
     gen_quant_packed()
     gen_old_formats()
+    gen_old_tensor_class()
+    gen_quantized_models()
+    gen_torchscript()
     gen_zip_variants()
     gen_v21()
     gen_bigendian()

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Builds (once) and mounts a Debian trixie chroot with torch 2.x, numpy and
-# safetensors (Debian packages; no PyPI), for scripts/torch2-python: the
+# Builds (once) and mounts a Debian trixie chroot with torch 2.x, numpy,
+# torchvision and safetensors (Debian packages; no PyPI), for scripts/torch2-python: the
 # interop tests then check ckpt against torch 2.x and the safetensors
 # library too (Debian bookworm, the CI machine's own system, has torch 1.13
 # and no safetensors). Needs root, network access to deb.debian.org, and
@@ -53,7 +53,7 @@ if ! chroot "$root" /usr/bin/python3 -c 'import torch, numpy, safetensors' >/dev
 		exit 1
 	fi
 	rm -rf "$root"
-	debootstrap --variant=minbase --include=python3-torch,python3-numpy,python3-safetensors \
+	debootstrap --variant=minbase --include=python3-torch,python3-numpy,python3-safetensors,python3-torchvision \
 		trixie "$root" http://deb.debian.org/debian >"$root.log" 2>&1 || {
 		tail -20 "$root.log"
 		exit 1

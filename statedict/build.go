@@ -29,6 +29,7 @@ type builder struct {
 	maxBytes  int64
 	onPath    map[any]bool // containers on the current path (cycle guard)
 	storages  map[*Storage]bool
+	script    map[string]*scriptClass // a TorchScript archive's class declarations
 }
 
 // newBuilder makes the builder for the object tree of a pickle of
@@ -121,6 +122,11 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 		return b.walk(x.State, name, true)
 	case *pickle.Foreign:
 		b.ck.Foreign = append(b.ck.Foreign, Object{Name: name, Type: x.Module + "." + x.Name, Value: x})
+		if cls := b.script[x.Module+"."+x.Name]; cls != nil {
+			if st, ok := x.State.(*pickle.Dict); ok {
+				return b.walkScriptModule(x, cls, st, name)
+			}
+		}
 		if st, ok := moduleState(x); ok {
 			return b.walkModule(x, st, name)
 		}
@@ -243,6 +249,9 @@ func TypeName(v any) string {
 }
 
 func (b *builder) addTensor(pt *pickle.Tensor, name string) (err error) {
+	if local, d, ok := dtensorOf(pt); ok {
+		return b.addDTensor(pt, local, d, name)
+	}
 	t, err := b.makeTensor(pt, name)
 	if err != nil {
 		return err
@@ -262,8 +271,8 @@ func (b *builder) addTensor(pt *pickle.Tensor, name string) (err error) {
 		return nil
 	}
 	var g *sparseGroup
-	if t.Layout != Nested {
-		g = &sparseGroup{name: name, layout: t.Layout, shape: pt.Shape, parts: map[string]*Tensor{}}
+	if t.Layout != Nested && t.Layout != Jagged {
+		g = &sparseGroup{name: name, layout: t.Layout, shape: pt.Shape, coalesced: pt.Coalesced, parts: map[string]*Tensor{}}
 	}
 	for _, c := range pt.Components {
 		ct, err := b.makeTensor(c.Tensor, join(name, c.Name))
@@ -275,8 +284,8 @@ func (b *builder) addTensor(pt *pickle.Tensor, name string) (err error) {
 		ct.RequiresGrad = t.RequiresGrad
 		ct.Parameter = t.Parameter
 		if g != nil {
-			ct.sparse = g
 			g.parts[c.Name] = ct
+			ct.Storage.addSparse(g)
 		}
 		b.ck.Tensors = append(b.ck.Tensors, ct)
 		b.addStorage(ct.Storage)

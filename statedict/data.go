@@ -20,6 +20,9 @@ func (s *Storage) Open() (io.ReadCloser, error) {
 	if s.src == nil {
 		return nil, ErrNoData
 	}
+	if err := s.checkSparse(); err != nil {
+		return nil, err
+	}
 	return s.src.open(0, s.NBytes)
 }
 
@@ -36,10 +39,14 @@ func (s *Storage) OpenLittleEndian() (io.ReadCloser, error) {
 
 // ReaderAt gives random access to the storage's bytes in file order.
 // Uncompressed records are read in place; a deflated zip record is first
-// decompressed to an unlinked temporary file.
+// decompressed to an unlinked temporary file. Like Open, it refuses the
+// storage of a sparse tensor whose invariants do not hold (ErrInvalidSparse).
 func (s *Storage) ReaderAt() (io.ReaderAt, error) {
 	if s.src == nil {
 		return nil, ErrNoData
+	}
+	if err := s.checkSparse(); err != nil {
+		return nil, err
 	}
 	return s.src.readerAt()
 }
@@ -82,25 +89,24 @@ func (t *Tensor) Raw() (*io.SectionReader, error) {
 // Open returns the tensor's logical elements in C order, little-endian:
 // exactly NBytes() bytes, whatever the offset, strides and byte order of the
 // storage. This is what torch would hold after tensor.contiguous().
-// Reading a component of a sparse tensor first checks the sparse tensor's
-// invariants (indices in range, compressed indices from 0 to the number of
-// entries), as torch.load does: ErrInvalidSparse when they do not hold.
+// Reading a storage that holds a component of a sparse tensor first checks
+// the sparse tensor's invariants (indices in range, compressed indices from
+// 0 to the number of entries, ...), as torch.load does: ErrInvalidSparse
+// when they do not hold. Storage.Open and Storage.ReaderAt check the same.
 func (t *Tensor) Open() (io.ReadCloser, error) {
-	if t.sparse != nil {
-		if err := t.sparse.validate(); err != nil {
-			e := &Error{Tensor: t.Name, Err: err}
-			if t.Storage != nil {
-				e.File, e.Record = t.Storage.File, t.Storage.Record
-			}
-			return nil, e
-		}
+	if t.Storage == nil {
+		return nil, &Error{Tensor: t.Name, Err: ErrNoData}
+	}
+	if err := t.Storage.checkSparse(); err != nil {
+		return nil, err
 	}
 	return t.openData()
 }
 
-// openData is Open without the sparse invariant check.
+// openData is Open without the sparse invariant check: only the check
+// itself reads through it.
 func (t *Tensor) openData() (io.ReadCloser, error) {
-	if t.Storage == nil {
+	if t.Storage == nil || t.Storage.src == nil {
 		return nil, &Error{Tensor: t.Name, Err: ErrNoData}
 	}
 	swap := 0
@@ -118,7 +124,7 @@ func (t *Tensor) openData() (io.ReadCloser, error) {
 		}
 		return buffered(&swapReader{rc: rc, unit: swap}), nil
 	}
-	ra, err := t.Storage.ReaderAt()
+	ra, err := t.Storage.src.readerAt()
 	if err != nil {
 		return nil, &Error{File: t.Storage.File, Record: t.Storage.Record, Tensor: t.Name, Err: err}
 	}

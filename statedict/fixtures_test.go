@@ -55,6 +55,10 @@ type expectedTensor struct {
 	StorageKey    string         `json:"storage_key"`
 	StorageNBytes int64          `json:"storage_nbytes"`
 	Stats         *expectedStats `json:"stats"`
+	// DTensor is what torch reports of a DTensor (global shape, strides,
+	// repr of the placements, mesh shape, device type, coordinate); the
+	// tensor itself is the local shard.
+	DTensor *statedict.DTensor `json:"dtensor"`
 }
 
 type expectedStats struct {
@@ -191,6 +195,9 @@ func checkCheckpoint(t *testing.T, ck *statedict.Checkpoint, want expected) {
 func checkTensor(t *testing.T, g *statedict.Tensor, w expectedTensor) {
 	t.Helper()
 	errorf := func(format string, a ...any) { t.Errorf("%s: %s", w.Name, fmt.Sprintf(format, a...)) }
+	if gd, wd := fmt.Sprintf("%+v", g.DTensor), fmt.Sprintf("%+v", w.DTensor); gd != wd {
+		errorf("DTensor %s, torch reports %s", gd, wd)
+	}
 	if g.DType.String() != w.DType {
 		errorf("dtype %s, want %s", g.DType, w.DType)
 	}
@@ -335,7 +342,9 @@ func TestBadFixtures(t *testing.T) {
 
 // checkSparseData: a sparse tensor whose invariants do not hold opens (its
 // metadata is fine), dense tensors beside it read, and reading any of its
-// components fails with ErrInvalidSparse naming it, as torch.load refuses it.
+// components fails with ErrInvalidSparse naming it, as torch.load refuses
+// it, on every way into the data: Tensor.Open (and ComputeStats through
+// it), Tensor.Raw, Storage.Open, Storage.OpenLittleEndian, Storage.ReaderAt.
 func checkSparseData(t *testing.T, path, name string) {
 	ck, err := statedict.Open(path)
 	if err != nil {
@@ -345,16 +354,25 @@ func checkSparseData(t *testing.T, path, name string) {
 	parts := 0
 	for _, tt := range ck.Tensors {
 		_, err := statedict.ComputeStats(context.Background(), tt, nil)
+		_, rawErr := tt.Raw()
+		_, openErr := tt.Storage.Open()
+		_, leErr := tt.Storage.OpenLittleEndian()
+		_, raErr := tt.Storage.ReaderAt()
 		if tt.Component == "" {
-			if err != nil {
+			if err := errors.Join(err, rawErr, openErr, leErr, raErr); err != nil {
 				t.Errorf("%s: %v", tt.Name, err)
 			}
 			continue
 		}
 		parts++
-		var se *statedict.Error
-		if !errors.Is(err, statedict.ErrInvalidSparse) || !errors.As(err, &se) || !strings.Contains(err.Error(), name) {
-			t.Errorf("%s: error %v, want ErrInvalidSparse naming %s", tt.Name, err, name)
+		for i, err := range []error{err, rawErr, openErr, leErr, raErr} {
+			var se *statedict.Error
+			if !errors.Is(err, statedict.ErrInvalidSparse) || !errors.As(err, &se) || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s: path %d: error %v, want ErrInvalidSparse naming %s", tt.Name, i, err, name)
+			}
+		}
+		if parts == 1 {
+			t.Log(err)
 		}
 	}
 	if parts == 0 {

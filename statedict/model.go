@@ -28,7 +28,8 @@ const (
 	SparseCSC Layout = "sparse_csc"
 	SparseBSR Layout = "sparse_bsr"
 	SparseBSC Layout = "sparse_bsc"
-	Nested    Layout = "nested" // nested (jagged) tensors: metadata only
+	Nested    Layout = "nested" // strided nested tensors (buffer, sizes, strides, storage_offsets)
+	Jagged    Layout = "jagged" // jagged nested tensors, torch.jagged (values, offsets[, lengths])
 )
 
 // Storage is one contiguous run of bytes in the checkpoint that one or more
@@ -49,7 +50,8 @@ type Storage struct {
 	CRC32  uint32
 	HasCRC bool
 
-	src storageSource
+	src    storageSource
+	sparse []*sparseGroup // sparse tensors with a component here, checked before any read
 }
 
 // PieceReaderAt is an io.ReaderAt that can tell its caller about each
@@ -103,8 +105,14 @@ type Tensor struct {
 	Subclass string
 	// Meta is true for tensors saved without data (device "meta").
 	Meta bool
-
-	sparse *sparseGroup // the sparse tensor a component belongs to; nil otherwise
+	// Attribute is true for a TorchScript module's plain tensor attribute
+	// (self.table = torch.tensor(...)): saved in the archive but not a
+	// parameter or buffer, so not in ScriptModule.state_dict().
+	Attribute bool
+	// DTensor is set on the local shard of a torch.distributed DTensor
+	// (FSDP2, tensor parallelism): the global shape, placements and mesh.
+	// Shape, Strides and the data are the local shard's.
+	DTensor *DTensor
 }
 
 // Quantization holds the quantizer of a quantized tensor.

@@ -66,6 +66,9 @@ func (b *builder) walkModule(f *pickle.Foreign, state *pickle.Dict, name string)
 			}
 		}
 	}
+	if err := b.walkPackedParams(state, name); err != nil {
+		return err
+	}
 	for i, e := range get("_modules").Entries {
 		if e.Value == nil {
 			continue
@@ -78,6 +81,12 @@ func (b *builder) walkModule(f *pickle.Foreign, state *pickle.Dict, name string)
 		if f, ok := e.Value.(*pickle.Foreign); ok {
 			if st, ok := moduleState(f); ok {
 				if err := b.walkModule(f, st, sub); err != nil {
+					return err
+				}
+				continue
+			}
+			if w, bias, ok := quantizedConv(f); ok {
+				if err := b.walkQuantizedConv(f, w, bias, sub); err != nil {
 					return err
 				}
 				continue

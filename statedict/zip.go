@@ -46,7 +46,7 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 	}
 	ck := &Checkpoint{Format: FormatTorchZip, ByteOrder: "little"}
 	if _, ok := files["constants.pkl"]; ok {
-		ck.Warnings = append(ck.Warnings, "this is a TorchScript archive (torch.jit.save): only its data.pkl tensors are read, not its code")
+		ck.Warnings = append(ck.Warnings, "this is a TorchScript archive (torch.jit.save): only its data.pkl tensors are read, not its code; tensors that are plain attributes (not parameters or buffers) are flagged attr")
 	}
 	small := func(name string) (string, bool, error) {
 		f, ok := files[name]
@@ -151,7 +151,11 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		return nil, err
 	}
 	guard.seed(spans)
-	if err := newBuilder(ck, pklName, cfg, int64(len(data))).walk(root, "", false); err != nil {
+	bld := newBuilder(ck, pklName, cfg, int64(len(data)))
+	if _, ok := files["constants.pkl"]; ok {
+		bld.script = readScriptClasses(files, size)
+	}
+	if err := bld.walk(root, "", false); err != nil {
 		return nil, err
 	}
 	if n := countUnused(files, used); n > 0 {

@@ -34,6 +34,7 @@ type convertOptions struct {
 	Compress    string
 	Force       bool
 	DropFloats  bool
+	Attributes  bool // --attributes
 	JSON        bool
 	TP          int    // --tensor-parallel
 	Split       string // --split
@@ -117,6 +118,7 @@ directory and sharded outputs).`,
 	f.StringVar(&opts.Compress, "compress", "", "compress the output: zstd")
 	f.BoolVar(&opts.Force, "force", false, "replace an existing OUT")
 	f.BoolVar(&opts.DropFloats, "drop-floats", false, "pth: leave out floats (and bytes, sets, complex, torch.device) so torch 1.13's weights_only=True loader reads OUT")
+	f.BoolVar(&opts.Attributes, "attributes", false, "TorchScript input: also write plain tensor attributes (not parameters or buffers; inspect flags them attr)")
 	f.BoolVar(&opts.JSON, "json", false, "print the summary as one JSON object (schema in docs/cli-json.md)")
 	f.IntVar(&opts.TP, "tensor-parallel", 0, "write W per-rank files rank-0000R-of-0000W.safetensors into the directory OUT (see --split)")
 	f.StringVar(&opts.Split, "split", "", splitHelp)
@@ -177,7 +179,7 @@ func (o *convertOptions) options() ([]convert.Option, error) {
 		out = append(out, convert.WithDType(d))
 	}
 	out = append(out, convert.WithStripPrefix(o.Strip...), convert.WithOnly(o.Only...), convert.WithForce(o.Force),
-		convert.WithDropFloats(o.DropFloats))
+		convert.WithDropFloats(o.DropFloats), convert.WithAttributes(o.Attributes))
 	for _, r := range o.Rename {
 		rn, err := convert.ParseRename(r)
 		if err != nil {

@@ -95,6 +95,12 @@ type inspectTensor struct {
 	Quant         map[string]any `json:"quantization,omitempty"`
 	Chunks        []inspectChunk `json:"chunks,omitempty"`  // DCP: the chunks the tensor is assembled from
 	Problem       string         `json:"problem,omitempty"` // DCP: why the tensor cannot be read
+
+	// DTensor: a DTensor's local shard (global shape, placements, mesh);
+	// Attribute: a TorchScript module's plain tensor attribute, not in
+	// state_dict().
+	DTensor   *statedict.DTensor `json:"dtensor,omitempty"`
+	Attribute bool               `json:"attribute,omitempty"`
 }
 
 type inspectStore struct {
@@ -209,7 +215,7 @@ func buildInspectReport(ck *statedict.Checkpoint, opts *inspectOptions) *inspect
 			Name: t.Name, DType: t.DType.String(), Shape: nonNil(t.Shape), Strides: nonNil(t.Strides), StorageOffset: t.Offset,
 			Device: t.Device, NBytes: t.NBytes(), Layout: string(t.Layout), RequiresGrad: t.RequiresGrad, Parameter: t.Parameter,
 			View: t.IsView(), Contiguous: t.IsContiguous(), Stray: stray[t.Name], Quantized: t.Quant != nil, Meta: t.Meta,
-			Subclass: t.Subclass,
+			Subclass: t.Subclass, DTensor: t.DTensor, Attribute: t.Attribute,
 		}
 		if t.Storage != nil {
 			it.Shared = shared[t.Storage]
@@ -453,7 +459,11 @@ func tensorFlags(t inspectTensor) string {
 	add(t.Layout != "strided", t.Layout)
 	add(t.Quantized, "quantized")
 	add(t.Meta, "meta")
-	add(t.Subclass != "", t.Subclass)
+	add(t.Attribute, "attr")
+	add(t.Subclass != "" && t.DTensor == nil, t.Subclass)
+	if d := t.DTensor; d != nil {
+		f = append(f, fmt.Sprintf("DTensor %v %s", d.Shape, strings.Join(d.Placements, " ")))
+	}
 	f = append(f, chunkFlags(t)...)
 	return strings.Join(f, ",")
 }

@@ -5,6 +5,8 @@
   interop.py check DIR       compare DIR/orig.pt with DIR/back.pt in torch; check
                              DIR/out.safetensors with json + numpy only
   interop.py cast DIR        compare DIR/cast_bf16.pt and DIR/cast_f16.pt with torch's .to()
+  interop.py flat REF PTH ST  ckpt's .pth and safetensors outputs of REF hold the tensors
+                             torch.load gives for REF (weights_only; independent reader)
   interop.py cpuload FILE REF  torch.load(FILE, weights_only=True), no map_location; equal to REF
   interop.py newdtypes REF FILE...  each FILE (ckpt's .pt output) loads with weights_only=True,
                              warnings as errors, equal to REF (float8, uint16-64: torch 2.x)
@@ -230,6 +232,21 @@ def stlib(d, *files):
         if not same(got[name], want.detach().contiguous()):
             fail(f"{k}: safetensors library read {got[name]!r}, want {want!r}")
 
+def flat(ref, pth, st):
+    """ckpt's .pth (torch.load with weights_only) and safetensors (the
+    independent reader) outputs of REF hold the tensors torch.load gives
+    for REF, by name (a flat dict of tensors)."""
+    orig = torch.load(ref, map_location="cpu", weights_only=False)
+    # A DTensor whose local shard is the whole tensor is written as that shard.
+    want = {k: (v.to_local() if hasattr(v, "to_local") else v).detach() for k, v in orig.items()}
+    got = load_ours(pth, weights_only=True)
+    if sorted(got) != sorted(want):
+        fail(f"{pth}: names {sorted(got)} != {sorted(want)}")
+    for k, w in want.items():
+        if not same(got[k].detach(), w) or got[k].requires_grad != orig[k].requires_grad:
+            fail(f"{pth} {k}: {got[k]!r}, want {w!r}")
+    check_safetensors(st, want)
+
 def newdtypes(ref, *files):
     want = torch.load(ref, map_location="cpu", weights_only=False)
     for path in files:
@@ -247,5 +264,5 @@ def newdtypes(ref, *files):
 if __name__ == "__main__":
     cmd = sys.argv[1]
     {"make": make, "check": check, "cast": cast, "cpuload": cpuload, "stlib": stlib, "newdtypes": newdtypes,
-     "storages": storages, "names": names}[cmd](*sys.argv[2:])
+     "storages": storages, "names": names, "flat": flat}[cmd](*sys.argv[2:])
     print("ok")
