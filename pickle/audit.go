@@ -1,6 +1,7 @@
 package pickle
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -82,6 +83,11 @@ var scanUnsafe = []string{
 	"idlelib", "lib2to3", "pydoc", "ensurepip", "uuid._get_command_stdout", "ctypes", "cffi",
 	"IPython", "jinja2", "yaml", "joblib", "torch.utils.data.datapipes", "pandas.io", "keras", "tensorflow",
 	"zipfile", "tarfile", "tty", "termios",
+	// Loaders nested in a load: each unpickles (or executes) other data
+	// with no allowlist of its own.
+	"torch.storage._load_from_bytes", "torch.utils.model_zoo", "torch.multiprocessing.reductions",
+	"torch.distributed.checkpoint", "numpy.lib.format",
+	"pandas.read_pickle", "torch.utils.checkpoint",
 }
 
 // dataFuncs are callables ckpt implements that torch's weights_only
@@ -95,9 +101,55 @@ var dataFuncs = map[string]bool{
 
 // Classify returns the verdict on module.name and why. It looks only at
 // the name: it never imports anything.
+//
+// A dotted name (protocol 4 and later look names up attribute by
+// attribute: module "torch.serialization" with name "os.system" is
+// os.system, reached through the os module torch.serialization imports) is
+// judged by everything it can resolve to: unsafe when any tail of the path
+// names an unsafe global or when it walks a dunder attribute (__globals__,
+// __class__, ...), which reaches arbitrary objects; at best unknown
+// otherwise, since what an attribute of a module is cannot be known
+// without importing it.
 func Classify(module, name string) (Verdict, string) {
+	if strings.Contains(name, ".") {
+		return classifyDotted(normalizeModule(module), name)
+	}
+	return classifyName(module, name)
+}
+
+// classifyDotted judges module + dotted name; see Classify.
+func classifyDotted(mod, name string) (Verdict, string) {
+	parts := strings.Split(name, ".")
+	for _, p := range parts {
+		if p == "" || strings.HasPrefix(p, "__") {
+			return VerdictUnsafe, "dotted name walks attribute " + strconvQuote(p) + " of " + mod + ", which reaches arbitrary objects"
+		}
+	}
+	if v, why := classifyName(mod, name); v == VerdictUnsafe {
+		return v, why
+	}
+	// Every tail of the path as a global of its own: a module's
+	// attribute may be another module it imports (torch.serialization.os).
+	for k := 0; k < len(parts)-1; k++ {
+		m, n := strings.Join(parts[k:len(parts)-1], "."), parts[len(parts)-1]
+		if v, why := classifyName(m, n); v == VerdictUnsafe {
+			return v, "dotted name resolved through " + mod + " reaches " + m + "." + n + ": " + why
+		}
+	}
+	return VerdictUnknown, "dotted name resolved attribute by attribute through " + mod + ": on no list"
+}
+
+func strconvQuote(s string) string { return strconv.Quote(s) }
+
+// classifyName judges module.name with a plain (undotted) name.
+func classifyName(module, name string) (Verdict, string) {
 	mod := normalizeModule(module)
 	full := mod + "." + name
+	if mod == "torch.serialization" && funcs[full] == nil {
+		// Everything in torch.serialization but the layout helper the
+		// weights_only loader allows opens or unpickles other data.
+		return VerdictUnsafe, "can load other files or pickles (torch.serialization)"
+	}
 	if isUnsafe(mod, name) {
 		return VerdictUnsafe, "can run code or touch the system (" + mod + ")"
 	}

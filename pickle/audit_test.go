@@ -38,6 +38,21 @@ var bypasses = []struct {
 	{"operator.attrgetter", "\x80\x02c_operator\nattrgetter\nX\x06\x00\x00\x00system\x85R.", []string{"_operator.attrgetter"}, VerdictUnsafe},
 	{"unknown class", "\x80\x02cmymodule\nEvil\n)\x81.", []string{"mymodule.Evil"}, VerdictUnknown},
 	{"torch inductor", "\x80\x02ctorch._inductor.codecache\ncompile_file\n)R.", []string{"torch._inductor.codecache.compile_file"}, VerdictUnsafe},
+	// Protocol 4 resolves dotted names attribute by attribute (issue 20 item 4).
+	{"dotted os.system through torch.serialization", "\x80\x04\x8c\x13torch.serialization\x8c\tos.system\x93\x8c\x04true\x85R.",
+		[]string{"torch.serialization.os.system"}, VerdictUnsafe},
+	{"dotted torch.load through torch._utils", "\x80\x04\x8c\x0ctorch._utils\x8c\ntorch.load\x93\x8c\x05x.pth\x85R.",
+		[]string{"torch._utils.torch.load"}, VerdictUnsafe},
+	{"dotted dunder walk through an allowed function", "\x80\x04\x8c\x0ctorch._utils\x8c\x1d_rebuild_tensor.__globals__.x\x93.",
+		[]string{"torch._utils._rebuild_tensor.__globals__.x"}, VerdictUnsafe},
+	{"dotted name through an allowed module, on no list", "\x80\x04\x8c\x0ctorch._utils\x8c\x0bfoo.Unknown\x93.",
+		[]string{"torch._utils.foo.Unknown"}, VerdictUnknown},
+	{"nested torch.load in torch.storage", "\x80\x02ctorch.storage\n_load_from_bytes\nC\x01x\x85R.",
+		[]string{"torch.storage._load_from_bytes"}, VerdictUnsafe},
+	{"torch.serialization._legacy_load", "\x80\x02ctorch.serialization\n_legacy_load\n)R.",
+		[]string{"torch.serialization._legacy_load"}, VerdictUnsafe},
+	{"torch.utils.model_zoo.load_url", "\x80\x02ctorch.utils.model_zoo\nload_url\nX\x01\x00\x00\x00u\x85R.",
+		[]string{"torch.utils.model_zoo.load_url"}, VerdictUnsafe},
 	{"after a failing REDUCE", "\x80\x02c__builtin__\nint\nX\x01\x00\x00\x00x\x85R0cos\nsystem\n.", []string{"__builtin__.int", "os.system"}, VerdictUnsafe},
 }
 
