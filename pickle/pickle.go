@@ -25,6 +25,10 @@ var (
 	// ErrLimit reports that the pickle exceeds one of the Limits. The
 	// concrete error is *LimitError, which names the limit and its value.
 	ErrLimit = errors.New("pickle: limit exceeded")
+	// ErrTruncated marks the ErrMalformed errors of a stream that ends
+	// before its pickle does (no STOP, an argument or line cut short):
+	// the same bytes with more after them might be a valid pickle.
+	ErrTruncated = errors.New("pickle: truncated")
 )
 
 // UnsafeError names a global that ckpt refuses to load because calling it
@@ -209,3 +213,15 @@ func vmMessage(msg string) string {
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
 }
+
+// truncated is malformed for a stream cut short: the error is both
+// ErrMalformed and ErrTruncated, and reads as a malformed one does.
+func truncated(format string, args ...any) error {
+	return truncatedError{malformed(format, args...)}
+}
+
+type truncatedError struct{ err error }
+
+func (e truncatedError) Error() string        { return e.err.Error() }
+func (e truncatedError) Unwrap() error        { return e.err }
+func (e truncatedError) Is(target error) bool { return target == ErrTruncated }

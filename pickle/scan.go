@@ -314,7 +314,7 @@ func (s *scanner) run(target int) (int, error) {
 	for {
 		start := s.pos
 		if start >= len(s.data) {
-			return -1, &OpError{Offset: int64(start), Op: "EOF", Err: malformed("pickle ends without STOP")}
+			return -1, &OpError{Offset: int64(start), Op: "EOF", Err: truncated("pickle ends without STOP")}
 		}
 		op := s.data[start]
 		info := opTable[op]
@@ -373,7 +373,7 @@ func (s *scanner) readArg(k argKind) (arg, error) {
 			n = 8
 		}
 		if len(s.data)-s.pos < n {
-			return a, malformed("truncated argument")
+			return a, truncated("truncated argument")
 		}
 		b := s.data[s.pos : s.pos+n]
 		s.pos += n
@@ -406,13 +406,13 @@ func (s *scanner) readArg(k argKind) (arg, error) {
 	switch k {
 	case argBytes1:
 		if len(s.data)-s.pos < 1 {
-			return a, malformed("truncated length")
+			return a, truncated("truncated length")
 		}
 		size = uint64(s.data[s.pos])
 		s.pos++
 	case argBytes4, argBytes4s:
 		if len(s.data)-s.pos < 4 {
-			return a, malformed("truncated length")
+			return a, truncated("truncated length")
 		}
 		v := binary.LittleEndian.Uint32(s.data[s.pos:])
 		if k == argBytes4s && int32(v) < 0 {
@@ -422,13 +422,13 @@ func (s *scanner) readArg(k argKind) (arg, error) {
 		s.pos += 4
 	case argBytes8:
 		if len(s.data)-s.pos < 8 {
-			return a, malformed("truncated length")
+			return a, truncated("truncated length")
 		}
 		size = binary.LittleEndian.Uint64(s.data[s.pos:])
 		s.pos += 8
 	}
 	if size > uint64(len(s.data)-s.pos) {
-		return a, malformed("length %d exceeds the %d bytes left", size, len(s.data)-s.pos)
+		return a, truncated("length %d exceeds the %d bytes left", size, len(s.data)-s.pos)
 	}
 	a.n = size
 	a.data = s.data[s.pos : s.pos+int(size)]
@@ -439,7 +439,7 @@ func (s *scanner) readArg(k argKind) (arg, error) {
 func (s *scanner) line() ([]byte, error) {
 	i := bytes.IndexByte(s.data[s.pos:], '\n')
 	if i < 0 {
-		return nil, malformed("unterminated line")
+		return nil, truncated("unterminated line")
 	}
 	l := s.data[s.pos : s.pos+i]
 	s.pos += i + 1
@@ -836,7 +836,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		}
 	case 0x95:
 		if a.n > uint64(len(s.data)-s.pos) {
-			return false, malformed("frame of %d bytes exceeds the %d bytes left", a.n, len(s.data)-s.pos)
+			return false, truncated("frame of %d bytes exceeds the %d bytes left", a.n, len(s.data)-s.pos)
 		}
 		return false, nil // frames only group opcodes; gopickle need not see them
 	case 0x98:

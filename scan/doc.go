@@ -7,6 +7,20 @@
 // offset) and a verdict from pickle.Classify: allowed, data, unsafe or
 // unknown.
 //
+// Which containers a file is and which records are pickles is decided by
+// statedict.Routes, statedict.IsPickleRecord and statedict.ZipRecordKey,
+// the one description of torch's loader paths that statedict.Open reads
+// by too, so a scan never sees less than a loader. A file is scanned along
+// every route it can be taken along, not only the first: a safetensors
+// file (or a tar, or a gzip) whose first bytes are also a pickle is
+// scanned as that pickle too, since torch.load's legacy path unpickles
+// from offset 0 whatever it takes for no zip and no tar; zip records are
+// found as torch finds them (data.PKL is data.pkl); a zip found by its end
+// record, or holding one member, is scanned as torch.hub would load it;
+// and each torch.save item of a DCP data file (__R_N.distcp) is scanned on
+// its own, at the ranges its .metadata lists and wherever a zip ends in it.
+// A path that is not a regular file (a FIFO, a device) is refused at once.
+//
 // Globals are found statically (pickle.Globals): STACK_GLOBAL operands are
 // traced through the stack and the memo, so hiding a name behind memoized
 // strings does not hide it, and a name computed at load time is reported

@@ -46,6 +46,7 @@ type Problem struct {
 // Report is the result of a scan.
 type Report struct {
 	Files    int       `json:"files"`   // files scanned
+	Skipped  int       `json:"skipped"` // files in directories that no loader would take a pickle from (their first bytes are no pickle opcode sequence with a global)
 	Pickles  int       `json:"pickles"` // pickles scanned
 	Findings []Finding `json:"findings"`
 	Problems []Problem `json:"problems"`
@@ -130,7 +131,9 @@ func Paths(ctx context.Context, paths []string, opts ...Option) (*Report, error)
 			return s.rep, err // a path named explicitly that does not exist: the caller's mistake
 		}
 		if !fi.IsDir() {
-			s.file(p, true)
+			if err := s.file(p, true); err != nil {
+				return s.rep, err // a FIFO, device or socket named explicitly: unreadable input
+			}
 			continue
 		}
 		var files []string
@@ -151,7 +154,9 @@ func Paths(ctx context.Context, paths []string, opts ...Option) (*Report, error)
 			if err := ctx.Err(); err != nil {
 				return s.rep, err
 			}
-			s.file(f, false)
+			if err := s.file(f, false); err != nil {
+				s.problem(f, "", err)
+			}
 		}
 	}
 	return s.rep, ctx.Err()
@@ -174,26 +179,34 @@ func (s *scanner) problem(file, record string, err error) {
 // errNotCheckpoint marks content that is neither a container nor a pickle.
 var errNotCheckpoint = errors.New("neither a checkpoint container nor a pickle")
 
-func (s *scanner) file(path string, explicit bool) {
-	f, err := os.Open(path)
+// file scans the file at path. It returns an error only for a path that
+// is no regular file (a FIFO would block the scan; a device never ends).
+func (s *scanner) file(path string, explicit bool) error {
+	f, fi, err := statedict.OpenRegular(path)
 	if err != nil {
+		if errors.Is(err, statedict.ErrNotRegular) {
+			return err
+		}
+		s.rep.Files++
 		s.problem(path, "", err)
-		return
+		return nil
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		s.problem(path, "", err)
-		return
+	if strings.HasSuffix(path, ".distcp") {
+		s.rep.Files++
+		s.distcp(f, fi.Size(), path)
+		return nil
 	}
 	err = s.content(f, fi.Size(), path, "", 0, explicit)
 	if errors.Is(err, errNotCheckpoint) && !explicit {
-		return // a README, a config.json, a safetensors file: no pickle in it
+		s.rep.Skipped++
+		return nil // a README, a config.json: no pickle in it, and no torch loader can run anything from it
 	}
 	s.rep.Files++
 	if err != nil {
 		s.problem(path, "", err)
 	}
+	return nil
 }
 
 func join(record, sub string) string {
@@ -214,21 +227,74 @@ func (s *scanner) content(r io.ReaderAt, size int64, file, record string, depth 
 	head := make([]byte, 512)
 	n, _ := r.ReadAt(head, 0)
 	head = head[:n]
-	switch {
-	case size == 0:
-		return errNotCheckpoint
-	case bytes.HasPrefix(head, []byte("PK\x03\x04")), bytes.HasPrefix(head, []byte("PK\x05\x06")):
-		return s.zip(r, size, file, record, depth)
-	case len(head) >= 262 && bytes.Equal(head[257:262], []byte("ustar")):
-		return s.tar(r, size, file, record)
-	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}), bytes.HasPrefix(head, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		return s.compressed(r, size, head, file, record, depth)
-	case looksLikeSafetensors(head, size):
+	routes := statedict.Routes(head, size)
+	if len(routes) == 0 {
 		return errNotCheckpoint
 	}
-	// Anything else torch.load would hand to its legacy loader, whose
-	// first step is unpickling: scan it as a pickle stream.
-	return s.stream(r, 0, size, file, record, explicit)
+	// Every route a loader can take the file along: the first is the one
+	// torch (or ckpt) takes, and its errors are the file's; the others
+	// are polyglot readings, which count where they find a global.
+	var first error
+	for i, rt := range routes {
+		var err error
+		switch rt {
+		case statedict.RouteZip:
+			err = s.zip(r, size, file, record, depth)
+		case statedict.RouteTar:
+			err = s.tar(r, size, file, record)
+		case statedict.RouteCompressed:
+			err = s.compressed(r, size, head, file, record, depth)
+		case statedict.RouteSafetensors:
+			// No pickle: the file is scanned, and clean unless the pickle
+			// route below finds a global in its first bytes.
+		case statedict.RoutePickle:
+			if i == 0 {
+				// Anything else torch.load would hand to its legacy
+				// loader, whose first step is unpickling.
+				err = s.stream(r, 0, size, file, record, explicit)
+			} else {
+				s.alsoPickle(r, size, file, record)
+			}
+		}
+		if i == 0 {
+			first = err
+		}
+	}
+	if routes[0] != statedict.RouteZip && s.hubZip(r, size, file, record, depth) && errors.Is(first, errNotCheckpoint) {
+		return nil // not a pickle, but a zip torch.hub would open
+	}
+	return first
+}
+
+// alsoPickle scans the file as the pickle stream torch's legacy loader
+// would read when the file is taken for something else (a safetensors
+// header, a tar whose header Python might refuse, a gzip ckpt unwraps but
+// torch does not): a global it finds is a finding, a pickle error that
+// finds none is what torch would stop at before running anything.
+func (s *scanner) alsoPickle(r io.ReaderAt, size int64, file, record string) {
+	sub := &scanner{ctx: s.ctx, cfg: s.cfg, rep: &Report{}}
+	_ = sub.stream(r, 0, size, file, join(record, "as a pickle"), true)
+	if len(sub.rep.Findings) > 0 {
+		s.rep.Findings = append(s.rep.Findings, sub.rep.Findings...)
+		s.rep.Pickles += sub.rep.Pickles
+	}
+}
+
+// hubZip scans a zip found by its end record in a file that does not
+// start as one: torch.hub.load_state_dict_from_url takes any file Python's
+// zipfile opens (which looks for the end record, not the start) and, when
+// it holds one member, torch.loads that member.
+// It reports whether it found such a zip.
+func (s *scanner) hubZip(r io.ReaderAt, size int64, file, record string, depth int) bool {
+	zr, err := zip.NewReader(r, size)
+	if err != nil || len(zr.File) == 0 {
+		return false
+	}
+	rec := join(record, "zip found by its end record")
+	if err := s.zip(r, size, file, rec, depth); err != nil {
+		s.problem(file, rec, err)
+	}
+	return true
 }
 
 // stream scans pickles back to back from off: one for a bare pickle (DCP
@@ -289,7 +355,7 @@ func (s *scanner) pickleAt(r io.ReaderAt, off, end int64) (int64, []pickle.Globa
 			s.rep.Pickles++
 			return int64(used), gs, nil
 		}
-		if !errors.Is(err, pickle.ErrMalformed) || window >= end-off {
+		if !errors.Is(err, pickle.ErrTruncated) || window >= end-off {
 			return 0, gs, err
 		}
 		if window >= s.cfg.maxPickle {
@@ -310,15 +376,23 @@ func (s *scanner) add(file, record string, gs []pickle.GlobalUse) {
 	}
 }
 
-// zip scans every .pkl record (torch's data.pkl, TorchScript's
-// constants.pkl) and every record that is itself an archive or a pickle
-// torch could be pointed at; tensor data records are not read beyond
+// zip scans every record a loader unpickles (statedict.IsPickleRecord:
+// data.pkl, constants.pkl, ... by torch's case-insensitive lookup), every
+// record that is itself an archive, and the one member of a one-member zip
+// (torch.hub torch.loads it); tensor data records are not read beyond
 // their first bytes.
 func (s *scanner) zip(r io.ReaderAt, size int64, file, record string, depth int) error {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return fmt.Errorf("zip: %w", err)
 	}
+	members := 0
+	for _, f := range zr.File {
+		if !strings.HasSuffix(f.Name, "/") {
+			members++
+		}
+	}
+	single := members == 1
 	for _, f := range zr.File {
 		if err := s.ctx.Err(); err != nil {
 			return err
@@ -327,6 +401,7 @@ func (s *scanner) zip(r io.ReaderAt, size int64, file, record string, depth int)
 			continue
 		}
 		rec := join(record, f.Name)
+		pkl := statedict.IsPickleRecord(f.Name)
 		var sub io.ReaderAt
 		n := int64(f.UncompressedSize64)
 		if f.Method == zip.Store {
@@ -337,7 +412,7 @@ func (s *scanner) zip(r io.ReaderAt, size int64, file, record string, depth int)
 			}
 			sub = io.NewSectionReader(r, off, n)
 		} else {
-			if n > s.cfg.maxPickle && !strings.HasSuffix(f.Name, ".pkl") {
+			if n > s.cfg.maxPickle && !pkl && !single {
 				continue // a large compressed data record: not a pickle torch reads
 			}
 			rc, err := f.Open()
@@ -356,7 +431,13 @@ func (s *scanner) zip(r io.ReaderAt, size int64, file, record string, depth int)
 		var head [4]byte
 		k, _ := sub.ReadAt(head[:], 0)
 		switch {
-		case strings.HasSuffix(f.Name, ".pkl"):
+		case single:
+			// torch.hub's legacy zip: one member, torch.loaded whatever
+			// its name, so scanned as a file of its own.
+			if err := s.content(sub, n, file, rec, depth+1, true); err != nil && !errors.Is(err, errNotCheckpoint) {
+				s.problem(file, rec, err)
+			}
+		case pkl:
 			if err := s.stream(sub, 0, n, file, rec, true); err != nil {
 				s.problem(file, rec, err)
 			}
@@ -554,16 +635,4 @@ func (s *scanner) compressed(r io.ReaderAt, size int64, head []byte, file, recor
 		return fmt.Errorf("%s: expands to more than %d bytes", kind, s.cfg.maxDecompress)
 	}
 	return s.content(f, n, file, join(record, kind), depth+1, true)
-}
-
-// looksLikeSafetensors: u64 header length that fits the file, then JSON.
-func looksLikeSafetensors(head []byte, size int64) bool {
-	if len(head) < 9 {
-		return false
-	}
-	n := binary.LittleEndian.Uint64(head)
-	if n == 0 || n > uint64(size-8) {
-		return false
-	}
-	return bytes.HasPrefix(bytes.TrimLeft(head[8:], " \t\r\n"), []byte("{"))
 }

@@ -189,6 +189,11 @@ func (c *config) open(name string) (io.ReaderAt, int64, io.Closer, error) {
 	return f, fi.Size(), f, nil
 }
 
+// OpenRegular opens path for reading if it is a regular file, as Open
+// does: a FIFO is refused without waiting for a writer, and so are
+// devices and sockets (ErrNotRegular). Package scan opens files this way.
+func OpenRegular(path string) (*os.File, os.FileInfo, error) { return openRegular(path) }
+
 // openRegular opens path for reading if it is a regular file. A FIFO is
 // opened without waiting for a writer (O_NONBLOCK, cleared again for a
 // regular file) and refused, as are devices and sockets: reading one
@@ -333,17 +338,18 @@ func newReader(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		return nil, err
 	}
 	head = head[:n]
-	switch {
-	case bytes.HasPrefix(head, zipMagic), bytes.HasPrefix(head, zipEmpty):
+	switch Routes(head, size)[0] {
+	case RouteZip:
 		return readZip(r, size, cfg)
-	case isLegacyMagic(head):
-		return readLegacy(r, size, cfg)
-	case len(head) >= 262 && bytes.Equal(head[257:262], []byte("ustar")):
+	case RouteTar:
 		return readTar(r, size, cfg)
-	case bytes.HasPrefix(head, gzipMagic), bytes.HasPrefix(head, zstdMagic):
+	case RouteCompressed:
 		return readCompressed(r, size, head, cfg)
-	case looksLikeSafetensors(head, size):
+	case RouteSafetensors:
 		return readSafetensors(r, size, cfg)
+	}
+	if isLegacyMagic(head) {
+		return readLegacy(r, size, cfg)
 	}
 	if len(head) >= 2 && head[0] == 0x80 && head[1] <= 5 {
 		return nil, fmt.Errorf("%w: a bare pickle without a torch container (not a torch.save file)", ErrFormat)

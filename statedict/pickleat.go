@@ -30,7 +30,7 @@ func pickleAt(r io.ReaderAt, off, end int64, what string, cfg *config, opts ...p
 		}
 		// A pickle cut by the window looks malformed; only the whole
 		// data (or the size limit) makes the error final.
-		if !errors.Is(err, pickle.ErrMalformed) || window >= end-off || window >= cfg.maxPickle {
+		if !errors.Is(err, pickle.ErrTruncated) || window >= end-off || window >= cfg.maxPickle {
 			return nil, 0, pickleError(what, err)
 		}
 		window = min(end-off, window*4, cfg.maxPickle)

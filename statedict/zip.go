@@ -37,9 +37,11 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 				return nil, err
 			}
 		}
-		if rest, ok := strings.CutPrefix(f.Name, prefix+"/"); ok {
+		// Names are compared as torch's zip reader compares them
+		// (ZipRecordKey): archive/DATA.PKL is data.pkl to torch.
+		if rest, ok := strings.CutPrefix(ZipRecordKey(f.Name), ZipRecordKey(prefix)+"/"); ok {
 			if _, dup := files[rest]; dup {
-				return nil, &Error{Record: f.Name, Err: fmt.Errorf("%w: duplicate zip entry: two records of one name, only one of which torch would read", ErrMalformed)}
+				return nil, &Error{Record: f.Name, Err: fmt.Errorf("%w: duplicate zip entry: two records of one name (torch compares names without regard to case), only one of which torch would read", ErrMalformed)}
 			}
 			files[rest] = f
 		}
@@ -73,8 +75,11 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		}
 		ck.ByteOrder = bo
 	}
-	pklName := prefix + "/data.pkl"
 	pf, ok := files["data.pkl"]
+	pklName := prefix + "/data.pkl"
+	if ok {
+		pklName = pf.Name
+	}
 	if !ok {
 		return nil, &Error{Record: pklName, Err: fmt.Errorf("%w: no data.pkl in the archive", ErrMissingRecord)}
 	}
@@ -101,11 +106,11 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 			return ref, nil
 		}
 		rec := "data/" + ref.Key
-		f, ok := files[rec]
+		f, ok := files[ZipRecordKey(rec)]
 		if !ok {
 			return nil, &Error{Record: prefix + "/" + rec, Err: fmt.Errorf("%w: storage %s is referenced by data.pkl but not in the archive", ErrMissingRecord, ref.Key)}
 		}
-		s, err := newStorage(ref, prefix+"/"+rec, int64(f.UncompressedSize64))
+		s, err := newStorage(ref, f.Name, int64(f.UncompressedSize64))
 		if err != nil {
 			return nil, err
 		}
@@ -175,10 +180,14 @@ func pickleError(record string, err error) error {
 }
 
 func countUnused(files map[string]*zip.File, used map[string]*Storage) int {
+	keys := make(map[string]bool, len(used))
+	for k := range used {
+		keys[ZipRecordKey(k)] = true
+	}
 	n := 0
 	for name := range files {
 		if key, ok := strings.CutPrefix(name, "data/"); ok && !strings.Contains(key, "/") {
-			if _, ok := used[key]; !ok {
+			if !keys[key] {
 				n++
 			}
 		}

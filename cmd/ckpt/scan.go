@@ -91,7 +91,7 @@ func printScan(s *streams, rep *scan.Report, all bool) {
 			fmt.Fprintln(tw, "\nVERDICT\tGLOBAL\tFILE\tRECORD\tOFFSET\tWHY")
 			shown = true
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", f.Verdict, f.Global, f.File, f.Record, f.Offset, f.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", f.Verdict, clean(f.Global), clean(f.File), clean(f.Record), f.Offset, clean(f.Reason))
 	}
 	tw.Flush()
 	if len(rep.Problems) > 0 {
@@ -101,7 +101,7 @@ func printScan(s *streams, rep *scan.Report, all bool) {
 			if p.Record != "" {
 				where += " (" + p.Record + ")"
 			}
-			fmt.Fprintf(s.Out, "  %s: %s\n", where, p.Error)
+			fmt.Fprintf(s.Out, "  %s: %s\n", clean(where), clean(p.Error))
 		}
 	}
 }

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"archive/zip"
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -70,5 +75,44 @@ func TestConvertDroppedRootName(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "conv1.weight") || strings.Contains(stdout, "_modules") ||
 		!strings.Contains(stdout, "(root)  mymodule.Net") {
 		t.Errorf("inspect of a whole model:\n%s", stdout)
+	}
+}
+
+// TestScanEscapesControlCharacters: record names come from the file; an
+// ESC sequence or a carriage return in one must not reach the terminal raw
+// (issue 20 item 6), in the findings table or in the problems list.
+func TestScanEscapesControlCharacters(t *testing.T) {
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for name, data := range map[string]string{
+		"archive/evil\x1b[2J\rOK.pkl":  "\x80\x02cos\nsystem\nX\x04\x00\x00\x00true\x85R.",
+		"archive/broken\x1b]0;t\a.pkl": "\x80\x02(",
+	} {
+		w, _ := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
+		w.Write([]byte(data))
+	}
+	zw.Close()
+	p := filepath.Join(t.TempDir(), "esc.pt")
+	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "scan", p)
+	if code != exitError || strings.ContainsAny(out+errs, "\x1b\r\a") ||
+		!strings.Contains(out, `evil\x1b[2J\rOK.pkl`) || !strings.Contains(out, `broken\x1b]0;t\a.pkl`) {
+		t.Errorf("exit %d, raw control characters or names missing:\n%q\n%q", code, out, errs)
+	}
+}
+
+// TestScanFIFO: a FIFO on the command line is refused at once, in one
+// line, exit 1, as inspect refuses it (a scan blocked in open, deaf to
+// SIGTERM, before).
+func TestScanFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "pipe.pt")
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	code, out, errs := runCLI(t, "scan", p)
+	if code != exitError || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "FIFO") {
+		t.Errorf("exit %d: %q %q", code, out, errs)
 	}
 }
