@@ -1,6 +1,7 @@
 package ggml_test
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -265,5 +266,74 @@ func TestBigEndian(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameBits(t, typ.String()+" big-endian", b, a)
+	}
+}
+
+// distributions of quantizer inputs; all finite.
+var distributions = []struct {
+	name string
+	gen  func(r *rand.Rand, i int) float32
+}{
+	{"normal", func(r *rand.Rand, i int) float32 { return float32(r.NormFloat64()) }},
+	{"uniform", func(r *rand.Rand, i int) float32 { return float32(r.Float64()*2 - 1) }},
+	{"positive", func(r *rand.Rand, i int) float32 { return float32(r.Float64()*3 + 0.5) }},
+	{"zeros", func(r *rand.Rand, i int) float32 { return 0 }},
+	{"sparse", func(r *rand.Rand, i int) float32 {
+		if r.IntN(8) == 0 {
+			return float32(r.NormFloat64())
+		}
+		return 0
+	}},
+	{"constant", func(r *rand.Rand, i int) float32 { return 0.75 }},
+	{"large", func(r *rand.Rand, i int) float32 { return float32(r.NormFloat64() * 1e6) }},
+	{"wide", func(r *rand.Rand, i int) float32 {
+		return float32(math.Copysign(math.Pow(10, r.Float64()*12-6), r.Float64()-0.5))
+	}},
+	{"tiny", func(r *rand.Rand, i int) float32 { return float32(r.NormFloat64() * 1e-6) }},
+	{"subnormal", func(r *rand.Rand, i int) float32 { return float32(r.NormFloat64() * 1e-39) }},
+	{"halfsteps", func(r *rand.Rand, i int) float32 { return float32(r.IntN(64)-32) * 0.5 }},
+	{"f16edges", func(r *rand.Rand, i int) float32 {
+		// Values around fp16 rounding and range boundaries.
+		e := []float32{65504, 65519.99, 65520, 6.1035156e-05, 5.9604645e-08, 2.9802322e-08, 2.9802326e-08, 1.0009766, 1.0004883, 1.0014648}
+		v := e[r.IntN(len(e))]
+		if r.IntN(2) == 0 {
+			v = -v
+		}
+		return v
+	}},
+}
+
+// TestQuantizeMatchesC quantizes data of several distributions with Go
+// and with ggml's reference quantizers and compares the bytes.
+func TestQuantizeMatchesC(t *testing.T) {
+	ref := ggmlref.Build(t)
+	for _, typ := range ggml.Types() {
+		if !ggml.CanQuantize(typ) {
+			continue
+		}
+		t.Run(typ.String(), func(t *testing.T) {
+			for di, dist := range distributions {
+				r := rand.New(rand.NewPCG(uint64(typ), uint64(di)))
+				x := make([]float32, 64*256)
+				for i := range x {
+					x[i] = dist.gen(r, i)
+				}
+				n, _ := typ.RowBytes(int64(len(x)))
+				got := make([]byte, n)
+				if err := ggml.Quantize(typ, x, got); err != nil {
+					t.Fatal(err)
+				}
+				want := ref.Quantize(t, uint32(typ), x)
+				if !bytes.Equal(got, want) {
+					bs := int(typ.TypeSize())
+					for k := 0; k < len(got); k += bs {
+						if !bytes.Equal(got[k:k+bs], want[k:k+bs]) {
+							t.Errorf("%s: block %d differs:\n go %x\ngml %x", dist.name, k/bs, got[k:k+bs], want[k:k+bs])
+							break
+						}
+					}
+				}
+			}
+		})
 	}
 }

@@ -130,8 +130,10 @@ func build(opt string) (string, error) {
 	bin := filepath.Join(tmpDir, "driver"+opt)
 	// -ffp-contract=off: ggml's reference semantics are unfused float
 	// operations (what gcc emits for x86-64 anyway); the Go code keeps
-	// the same order of operations.
-	args := []string{opt, "-std=gnu11", "-ffp-contract=off", "-Wno-unused-function",
+	// the same order of operations. -DNDEBUG as in ggml's release
+	// builds: nearest_int's assert would otherwise abort on the inputs
+	// (subnormal groups) where release builds return defined bits.
+	args := []string{opt, "-DNDEBUG", "-std=gnu11", "-ffp-contract=off", "-Wno-unused-function",
 		"-I", filepath.Join(dir, "src"), "-I", filepath.Join(dir, "include"), "-I", filepath.Join(dir, "src", "ggml-cpu"),
 		"-o", bin, filepath.Join(tmpDir, "driver.c"), filepath.Join(dir, "src", "ggml-quants.c"), "-lm"}
 	out, err := exec.Command(compiler(), args...).CombinedOutput()
