@@ -1,0 +1,3 @@
+package ggml
+
+//go:generate go run ./internal/gen -o tables.go
