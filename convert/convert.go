@@ -87,12 +87,18 @@ func resolveLayout(out string, c *config) (*layout, error) {
 			l.format = Safetensors
 		}
 	}
-	if l.format != Safetensors && l.format != PyTorch {
+	if l.format != Safetensors && l.format != PyTorch && l.format != GGUF {
 		return nil, fmt.Errorf("%w: %q", ErrFormat, l.format)
 	}
 	l.stem, l.ext = "model", ".safetensors"
-	if l.format == PyTorch {
+	switch l.format {
+	case PyTorch:
 		l.stem, l.ext = "pytorch_model", ".bin"
+	case GGUF:
+		l.ext = ".gguf"
+		if c.shard > 0 || c.compress != "" || strings.HasSuffix(out, ".index.json") {
+			return nil, fmt.Errorf("%w: a GGUF output is one file: no --max-shard-size, --compress or index", ErrOption)
+		}
 	}
 	switch {
 	case isDir:
@@ -222,6 +228,9 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	c.checks = newSourceChecks(ck)
 	l, err := resolveLayout(out, c)
 	if err != nil {
+		return nil, err
+	}
+	if c.ggufKeep, err = ggufSource(ck); err != nil {
 		return nil, err
 	}
 	p, err := makePlan(ck, c, l.format)
@@ -368,6 +377,12 @@ func (c *config) writeFile(ctx context.Context, final string, f Format, items []
 	final = t.final
 	var n int64
 	switch {
+	case f == GGUF:
+		bw := c.output(t)
+		n, err = c.writeGGUF(ctx, bw, items)
+		if err == nil {
+			err = bw.Flush()
+		}
 	case f == PyTorch:
 		bw := c.output(t)
 		var w io.Writer = bw
@@ -433,6 +448,15 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 	md, err := p.metadata()
 	if err != nil {
 		return nil, 0, err
+	}
+	if c.ggufKeep != nil && l.format == Safetensors {
+		// A GGUF input's header rides along, for a GGUF rebuilt from
+		// this output (see GGUFKey).
+		b, err := json.Marshal(c.ggufKeep)
+		if err != nil {
+			return nil, 0, err
+		}
+		md[GGUFKey] = string(b)
 	}
 	weightMap := map[string]string{}
 	var total int64

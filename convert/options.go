@@ -2,6 +2,8 @@ package convert
 
 import (
 	"fmt"
+	"github.com/ckpt-dev/ckpt/ggml"
+	"github.com/ckpt-dev/ckpt/gguf"
 	"io"
 	"math"
 	"path"
@@ -93,8 +95,18 @@ type config struct {
 	bufSize         int
 	wrap            func(io.Writer) io.Writer
 	dest            Destination
+	ggufType        string    // WithGGUFType
+	ggufMeta        []gguf.KV // WithGGUFMetadata
 
-	checks *sourceChecks // set by Convert
+	checks   *sourceChecks // set by Convert
+	ggufKeep *ggufKeep     // set by Convert: a GGUF input's header, for GGUF and safetensors outputs
+}
+
+// progressAdd reports n bytes of progress.
+func (c *config) progressAdd(n int64) {
+	if c.progress != nil {
+		c.progress(n)
+	}
 }
 
 // Option configures Convert.
@@ -186,6 +198,12 @@ func WithOutputWrapper(wrap func(io.Writer) io.Writer) Option {
 }
 
 func (c *config) validate() error {
+	if c.ggufType != "" {
+		t, err := ggml.ParseType(c.ggufType)
+		if err != nil || !ggml.CanQuantize(t) || t == ggml.Q8_K {
+			return fmt.Errorf("%w: GGUF type %q: want f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k", ErrOption, c.ggufType)
+		}
+	}
 	switch c.dtype {
 	case statedict.Invalid, statedict.Float64, statedict.Float32, statedict.Float16, statedict.BFloat16:
 	default:
@@ -221,6 +239,8 @@ func formatFor(name string) (Format, bool) {
 		return Safetensors, true
 	case ".pt", ".pth", ".bin", ".ckpt":
 		return PyTorch, true
+	case ".gguf":
+		return GGUF, true
 	}
 	return "", false
 }

@@ -121,6 +121,9 @@ func unsupported(t *statedict.Tensor, f Format) string {
 	case t.NumEl() < 0:
 		return "size overflows"
 	}
+	if f == GGUF {
+		return ggufUnsupported(t)
+	}
 	if f == Safetensors {
 		if code, ok := t.DType.Safetensors(); !ok || !knownSafetensors(code) {
 			return "safetensors has no dtype for " + t.DType.String()
@@ -290,6 +293,9 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 			continue
 		}
 		v, why := plainValue(o.Value, f, c.dropFloats)
+		if f == GGUF {
+			why = "GGUF holds tensors and typed metadata only (values go in with --gguf-meta)"
+		}
 		if why != "" {
 			p.dropped = append(p.dropped, Dropped{Name: o.Name, Type: o.Type, Reason: why})
 			continue
@@ -314,7 +320,7 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 		}
 		return nil, ErrNothing
 	}
-	if f == Safetensors {
+	if f == Safetensors || f == GGUF {
 		p.dedupe()
 	}
 	return p, nil

@@ -3,6 +3,7 @@ package gguf
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"math"
 	"reflect"
@@ -251,5 +252,45 @@ func TestWriterMisuse(t *testing.T) {
 	w, _ = NewWriter(&b, nil, []TensorSpec{{"a", []uint64{4}, ggml.F32}})
 	if err := w.Close(); !errors.Is(err, ErrWrite) {
 		t.Errorf("unwritten tensor: %v", err)
+	}
+}
+
+func TestJSON(t *testing.T) {
+	kvs := []KV{{"f", TypeFloat32, float32(math.Inf(-1))}, {"a", TypeArray, &Array{Elem: TypeUint8, Values: []uint8{1, 2}}},
+		{"s", TypeArray, &Array{Elem: TypeFloat32, Values: []float32{1, float32(math.NaN())}}}}
+	b, err := json.Marshal(kvs)
+	want := `[{"key":"f","type":"float32","value":"-Inf"},{"key":"a","type":"array","value":{"type":"array","elem":"uint8","len":2,"values":[1,2]}},{"key":"s","type":"array","value":{"type":"array","elem":"float32","len":2,"values":[1,"NaN"]}}]`
+	if err != nil || string(b) != want {
+		t.Errorf("%s %v", b, err)
+	}
+}
+
+// TestJSONRoundTrip: every value type survives MarshalJSON/UnmarshalJSON
+// with its Go type, so metadata kept in a safetensors header comes back
+// byte-identical in a GGUF written from it.
+func TestJSONRoundTrip(t *testing.T) {
+	in := append(sampleKV(), KV{"nan", TypeFloat32, float32(math.Inf(1))})
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []KV
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Errorf("\n got %#v\nwant %#v", out, in)
+	}
+	for _, c := range []struct {
+		t    ValueType
+		s    string
+		want any
+	}{{TypeUint32, "4096", uint32(4096)}, {TypeFloat32, "1e-5", float32(1e-5)}, {TypeBool, "true", true}, {TypeString, "x y", "x y"}, {TypeInt8, "-3", int8(-3)}} {
+		if v, err := ParseValue(c.t, c.s); err != nil || v != c.want {
+			t.Errorf("ParseValue(%s, %q) = %#v %v", c.t, c.s, v, err)
+		}
+	}
+	if _, err := ParseValue(TypeUint8, "300"); err == nil {
+		t.Error("300 as uint8 accepted")
 	}
 }

@@ -70,16 +70,20 @@ func WithLimits(l Limits) Option { return func(d *Limits) { *d = l.orDefault() }
 
 // File is a parsed GGUF file: header, metadata and tensor infos. Tensor
 // data is not read.
+//
+// Its JSON form (ckpt inspect --json's "gguf") has the version, byte
+// order, alignment, data offset and every metadata entry; tensor infos are
+// left to the tensors they describe.
 type File struct {
-	Version   uint32
-	BigEndian bool
-	KV        []KV
-	Tensors   []TensorInfo
+	Version   uint32       `json:"version"`
+	BigEndian bool         `json:"big_endian"`
+	KV        []KV         `json:"metadata"`
+	Tensors   []TensorInfo `json:"-"`
 	// Alignment is general.alignment, or DefaultAlignment.
-	Alignment int64
+	Alignment int64 `json:"alignment"`
 	// DataOffset is where the data section starts: tensor offsets count
 	// from here.
-	DataOffset int64
+	DataOffset int64 `json:"data_offset"`
 }
 
 // ByteOrder returns the file's byte order.

@@ -3,6 +3,8 @@ package statedict
 import (
 	"errors"
 	"io"
+
+	"github.com/ckpt-dev/ckpt/gguf"
 )
 
 // Checkpoint is an opened checkpoint: all metadata, no tensor data. Tensor
@@ -27,6 +29,9 @@ type Checkpoint struct {
 
 	// Metadata is the safetensors __metadata__ (nil for other formats).
 	Metadata map[string]string
+	// GGUF is a GGUF file's header: version, typed metadata and tensor
+	// infos (nil for other formats).
+	GGUF *gguf.File
 	// ShardMetadata is, for a sharded checkpoint, each safetensors shard's
 	// __metadata__ by its file name as Storage.File gives it.
 	ShardMetadata map[string]map[string]string

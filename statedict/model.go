@@ -15,6 +15,7 @@ const (
 	FormatTorchTar    Format = "torch-tar"    // tar container, torch < 0.3
 	FormatSafetensors Format = "safetensors"
 	FormatSharded     Format = "sharded" // Hugging Face index.json over several files
+	FormatGGUF        Format = "gguf"    // llama.cpp / ggml's GGUF
 )
 
 // Layout is a tensor's memory layout as torch names it.
@@ -113,6 +114,10 @@ type Tensor struct {
 	// (FSDP2, tensor parallelism): the global shape, placements and mesh.
 	// Shape, Strides and the data are the local shard's.
 	DTensor *DTensor
+	// GGML is set on the tensors of a GGUF file: the ggml type and how
+	// the tensor is stored. A quantized tensor's DType is float32, the
+	// type its elements read as.
+	GGML *GGML
 }
 
 // Quantization holds the quantizer of a quantized tensor.

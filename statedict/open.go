@@ -347,6 +347,8 @@ func newReader(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		return readCompressed(r, size, head, cfg)
 	case RouteSafetensors:
 		return readSafetensors(r, size, cfg)
+	case RouteGGUF:
+		return readGGUF(r, size, cfg)
 	}
 	if isLegacyMagic(head) {
 		return readLegacy(r, size, cfg)

@@ -3,6 +3,8 @@ package statedict
 import (
 	"bytes"
 	"strings"
+
+	"github.com/ckpt-dev/ckpt/gguf"
 )
 
 // How torch's loaders take a file apart. This file is the one description
@@ -48,6 +50,8 @@ const (
 	RouteCompressed Route = "compressed"
 	// RouteSafetensors: a safetensors file, which no torch loader reads.
 	RouteSafetensors Route = "safetensors"
+	// RouteGGUF: a GGUF file (llama.cpp, ggml), which no torch loader reads.
+	RouteGGUF Route = "gguf"
 )
 
 // Routes returns every route a file whose first bytes are head (up to 512
@@ -72,6 +76,8 @@ func Routes(head []byte, size int64) []Route {
 		return []Route{RouteCompressed, RoutePickle}
 	case looksLikeSafetensors(head, size):
 		return []Route{RouteSafetensors, RoutePickle}
+	case gguf.Sniff(head):
+		return []Route{RouteGGUF, RoutePickle}
 	}
 	return []Route{RoutePickle}
 }

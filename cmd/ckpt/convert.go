@@ -36,8 +36,11 @@ type convertOptions struct {
 	DropFloats  bool
 	Attributes  bool // --attributes
 	JSON        bool
-	TP          int    // --tensor-parallel
-	Split       string // --split
+	TP          int      // --tensor-parallel
+	Split       string   // --split
+	GGUFType    string   // --gguf-type
+	GGUFMeta    []string // --gguf-meta
+	GGUFMetaF   string   // --gguf-meta-file
 }
 
 func newConvertCmd(s *streams) *cobra.Command {
@@ -107,7 +110,10 @@ directory and sharded outputs).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.To, "to", "", "output format: safetensors or pth (default: from OUT's extension)")
+	f.StringVar(&opts.To, "to", "", "output format: safetensors, pth or gguf (default: from OUT's extension)")
+	f.StringVar(&opts.GGUFType, "gguf-type", "", "gguf: type of the weights: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (1-D tensors and norms stay f32; default: as the input)")
+	f.StringArrayVar(&opts.GGUFMeta, "gguf-meta", nil, "gguf: metadata KEY=VALUE or KEY:TYPE=VALUE (repeatable; general.architecture is required)")
+	f.StringVar(&opts.GGUFMetaF, "gguf-meta-file", "", "gguf: metadata from a JSON file (an object of KEY: VALUE, or inspect --json's gguf.metadata list)")
 	f.StringVar(&opts.MapLocation, "map-location", "", "retag storages for .pth output (cpu, cuda:1, cuda:0=cuda:1,...)")
 	f.StringVar(&opts.DType, "dtype", "", "cast floating tensors: bf16, f16, f32, f64 (integer, bool and step tensors stay)")
 	f.StringArrayVar(&opts.Strip, "strip-prefix", nil, "remove this prefix from names (repeatable: module., _orig_mod.)")
@@ -161,9 +167,16 @@ func (o *convertOptions) options() ([]convert.Option, error) {
 		out = append(out, convert.WithFormat(convert.Safetensors))
 	case "pth", "pt", "torch":
 		out = append(out, convert.WithFormat(convert.PyTorch))
+	case "gguf":
+		out = append(out, convert.WithFormat(convert.GGUF))
 	default:
-		return nil, usagef("--to %q: want safetensors or pth", o.To)
+		return nil, usagef("--to %q: want safetensors, pth or gguf", o.To)
 	}
+	gopts, err := o.ggufOptions()
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, gopts...)
 	if o.MapLocation != "" || o.cmd != nil && o.cmd.Flags().Changed("map-location") {
 		r, err := remap.Parse(o.MapLocation)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/ckpt-dev/ckpt/objstore"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/remap"
+	"github.com/ckpt-dev/ckpt/gguf"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/spf13/cobra"
 )
@@ -101,6 +102,8 @@ type inspectTensor struct {
 	// state_dict().
 	DTensor   *statedict.DTensor `json:"dtensor,omitempty"`
 	Attribute bool               `json:"attribute,omitempty"`
+	// GGML: a GGUF tensor's ggml type, dims (ggml order), offset, stored bytes.
+	GGML *statedict.GGML `json:"ggml,omitempty"`
 }
 
 type inspectStore struct {
@@ -138,6 +141,7 @@ type inspectReport struct {
 	Foreign     []inspectObject   `json:"foreign"`
 	Strays      []remap.Stray     `json:"strays"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
+	GGUF        *gguf.File        `json:"gguf,omitempty"`
 	Warnings    []string          `json:"warnings"`
 	// Requests counts the HTTP requests made for a URL source.
 	Requests *int64 `json:"requests,omitempty"`
@@ -181,7 +185,7 @@ func buildInspectReport(ck *statedict.Checkpoint, opts *inspectOptions) *inspect
 	sum := ck.Summary()
 	rep := &inspectReport{
 		File: opts.Path, Format: string(ck.Format), Version: ck.Version, ByteOrder: ck.ByteOrder,
-		Compression: ck.Compression, Shards: ck.Shards, Metadata: ck.Metadata,
+		Compression: ck.Compression, Shards: ck.Shards, Metadata: ck.Metadata, GGUF: ck.GGUF,
 		Summary: inspectSummary{Tensors: sum.Tensors, Storages: sum.Storages, Shared: sum.Shared, Elements: sum.Elements,
 			Bytes: sum.Bytes, StorageBytes: sum.StorageBytes, ByDType: map[string]int64{}, ByDevice: map[string]int64{}},
 		Tensors: []inspectTensor{}, Objects: []inspectObject{}, Opaque: []inspectObject{}, Foreign: []inspectObject{},
@@ -215,7 +219,7 @@ func buildInspectReport(ck *statedict.Checkpoint, opts *inspectOptions) *inspect
 			Name: t.Name, DType: t.DType.String(), Shape: nonNil(t.Shape), Strides: nonNil(t.Strides), StorageOffset: t.Offset,
 			Device: t.Device, NBytes: t.NBytes(), Layout: string(t.Layout), RequiresGrad: t.RequiresGrad, Parameter: t.Parameter,
 			View: t.IsView(), Contiguous: t.IsContiguous(), Stray: stray[t.Name], Quantized: t.Quant != nil, Meta: t.Meta,
-			Subclass: t.Subclass, DTensor: t.DTensor, Attribute: t.Attribute,
+			Subclass: t.Subclass, DTensor: t.DTensor, Attribute: t.Attribute, GGML: t.GGML,
 		}
 		if t.Storage != nil {
 			it.Shared = shared[t.Storage]
@@ -384,6 +388,7 @@ func printInspect(w io.Writer, rep *inspectReport, filter string) {
 			fmt.Fprintf(w, "  %s = %s\n", clean(k), clean(rep.Metadata[k]))
 		}
 	}
+	printGGUF(w, rep.GGUF)
 	if len(rep.Warnings) > 0 {
 		fmt.Fprintln(w, "\nWarnings:")
 		for _, m := range rep.Warnings {
@@ -465,6 +470,7 @@ func tensorFlags(t inspectTensor) string {
 		f = append(f, fmt.Sprintf("DTensor %v %s", d.Shape, strings.Join(d.Placements, " ")))
 	}
 	f = append(f, chunkFlags(t)...)
+	f = append(f, ggufFlag(t)...)
 	return strings.Join(f, ",")
 }
 

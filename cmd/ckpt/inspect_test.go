@@ -4,9 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/ckpt-dev/ckpt/internal/human"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ckpt-dev/ckpt/ggml"
+	"github.com/ckpt-dev/ckpt/gguf"
+	"github.com/ckpt-dev/ckpt/internal/human"
 )
 
 const fx = "../../testdata/fixtures/"
@@ -116,5 +122,66 @@ func TestHumanBytes(t *testing.T) {
 	}
 	if got := humanCount(1234567); got != "1,234,567" {
 		t.Errorf("humanCount = %q", got)
+	}
+}
+
+// TestInspectGGUF: metadata with arrays counted, not dumped; PyTorch-order
+// shapes; the ggml type of each tensor; --json with everything.
+func TestInspectGGUF(t *testing.T) {
+	tokens := make([]string, 1000)
+	for i := range tokens {
+		tokens[i] = fmt.Sprintf("tok%d", i)
+	}
+	var b bytes.Buffer
+	w, err := gguf.NewWriter(&b, []gguf.KV{
+		{Key: "general.architecture", Type: gguf.TypeString, Value: "llama"},
+		{Key: "general.name", Type: gguf.TypeString, Value: "tiny\x1b[2J"},
+		{Key: "general.quantization_version", Type: gguf.TypeUint32, Value: uint32(2)},
+		{Key: "tokenizer.ggml.tokens", Type: gguf.TypeArray, Value: &gguf.Array{Elem: gguf.TypeString, Values: tokens}},
+	}, []gguf.TensorSpec{{Name: "blk.0.ffn_up.weight", Dims: []uint64{32, 3}, Type: ggml.Q8_0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteTensor(bytes.NewReader(make([]byte, 3*34)))
+	w.Close()
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	os.WriteFile(p, b.Bytes(), 0o644)
+	code, out, errs := runCLI(t, "inspect", p)
+	for _, want := range []string{"gguf (version 3)", "blk.0.ffn_up.weight", "[3, 32]", "ggml q8_0 102 B", `general.name (string) = "tiny\x1b[2J"`,
+		`tokenizer.ggml.tokens (array) = [string × 1000] ["tok0", "tok1", "tok2", "tok3", ...]`} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("inspect lacks %q (exit %d):\n%s%s", want, code, out, errs)
+		}
+	}
+	if strings.Contains(out, "tok999") || strings.ContainsRune(out, 0x1b) {
+		t.Errorf("tokens dumped or raw ESC:\n%s", out)
+	}
+	code, out, _ = runCLI(t, "inspect", "--json", p)
+	var rep struct {
+		GGUF struct {
+			Version  int
+			Metadata []struct {
+				Key   string
+				Type  string
+				Value json.RawMessage
+			}
+		}
+		Tensors []struct {
+			Shape []int64
+			DType string
+			GGML  struct {
+				Type   string
+				Dims   []uint64
+				NBytes int64
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitOK {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if rep.GGUF.Version != 3 || len(rep.GGUF.Metadata) != 4 || !strings.Contains(string(rep.GGUF.Metadata[3].Value), `"tok999"`) ||
+		rep.Tensors[0].GGML.Type != "q8_0" || fmt.Sprint(rep.Tensors[0].GGML.Dims) != "[32 3]" || fmt.Sprint(rep.Tensors[0].Shape) != "[3 32]" ||
+		rep.Tensors[0].DType != "float32" || rep.Tensors[0].GGML.NBytes != 102 {
+		t.Errorf("json: %+v", rep)
 	}
 }

@@ -23,14 +23,21 @@ func TestLayers(t *testing.T) {
 		"safetensors": {},
 		// digest: golang.org/x/sys/cpu tells whether the CPU has the
 		// AVX-512 that ChunkSums' vector path needs.
-		"digest":     {"github.com/cespare/xxhash/", "golang.org/x/sys/cpu"},
-		"statedict":  {mod + "pickle", mod + "safetensors", mod + "internal/human", "github.com/klauspost/compress/"},
-		"remap":      {mod + "statedict"},
-		"devicecopy": {mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
-		"kernels":    {},
-		"scan":       {mod + "pickle", mod + "statedict", "github.com/klauspost/compress/"},
-		"torchzip":   {mod + "statedict", mod + "pickle"},
-		"convert":    {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "digest", mod + "remap", mod + "torchzip", mod + "internal/human", "github.com/klauspost/compress/"},
+		"digest":    {"github.com/cespare/xxhash/", "golang.org/x/sys/cpu"},
+		"statedict": {mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "internal/human", "github.com/klauspost/compress/"},
+		// ggml: the numeric codecs of ggml's types (standard library
+		// only); gguf: the GGUF container, read and written.
+		"ggml":              {},
+		"ggml/internal/gen": {},
+		"gguf":              {mod + "ggml"},
+		// Compiles ggml's reference C in tests (standard library only).
+		"internal/ggmlref": {},
+		"remap":            {mod + "statedict"},
+		"devicecopy":       {mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
+		"kernels":          {},
+		"scan":             {mod + "pickle", mod + "statedict", "github.com/klauspost/compress/"},
+		"torchzip":         {mod + "statedict", mod + "pickle"},
+		"convert":          {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "internal/human", "github.com/klauspost/compress/"},
 		// objstore is the only package that imports a cloud client:
 		// minio-go (s3://), Google's storage client and its auth
 		// (gs://), Azure's azblob (az://).
@@ -41,7 +48,7 @@ func TestLayers(t *testing.T) {
 		rootPkg: {mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore", mod + "internal/human"},
 		// The CLI: the ckpt facade, the packages whose types it reports,
 		// and cobra. See also TestCLIIsThin.
-		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan", mod + "objstore", mod + "internal/human",
+		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan", mod + "objstore", mod + "gguf", mod + "internal/human",
 			"github.com/spf13/cobra", "github.com/spf13/pflag"},
 		// The example service: the facade only.
 		"examples/tensorserver": {rootPkg + "$", mod + "statedict"},

@@ -1,0 +1,414 @@
+package convert
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/ckpt-dev/ckpt/ggml"
+	"github.com/ckpt-dev/ckpt/gguf"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// GGUF output: llama.cpp's format. Each tensor is written with its sizes
+// reversed (GGUF lists the fastest-varying first), in the ggml type
+// WithGGUFType names or, without it, the type it has: a GGUF input's
+// tensors keep their ggml type (quantized blocks are copied bit for bit),
+// float32/float16/bfloat16/float64 and int8 to int64 tensors are written
+// as F32/F16/BF16/F64/I8-I64. With a type, the rule of llama.cpp's
+// converter applies: 1-D tensors and norms (names ending in "norm.weight")
+// stay F32, a tensor whose last dimension is not a multiple of the type's
+// block falls back to F16, and integer tensors keep their type.
+// Quantization is ggml's reference quantizer (package ggml), bit for bit.
+//
+// Metadata: a GGUF input's entries are kept in order, then
+// WithGGUFMetadata's entries replace or extend them; general.architecture
+// is required, general.quantization_version (2) is added when a tensor is
+// quantized. A safetensors output of a GGUF input keeps the GGUF
+// metadata, tensor order and types in its __metadata__ (GGUFKey), from
+// which a GGUF output is rebuilt byte for byte for unquantized types.
+
+// GGUFKey is the safetensors __metadata__ key holding a GGUF input's
+// metadata, tensor order and types (JSON).
+const GGUFKey = "ckpt.gguf"
+
+// GGUF is the GGUF output format (.gguf).
+const GGUF Format = "gguf"
+
+// ggufKeep is what a GGUF input (or a safetensors file written from one)
+// says about the file to rebuild.
+type ggufKeep struct {
+	Version   uint32      `json:"version"`
+	Alignment int64       `json:"alignment"`
+	Metadata  []gguf.KV   `json:"metadata"`
+	Tensors   []ggufEntry `json:"tensors"`
+}
+
+type ggufEntry struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// WithGGUFType sets the ggml type of a GGUF output's weights: f32, f16,
+// bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (what ggml.Quantize
+// writes); see GGUF for the tensors that keep another type.
+func WithGGUFType(name string) Option { return func(c *config) { c.ggufType = name } }
+
+// WithGGUFMetadata adds (or replaces) metadata entries of a GGUF output.
+func WithGGUFMetadata(kvs ...gguf.KV) Option {
+	return func(c *config) { c.ggufMeta = append(c.ggufMeta, kvs...) }
+}
+
+// ParseGGUFMeta parses a --gguf-meta argument: KEY=VALUE, the type
+// inferred (true/false: bool; an integer: uint32 when it fits, else int32
+// or int64/uint64; a number: float32; anything else: string), or
+// KEY:TYPE=VALUE with a GGUF value type (uint8 ... float64, bool, string).
+func ParseGGUFMeta(s string) (gguf.KV, error) {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return gguf.KV{}, fmt.Errorf("%w: --gguf-meta %q: want KEY=VALUE or KEY:TYPE=VALUE", ErrOption, s)
+	}
+	if name, typ, ok := strings.Cut(k, ":"); ok {
+		for t := gguf.ValueType(0); t.Known(); t++ {
+			if t.String() == typ && t != gguf.TypeArray {
+				val, err := gguf.ParseValue(t, v)
+				if err != nil {
+					return gguf.KV{}, fmt.Errorf("%w: --gguf-meta %q: %v", ErrOption, s, err)
+				}
+				return gguf.KV{Key: name, Type: t, Value: val}, nil
+			}
+		}
+		return gguf.KV{}, fmt.Errorf("%w: --gguf-meta %q: unknown type %q", ErrOption, s, typ)
+	}
+	for _, t := range []gguf.ValueType{gguf.TypeBool, gguf.TypeUint32, gguf.TypeInt32, gguf.TypeInt64, gguf.TypeUint64, gguf.TypeFloat32} {
+		if val, err := gguf.ParseValue(t, v); err == nil {
+			if f, ok := val.(float32); ok && (math.IsInf(float64(f), 0) || math.IsNaN(float64(f))) && v != "inf" && v != "nan" {
+				continue
+			}
+			return gguf.KV{Key: k, Type: t, Value: val}, nil
+		}
+	}
+	return gguf.KV{Key: k, Type: gguf.TypeString, Value: v}, nil
+}
+
+// ParseGGUFMetaJSON parses a --gguf-meta-file: either a list of entries in
+// the form `ckpt inspect --json` gives them ({"key", "type", "value"}), or
+// an object of KEY: VALUE with types inferred as ParseGGUFMeta infers
+// them (JSON strings stay strings).
+func ParseGGUFMetaJSON(b []byte) ([]gguf.KV, error) {
+	var list []gguf.KV
+	if err := json.Unmarshal(b, &list); err == nil {
+		return list, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, fmt.Errorf("%w: GGUF metadata file: %v", ErrOption, err)
+	}
+	var out []gguf.KV
+	for _, k := range sortedKeys(obj) {
+		var s string
+		if json.Unmarshal(obj[k], &s) == nil {
+			out = append(out, gguf.KV{Key: k, Type: gguf.TypeString, Value: s})
+			continue
+		}
+		kv, err := ParseGGUFMeta(k + "=" + string(obj[k]))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kv)
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := range keys {
+		for j := i + 1; j < len(keys); j++ {
+			if keys[j] < keys[i] {
+				keys[i], keys[j] = keys[j], keys[i]
+			}
+		}
+	}
+	return keys
+}
+
+// ggufSource returns what the input says about a GGUF to rebuild: a GGUF
+// input's header, or a safetensors input's GGUFKey metadata.
+func ggufSource(ck *statedict.Checkpoint) (*ggufKeep, error) {
+	if f := ck.GGUF; f != nil {
+		k := &ggufKeep{Version: f.Version, Alignment: f.Alignment, Metadata: f.KV}
+		for _, t := range f.Tensors {
+			k.Tensors = append(k.Tensors, ggufEntry{t.Name, t.Type.String()})
+		}
+		return k, nil
+	}
+	if s, ok := ck.Metadata[GGUFKey]; ok {
+		var k ggufKeep
+		if err := json.Unmarshal([]byte(s), &k); err != nil {
+			return nil, fmt.Errorf("%w: __metadata__ %s: %v", ErrFormat, GGUFKey, err)
+		}
+		return &k, nil
+	}
+	return nil, nil
+}
+
+// ggufOutType decides the ggml type an item is written as.
+func (c *config) ggufOutType(it *item, keep map[string]string) (ggml.Type, error) {
+	src := it.src
+	if c.ggufType == "" {
+		if src.GGML != nil {
+			return ggml.ParseType(src.GGML.Type)
+		}
+		if name, ok := keep[it.name]; ok {
+			if t, err := ggml.ParseType(name); err == nil && !t.Quantized() && ggmlDType(t) == it.dtype {
+				return t, nil
+			}
+		}
+		return dtypeGGML(it.dtype)
+	}
+	want, err := ggml.ParseType(c.ggufType)
+	if err != nil {
+		return 0, err
+	}
+	if !isFloat(it.dtype) {
+		return dtypeGGML(it.dtype)
+	}
+	if len(src.Shape) <= 1 || strings.HasSuffix(it.name, "norm.weight") {
+		return ggml.F32, nil
+	}
+	if want.Quantized() && src.Shape[len(src.Shape)-1]%want.BlockSize() != 0 {
+		return ggml.F16, nil
+	}
+	return want, nil
+}
+
+func isFloat(d statedict.DType) bool {
+	return d == statedict.Float32 || d == statedict.Float16 || d == statedict.BFloat16 || d == statedict.Float64
+}
+
+var ggmlDTypes = map[ggml.Type]statedict.DType{ggml.F32: statedict.Float32, ggml.F16: statedict.Float16,
+	ggml.BF16: statedict.BFloat16, ggml.F64: statedict.Float64, ggml.I8: statedict.Int8, ggml.I16: statedict.Int16,
+	ggml.I32: statedict.Int32, ggml.I64: statedict.Int64}
+
+func ggmlDType(t ggml.Type) statedict.DType { return ggmlDTypes[t] }
+
+func dtypeGGML(d statedict.DType) (ggml.Type, error) {
+	for t, dt := range ggmlDTypes {
+		if dt == d {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("GGUF has no type for %s", d)
+}
+
+// ggufUnsupported says why a tensor cannot go into a GGUF file.
+func ggufUnsupported(t *statedict.Tensor) string {
+	if _, err := dtypeGGML(t.DType); err != nil {
+		return "GGUF has no type for " + t.DType.String()
+	}
+	if len(t.Shape) > gguf.MaxDims {
+		return fmt.Sprintf("%d dimensions (GGUF holds at most %d)", len(t.Shape), gguf.MaxDims)
+	}
+	return ""
+}
+
+// writeGGUF writes one GGUF file holding items.
+func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int64, error) {
+	keep := c.ggufKeep
+	types := map[string]string{}
+	if keep != nil {
+		for _, e := range keep.Tensors {
+			types[e.Name] = e.Type
+		}
+		items = ggufOrder(items, keep)
+	}
+	var kvs []gguf.KV
+	if keep != nil {
+		kvs = append(kvs, keep.Metadata...)
+	}
+	set := func(kv gguf.KV) {
+		for i := range kvs {
+			if kvs[i].Key == kv.Key {
+				kvs[i] = kv
+				return
+			}
+		}
+		kvs = append(kvs, kv)
+	}
+	for _, kv := range c.ggufMeta {
+		set(kv)
+	}
+	specs := make([]gguf.TensorSpec, len(items))
+	quantized := false
+	for i, it := range items {
+		t, err := c.ggufOutType(it, types)
+		if err != nil {
+			return 0, &TensorError{Name: it.name, Err: err}
+		}
+		quantized = quantized || t.Quantized()
+		dims := make([]uint64, len(it.src.Shape))
+		for j, s := range it.src.Shape {
+			dims[len(dims)-1-j] = uint64(s)
+		}
+		if len(dims) == 0 {
+			dims = []uint64{1} // a 0-dim tensor is written as one element
+		}
+		specs[i] = gguf.TensorSpec{Name: it.name, Dims: dims, Type: t}
+	}
+	if quantized {
+		if _, ok := find(kvs, "general.quantization_version"); !ok {
+			set(gguf.KV{Key: "general.quantization_version", Type: gguf.TypeUint32, Value: uint32(2)})
+		}
+	}
+	if _, ok := find(kvs, "general.architecture"); !ok {
+		return 0, fmt.Errorf("%w: a GGUF file needs general.architecture: pass --gguf-meta general.architecture=NAME (llama, qwen2, ...)", ErrOption)
+	}
+	if keep != nil && keep.Alignment != gguf.DefaultAlignment {
+		if _, ok := find(kvs, "general.alignment"); !ok {
+			set(gguf.KV{Key: "general.alignment", Type: gguf.TypeUint32, Value: uint32(keep.Alignment)})
+		}
+	}
+	gw, err := gguf.NewWriter(w, kvs, specs)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for i, it := range items {
+		n, err := c.writeGGUFTensor(ctx, gw, it, specs[i].Type)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, gw.Close()
+}
+
+func find(kvs []gguf.KV, key string) (gguf.KV, bool) {
+	for _, kv := range kvs {
+		if kv.Key == key {
+			return kv, true
+		}
+	}
+	return gguf.KV{}, false
+}
+
+// ggufOrder puts the tensors the kept GGUF lists in its order, others after.
+func ggufOrder(items []*item, keep *ggufKeep) []*item {
+	pos := map[string]int{}
+	for i, e := range keep.Tensors {
+		pos[e.Name] = i
+	}
+	out := make([]*item, 0, len(items))
+	byPos := make([]*item, len(keep.Tensors))
+	for _, it := range items {
+		if p, ok := pos[it.name]; ok && byPos[p] == nil {
+			byPos[p] = it
+		}
+	}
+	for _, it := range byPos {
+		if it != nil {
+			out = append(out, it)
+		}
+	}
+	for _, it := range items {
+		if p, ok := pos[it.name]; !ok || byPos[p] != it {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// ggufRows is how many elements one quantization step handles at most.
+const ggufRows = 1 << 20
+
+// writeGGUFTensor writes one tensor's data as type t.
+func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item, t ggml.Type) (int64, error) {
+	src := it.src
+	// Blocks of the same type are copied as they are.
+	if src.GGML != nil && src.GGML.Type == t.String() && t.Quantized() {
+		r, err := src.GGMLRaw()
+		if err != nil {
+			return 0, err
+		}
+		if err := gw.WriteTensor(ctxReader{ctx, r}); err != nil {
+			return 0, &TensorError{Name: it.name, Err: err}
+		}
+		c.progressAdd(src.GGML.NBytes)
+		return src.GGML.NBytes, nil
+	}
+	// Elements already of the type's dtype are copied through the usual
+	// checked reader (byte-swapped from a big-endian input).
+	if dt := ggmlDType(t); dt != statedict.Invalid && dt == it.dtype {
+		rc, _, err := c.itemReader(ctx, it)
+		if err != nil {
+			return 0, err
+		}
+		defer rc.Close()
+		if err := gw.WriteTensor(rc); err != nil {
+			return 0, &TensorError{Name: it.name, Err: err}
+		}
+		return it.nbytes(), nil
+	}
+	// Everything else goes through float32 and ggml's quantizer, whole
+	// rows at a time.
+	f32 := *it
+	f32.dtype = statedict.Float32
+	rc, _, err := c.itemReader(ctx, &f32)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	row := int64(1)
+	if len(src.Shape) > 0 {
+		row = src.Shape[len(src.Shape)-1]
+	}
+	if row <= 0 {
+		row = 1
+	}
+	chunk := max(row, ggufRows/row*row)
+	n := src.NumEl()
+	in := make([]byte, min(chunk, max(n, 1))*4)
+	fs := make([]float32, len(in)/4)
+	rb, err := t.RowBytes(int64(len(fs)))
+	if err != nil {
+		return 0, &TensorError{Name: it.name, Err: err}
+	}
+	out := make([]byte, rb)
+	pr, pw := io.Pipe()
+	go func() {
+		var err error
+		for left := n; left > 0 && err == nil; {
+			k := min(left, int64(len(fs)))
+			if _, err = io.ReadFull(rc, in[:k*4]); err != nil {
+				break
+			}
+			for i := range fs[:k] {
+				fs[i] = math.Float32frombits(binary.LittleEndian.Uint32(in[4*i:]))
+			}
+			var ob int64
+			if ob, err = t.RowBytes(k); err != nil {
+				break
+			}
+			if err = ggml.Quantize(t, fs[:k], out[:ob]); err != nil {
+				break
+			}
+			_, err = pw.Write(out[:ob])
+			left -= k
+		}
+		pw.CloseWithError(err)
+	}()
+	werr := gw.WriteTensor(pr)
+	pr.Close()
+	if werr != nil {
+		return 0, &TensorError{Name: it.name, Err: werr}
+	}
+	size, _ := t.RowBytes(n)
+	return size, nil
+}
