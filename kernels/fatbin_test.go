@@ -201,3 +201,58 @@ func TestFatbinPTXAS(t *testing.T) {
 		t.Errorf("cuobjdump lists\n%s\nwant\n%s", list, strings.Join(want, "\n"))
 	}
 }
+
+// TestNVCC builds xxh64c.cu with NVIDIA's own compiler driver as well
+// (nvcc 11.8 needs a host compiler it supports: Debian's clang 14), then
+// assembles that PTX with ptxas for every architecture, warnings as
+// errors: the kernel source is CUDA that NVIDIA's front end accepts, not
+// only clang's, with the same entry point and parameters. It skips
+// without nvcc (CI unpacks only ptxas, fatbinary and cuobjdump) unless
+// CKPT_REQUIRE_NVCC=1.
+func TestNVCC(t *testing.T) {
+	nvcc, err := exec.LookPath("nvcc")
+	if err != nil {
+		if os.Getenv("CKPT_REQUIRE_NVCC") == "1" {
+			t.Fatal("nvcc not found and CKPT_REQUIRE_NVCC=1")
+		}
+		t.Skip("nvcc not found (apt-get install nvidia-cuda-toolkit: docs/gpu.md); CKPT_REQUIRE_NVCC=1 makes this a failure")
+	}
+	ptxas := cudaTool(t, "ptxas")
+	dir := t.TempDir()
+	ptx := filepath.Join(dir, "nvcc.ptx")
+	args := []string{"-arch=sm_75", "-ptx", "-o", ptx, "xxh64c.cu"}
+	out, err := exec.Command(nvcc, args...).CombinedOutput()
+	if err != nil {
+		if cc, lerr := exec.LookPath("clang-14"); lerr == nil {
+			out, err = exec.Command(nvcc, append([]string{"-ccbin", cc}, args...)...).CombinedOutput()
+		}
+	}
+	if err != nil {
+		t.Fatalf("nvcc: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(ptx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := func(p []byte) string {
+		s := string(p)
+		i := strings.Index(s, ".visible .entry "+kernels.XXH64CChunks+"(")
+		if i < 0 {
+			return ""
+		}
+		j := strings.Index(s[i:], ")")
+		return strings.Join(strings.Fields(s[i:i+j+1]), " ")
+	}
+	if got, want := entry(b), entry(kernels.XXH64CPTX); got == "" || got != want {
+		t.Errorf("nvcc's entry point\n%s\nclang's\n%s", got, want)
+	}
+	for _, a := range kernels.XXH64CArchs {
+		log, err := exec.Command(ptxas, fmt.Sprintf("-arch=sm_%d", a), "-O3", "-v", "-Werror", "--warn-on-spills",
+			"--warn-on-local-memory-usage", "-o", filepath.Join(dir, "nvcc.cubin"), ptx).CombinedOutput()
+		if err != nil {
+			t.Errorf("ptxas sm_%d of nvcc's PTX: %v\n%s", a, err, log)
+			continue
+		}
+		t.Logf("nvcc sm_%d: %s", a, strings.Join(strings.Fields(string(log)), " "))
+	}
+}
