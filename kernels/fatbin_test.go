@@ -200,6 +200,17 @@ func TestFatbinPTXAS(t *testing.T) {
 	if got := strings.Split(strings.TrimSpace(string(list)), "\n"); !slices.Equal(got, want) {
 		t.Errorf("cuobjdump lists\n%s\nwant\n%s", list, strings.Join(want, "\n"))
 	}
+	// NVIDIA's disassembler reads each cubin's machine code (SASS).
+	sass, err := exec.Command(cuobjdump, "-sass", "xxh64c.fatbin").CombinedOutput()
+	if err != nil {
+		t.Fatalf("cuobjdump -sass: %v\n%s", err, sass)
+	}
+	for _, a := range kernels.XXH64CArchs {
+		_, rest, ok := strings.Cut(string(sass), fmt.Sprintf("arch = sm_%d\n", a))
+		if !ok || !strings.Contains(rest, "Function : "+kernels.XXH64CChunks) || !strings.Contains(rest, "EXIT") {
+			t.Errorf("cuobjdump -sass: no code for %s on sm_%d", kernels.XXH64CChunks, a)
+		}
+	}
 }
 
 // TestNVCC builds xxh64c.cu with NVIDIA's own compiler driver as well
