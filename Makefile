@@ -76,10 +76,34 @@ fixtures:
 	scripts/torch2-chroot.sh
 	scripts/torch2-python scripts/gen_fixtures.py
 
-## kernels: rebuild kernels/xxh64c.ptx from kernels/xxh64c.cu with clang (no CUDA toolkit needed); commit the result
+## kernels: rebuild kernels/xxh64c.ptx from kernels/xxh64c.cu with clang (PTX ISA pinned to 6.3, which
+## ptxas 11.8 and every driver since CUDA 10.0 accept, whatever CUDA installation clang finds), then
+## kernels/xxh64c.fatbin with NVIDIA's ptxas and fatbinary (Debian non-free nvidia-cuda-toolkit 11.8:
+## see docs/gpu.md): one cubin per KERNEL_ARCHS plus the PTX, which the driver JITs for newer GPUs.
+## ptxas warnings (spills included) are errors; its register/spill report goes to
+## kernels/xxh64c.ptxas.txt. Commit all three; CI rebuilds them and fails when they differ.
+KERNEL_ARCHS ?= 75 80 86 89 90
+PTXAS      ?= ptxas
+FATBINARY  ?= fatbinary
 kernels:
 	$(CLANGXX) -x cuda --cuda-device-only --cuda-gpu-arch=sm_75 -nocudainc -nocudalib -O3 -S \
+	  -Xclang -target-feature -Xclang +ptx63 -Wno-unknown-cuda-version \
 	  -o kernels/xxh64c.ptx kernels/xxh64c.cu
+	@command -v $(PTXAS) >/dev/null && command -v $(FATBINARY) >/dev/null || { \
+	  echo "make kernels: $(PTXAS)/$(FATBINARY) not found: kernels/xxh64c.fatbin cannot be rebuilt and would no longer match the PTX;"; \
+	  echo "  install NVIDIA's CUDA 11.8 tools (docs/gpu.md: apt-get install nvidia-cuda-toolkit from Debian non-free, or PTXAS=/path FATBINARY=/path)"; \
+	  exit 1; }
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  printf '# ptxas -v per architecture for kernels/xxh64c.ptx (make kernels; %s)\n' "$$($(PTXAS) --version | tail -1)" > kernels/xxh64c.ptxas.txt && \
+	  images= && for a in $(KERNEL_ARCHS); do \
+	    $(PTXAS) -arch=sm_$$a -O3 -v -Werror --warn-on-spills --warn-on-local-memory-usage \
+	      -o $$tmp/sm_$$a.cubin kernels/xxh64c.ptx > $$tmp/log 2>&1 || { cat $$tmp/log; exit 1; }; \
+	    if grep -qi warning $$tmp/log; then cat $$tmp/log; echo "ptxas warned for sm_$$a"; exit 1; fi; \
+	    echo "sm_$$a: $$(grep -o 'Used [0-9]* registers' $$tmp/log), $$(grep -o '[0-9]* bytes stack frame, [0-9]* bytes spill stores, [0-9]* bytes spill loads' $$tmp/log)" >> kernels/xxh64c.ptxas.txt; \
+	    images="$$images --image3=kind=elf,sm=$$a,file=$$tmp/sm_$$a.cubin"; \
+	  done && \
+	  $(FATBINARY) --create=kernels/xxh64c.fatbin -64 --compress=false $$images --image3=kind=ptx,sm=75,file=kernels/xxh64c.ptx && \
+	  cat kernels/xxh64c.ptxas.txt
 
 ## gpu-bundle: cross-build for a linux/amd64 GPU machine without Go (CGO_ENABLED=0: the driver is
 ## bound at run time through purego) the ckpt binary and the -tags gpu test binaries, into

@@ -48,6 +48,11 @@ type api struct {
 	cuLaunchKernel            func(f uintptr, gx, gy, gz, bx, by, bz, sharedMem uint32, stream uintptr, params, extra unsafe.Pointer) cuResult
 	cuGetErrorName            func(code cuResult, s **byte) cuResult
 	cuGetErrorString          func(code cuResult, s **byte) cuResult
+
+	// path is the file the library was loaded from, symlinks resolved by
+	// the loader ("/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.535.261.03");
+	// "" when unknown.
+	path string
 }
 
 // symbols lists, for each api field, the versioned symbol names to try in

@@ -42,6 +42,9 @@ var (
 		failCtx  func(dev, code int32)
 		failAttr func(dev, code int32)
 		jit      func(code int32)
+		cc       func(dev, major, minor int32)
+		jitLoads func() int32
+		cubins   func() int32
 		mig      func(dev, on int32)
 		setFree  func(dev int32, bytes uint64)
 		async    func(on int32)
@@ -103,6 +106,9 @@ func fakeDriver(t *testing.T, devices, initResult int32) (*Driver, error) {
 		purego.RegisterLibFunc(&fakeHook.failCtx, h, "fake_fail_ctx")
 		purego.RegisterLibFunc(&fakeHook.failAttr, h, "fake_fail_attr")
 		purego.RegisterLibFunc(&fakeHook.jit, h, "fake_jit")
+		purego.RegisterLibFunc(&fakeHook.cc, h, "fake_cc")
+		purego.RegisterLibFunc(&fakeHook.jitLoads, h, "fake_jit_loads")
+		purego.RegisterLibFunc(&fakeHook.cubins, h, "fake_cubin_loads")
 		purego.RegisterLibFunc(&fakeHook.mig, h, "fake_mig")
 		purego.RegisterLibFunc(&fakeHook.setFree, h, "fake_set_free")
 		purego.RegisterLibFunc(&fakeHook.async, h, "fake_async")

@@ -59,14 +59,17 @@ func TestUploadDeviceAllocFails(t *testing.T) {
 	}
 }
 
-// TestUploadJITRefused: a driver that will not compile the checksum PTX
-// makes a plain-words *VerifyUnavailableError that says how to go on; with
-// WithoutVerify the module is never loaded and the upload succeeds.
+// TestUploadJITRefused: on a GPU the fat binary has no cubin for (compute
+// capability 12.0, Blackwell), a driver that will not compile the checksum
+// PTX makes a plain-words *VerifyUnavailableError that says how to go on;
+// with WithoutVerify the module is never loaded and the upload succeeds.
 func TestUploadJITRefused(t *testing.T) {
 	d, err := fakeDriver(t, 2, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer fakeHook.configure(2, 0)
+	fakeHook.cc(0, 12, 0)
 	for _, code := range []int32{218, 221, 222, 223} {
 		fakeHook.jit(code)
 		ck := openCk(t, fixtureDir+"zip_basic.pt")
@@ -105,6 +108,53 @@ func TestUploadJITRefused(t *testing.T) {
 		checkReleased(t, d, before)
 	}
 	fakeHook.jit(0)
+}
+
+// TestUploadKernelSelection: the driver picks from the fat binary what
+// the GPU runs: a cubin for Turing to Hopper (even with the PTX JIT
+// refused), the PTX JIT beyond, and nothing for a GPU older than sm_75
+// (V100), which gets *VerifyUnavailableError with CUDA_ERROR_NO_BINARY_FOR_GPU.
+func TestUploadKernelSelection(t *testing.T) {
+	d, err := fakeDriver(t, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fakeHook.configure(2, 0)
+	for _, c := range []struct {
+		major, minor int32
+		jit          bool // the PTX is JIT-compiled, not a cubin loaded
+		refused      int32
+	}{
+		{9, 0, false, 221}, {8, 0, false, 223}, {8, 6, false, 0}, {8, 7, false, 221}, {8, 9, false, 0},
+		{7, 5, false, 221}, {10, 0, true, 0}, {12, 0, true, 0}, {9, 0, false, 0},
+	} {
+		fakeHook.cc(0, c.major, c.minor)
+		fakeHook.jit(c.refused)
+		jit, cubins := fakeHook.jitLoads(), fakeHook.cubins()
+		ck := openCk(t, fixtureDir+"zip_basic.pt")
+		st, err := Upload(context.Background(), ck, planFor(t, ck, remap.To(cuda0)), WithDriver(d))
+		if err != nil {
+			t.Fatalf("%d.%d: %v", c.major, c.minor, err)
+		}
+		if !st.Verified {
+			t.Errorf("%d.%d: not verified", c.major, c.minor)
+		}
+		st.Close()
+		if gotJIT := fakeHook.jitLoads() - jit; (gotJIT == 1) != c.jit || fakeHook.cubins()-cubins+gotJIT != 1 {
+			t.Errorf("%d.%d: %d JIT loads, %d cubin loads", c.major, c.minor, gotJIT, fakeHook.cubins()-cubins)
+		}
+	}
+	fakeHook.cc(0, 7, 0)
+	fakeHook.jit(0)
+	ck := openCk(t, fixtureDir+"zip_basic.pt")
+	before := snapshot(t, d)
+	_, err = Upload(context.Background(), ck, planFor(t, ck, remap.To(cuda0)), WithDriver(d))
+	var ce *CUDAError
+	if !errors.Is(err, ErrVerifyUnavailable) || !errors.As(err, &ce) || ce.Code != 209 ||
+		!strings.Contains(err.Error(), "compute capability 7.5 (Turing) and newer only") {
+		t.Errorf("sm_70: %v", err)
+	}
+	checkReleased(t, d, before)
 }
 
 // TestDevicesOneBad: one GPU that fails does not hide the others, and

@@ -24,8 +24,39 @@ type FreeMemoryReader interface {
 // DriverInfo describes the installed driver.
 type DriverInfo struct {
 	CUDAVersion Version // newest CUDA version the driver supports
-	Release     string  // kernel module release, e.g. "580.65.06"; "" if unknown
+	// Release is the driver release, e.g. "580.65.06"; "" if unknown.
+	// ReleaseSource says where it was read.
+	Release       string
+	ReleaseSource ReleaseSource
+	// Library is the driver library file loaded, symlinks resolved
+	// ("/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"); "" if unknown.
+	Library string
+	// KernelModule reports that an NVIDIA kernel module is loaded
+	// (/proc/driver/nvidia/version exists). Without one the driver
+	// library loads but cuInit finds no GPU (CUDA_ERROR_NO_DEVICE): a
+	// machine without a GPU, or a container started without GPUs.
+	KernelModule bool
 }
+
+// ReleaseSource says where DriverInfo.Release was read.
+type ReleaseSource string
+
+// Where a driver release comes from, most authoritative first. System.Driver
+// tries them in this order.
+const (
+	// ReleaseKernelModule: /proc/driver/nvidia/version, the loaded kernel
+	// module's own report.
+	ReleaseKernelModule ReleaseSource = "kernel_module"
+	// ReleaseNVML: nvmlSystemGetDriverVersion of libnvidia-ml.so.1, which
+	// answers only while a kernel module is loaded (it helps where /proc
+	// does not show the module, as in some sandboxes).
+	ReleaseNVML ReleaseSource = "nvml"
+	// ReleaseLibraryFile: the file name of the loaded driver library,
+	// libcuda.so.RELEASE, as NVIDIA's installer, distribution packages and
+	// the container toolkit name it: the user-space library's release,
+	// which can differ from a kernel module's (CUDA_ERROR_SYSTEM_DRIVER_MISMATCH).
+	ReleaseLibraryFile ReleaseSource = "library_file"
+)
 
 // System is the Inventory backed by the installed CUDA driver. Its zero
 // value is ready to use; nothing is loaded until a method is called.
@@ -73,10 +104,18 @@ func (s System) FreeMemory(ctx context.Context, ordinal int) (uint64, error) {
 }
 
 // Driver opens the driver and describes it. A driver that loads but whose
-// cuInit fails (no GPU visible, mismatched kernel module) still reports
-// what it can, with the error.
+// cuInit fails (no GPU visible, no kernel module, mismatched kernel
+// module) still reports what it can, with the error. The release comes
+// from the kernel module, else NVML (for the system's driver only, not a
+// Library), else the library's file name: see ReleaseSource.
 func (s System) Driver(ctx context.Context) (DriverInfo, error) {
-	info := DriverInfo{Release: KernelModuleRelease()}
+	var info DriverInfo
+	if text, err := os.ReadFile(nvidiaVersionFile); err == nil {
+		info.KernelModule = true
+		if r := ParseKernelModuleRelease(string(text)); r != "" {
+			info.Release, info.ReleaseSource = r, ReleaseKernelModule
+		}
+	}
 	a, err := s.load()
 	if err != nil {
 		return info, err
@@ -84,12 +123,36 @@ func (s System) Driver(ctx context.Context) (DriverInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return info, err
 	}
+	info.Library = a.path
+	if info.Release == "" && s.Library == "" {
+		if r, _ := NVMLRelease(); r != "" {
+			info.Release, info.ReleaseSource = r, ReleaseNVML
+		}
+	}
+	if info.Release == "" {
+		if r := LibraryFileRelease(a.path); r != "" {
+			info.Release, info.ReleaseSource = r, ReleaseLibraryFile
+		}
+	}
 	var v int32
 	if a.cuDriverGetVersion(&v) == 0 {
 		info.CUDAVersion = Version(v)
 	}
 	_, err = open(a)
 	return info, err
+}
+
+// LibraryFileRelease returns the release in a driver library's file name,
+// "535.261.03" for ".../libcuda.so.535.261.03", or "" when the name has
+// none (libcuda.so.1 itself, or a library not named like NVIDIA's).
+func LibraryFileRelease(path string) string {
+	base := path[strings.LastIndexByte(path, '/')+1:]
+	r, ok := strings.CutPrefix(base, "libcuda.so.")
+	major, _, _ := strings.Cut(r, ".")
+	if !ok || !isRelease(r) || len(major) < 3 { // NVIDIA's releases: 390.157, 535.261.03, 580.65.06
+		return ""
+	}
+	return r
 }
 
 // nvidiaVersionFile is where the loaded NVIDIA kernel module reports its

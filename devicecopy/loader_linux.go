@@ -43,6 +43,9 @@ func loadLibrary(name string) (*api, error) {
 			return nil, &LoadError{Library: name, Symbol: s.names[0], Err: ErrDriverTooOld}
 		}
 		purego.RegisterFunc(s.fptr, addr)
+		if s.names[0] == "cuInit" {
+			a.path = mappedFile(addr)
+		}
 	}
 	return a, nil
 }

@@ -530,11 +530,14 @@ func (u *uploader) allocate(d *Driver) error {
 	return nil
 }
 
-// loadKernel loads the checksum PTX into the arena's context. A driver
-// that refuses it (no PTX JIT, JIT disabled, PTX too new) makes a
+// loadKernel loads the checksum kernel's fat binary into the arena's
+// context: the driver takes the cubin built for the GPU's architecture
+// (sm_75 to sm_90, no JIT) or JIT-compiles the PTX inside it (newer GPUs).
+// A driver that refuses it (no cubin fits and the PTX JIT is missing or
+// disabled, the PTX too new, a GPU older than sm_75) makes a
 // *VerifyUnavailableError.
 func (a *Arena) loadKernel() error {
-	m, err := a.ctx.LoadModule(kernels.XXH64CPTX)
+	m, err := a.ctx.LoadModule(kernels.XXH64CFatbin)
 	if err != nil {
 		if errors.Is(err, ErrBadKernel) {
 			return &VerifyUnavailableError{Device: a.Device, Err: err}
@@ -551,9 +554,10 @@ func (a *Arena) loadKernel() error {
 var ErrVerifyUnavailable = errors.New("devicecopy: on-device verification cannot run on this machine")
 
 // VerifyUnavailableError reports that the driver would not load the
-// checksum kernel (package kernels ships it as PTX, which the driver's JIT
-// compiles): the JIT compiler is missing or disabled, or the PTX is newer
-// than the driver. The upload itself does not need the kernel: WithoutVerify
+// checksum kernel (package kernels ships it as a fat binary: cubins for
+// sm_75 to sm_90 and PTX, which the driver's JIT compiles for other GPUs):
+// on a GPU without a cubin the JIT compiler is missing or disabled, or the
+// PTX is newer than the driver; or the GPU is older than sm_75. The upload itself does not need the kernel: WithoutVerify
 // (ckpt load --no-verify) uploads without loading it, still checking the
 // host digests and zip CRC32s. It matches ErrVerifyUnavailable and the
 // driver's error (ErrBadKernel, a *CUDAError).

@@ -18,7 +18,8 @@
  * test harness (kernels/testdata/harness.cc) and the fake libcuda used by
  * devicecopy's tests, whose cuLaunchKernel runs xxh64c_chunk over fake
  * device memory. Only the qualifiers and the thread-index glue at the end
- * depend on __CUDA_ARCH__.
+ * depend on __CUDA_ARCH__; NVIDIA's nvcc builds the file too (kernels'
+ * TestNVCC), with its own names for the thread indices.
  */
 
 #if defined(__CUDA_ARCH__)
@@ -122,7 +123,11 @@ XXH_FN void xxh64c_chunk(const xxh_u8 *data, xxh_u64 size, xxh_u64 i, xxh_u64 *o
 #if defined(__CUDA_ARCH__)
 /* One thread per chunk: launch ceil(ceil(size/65536)/blockDim) blocks. */
 extern "C" __attribute__((global)) void xxh64c_chunks(const xxh_u8 *data, xxh_u64 size, xxh_u64 *out) {
+#if defined(__NVCC__) /* NVIDIA's nvcc: its own names for the special registers */
+	xxh_u64 i = (xxh_u64)blockIdx.x * blockDim.x + threadIdx.x;
+#else /* clang without CUDA headers */
 	xxh_u64 i = (xxh_u64)__nvvm_read_ptx_sreg_ctaid_x() * __nvvm_read_ptx_sreg_ntid_x() + __nvvm_read_ptx_sreg_tid_x();
+#endif
 	xxh64c_chunk(data, size, i, out);
 }
 #endif

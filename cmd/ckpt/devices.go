@@ -86,9 +86,12 @@ type devicesReport struct {
 }
 
 type devicesDriverJSON struct {
-	Found       bool   `json:"found"`
-	Release     string `json:"release"`
-	CUDAVersion string `json:"cuda_version"`
+	Found         bool   `json:"found"`
+	Release       string `json:"release"`
+	ReleaseSource string `json:"release_source"`
+	CUDAVersion   string `json:"cuda_version"`
+	Library       string `json:"library"`
+	KernelModule  bool   `json:"kernel_module"`
 }
 
 type devicesGPUJSON struct {
@@ -134,7 +137,8 @@ type devicesEnvJSONID struct {
 func runDevices(ctx context.Context, w io.Writer, opts devicesOptions, src devicesSource, env devicecopy.Env) error {
 	rep := devicesReport{Devices: []devicesGPUJSON{}, Environment: devicesEnvironment(env)}
 	info, err := src.Driver(ctx)
-	rep.Driver.Release = info.Release
+	rep.Driver.Release, rep.Driver.ReleaseSource = info.Release, string(info.ReleaseSource)
+	rep.Driver.Library, rep.Driver.KernelModule = info.Library, info.KernelModule
 	if info.CUDAVersion > 0 {
 		rep.Driver.CUDAVersion = info.CUDAVersion.String()
 	}
@@ -261,9 +265,26 @@ func writeDevicesText(w io.Writer, rep devicesReport, env devicecopy.Env) error 
 			cuda = "unknown"
 		}
 		fmt.Fprintf(&b, "NVIDIA driver: %s (supports CUDA %s)\n", release, cuda)
+		if rep.Driver.Library != "" {
+			fmt.Fprintf(&b, "  library %s\n", rep.Driver.Library)
+		}
+		switch devicecopy.ReleaseSource(rep.Driver.ReleaseSource) {
+		case devicecopy.ReleaseNVML:
+			b.WriteString("  release from NVML\n")
+		case devicecopy.ReleaseLibraryFile:
+			b.WriteString("  release from the library's file name (the user-space driver; no kernel module reported one)\n")
+		}
+		if !rep.Driver.KernelModule && len(rep.Devices) == 0 {
+			b.WriteString("  no NVIDIA kernel module is loaded (/proc/driver/nvidia/version is missing): the driver's library is installed, " +
+				"but no GPU driver is running (a machine without a GPU, or a container started without GPUs: docker run --gpus all)\n")
+		}
 	}
 	if rep.Driver.Found {
-		fmt.Fprintf(&b, "\nDevices: %d visible\n", len(rep.Devices))
+		if len(rep.Devices) == 0 {
+			b.WriteString("\nDevices: none visible\n")
+		} else {
+			fmt.Fprintf(&b, "\nDevices: %d visible\n", len(rep.Devices))
+		}
 		for _, d := range rep.Devices {
 			if d.Name == "" && d.Error != nil {
 				fmt.Fprintf(&b, "  cuda:%d  (cannot be described)\n", d.Ordinal)

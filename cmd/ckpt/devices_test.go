@@ -233,7 +233,8 @@ func TestDevicesDriverWithoutGPU(t *testing.T) {
 	noDev := &devicecopy.CUDAError{Code: 100, Name: "CUDA_ERROR_NO_DEVICE", Op: "cuInit", Meaning: "the driver found no CUDA-capable GPU", Hint: "check CUDA_VISIBLE_DEVICES"}
 	src := devicesFake{info: devicecopy.DriverInfo{CUDAVersion: 12080}, drvErr: noDev}
 	out, code, _ := devicesExec(t, src, map[string]string{"CUDA_VISIBLE_DEVICES": ""})
-	for _, want := range []string{"NVIDIA driver: release unknown (supports CUDA 12.8)", "Devices: 0 visible", "CUDA_ERROR_NO_DEVICE", "hides every GPU"} {
+	for _, want := range []string{"NVIDIA driver: release unknown (supports CUDA 12.8)", "Devices: none visible", "CUDA_ERROR_NO_DEVICE", "hides every GPU",
+		"no NVIDIA kernel module is loaded"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -253,6 +254,42 @@ func TestDevicesDriverWithoutGPU(t *testing.T) {
 	src = devicesFake{info: devicecopy.DriverInfo{CUDAVersion: 13000}, devErr: errors.New("boom")}
 	if out, code, _ := devicesExec(t, src, nil); code != exitOK || !strings.Contains(out, "boom") {
 		t.Errorf("listing failure: exit %d\n%s", code, out)
+	}
+}
+
+// TestDevicesReleaseSource: where the release came from, the library
+// file and whether a kernel module is loaded are reported in text and
+// JSON; the kernel-module line explains an empty list only.
+func TestDevicesReleaseSource(t *testing.T) {
+	noDev := &devicecopy.CUDAError{Code: 100, Name: "CUDA_ERROR_NO_DEVICE", Op: "cuInit", Meaning: "the driver found no CUDA-capable GPU"}
+	lib := "/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.535.261.03"
+	src := devicesFake{info: devicecopy.DriverInfo{CUDAVersion: 12020, Release: "535.261.03", ReleaseSource: devicecopy.ReleaseLibraryFile, Library: lib}, drvErr: noDev}
+	out, code, _ := devicesExec(t, src, nil)
+	want := "NVIDIA driver: 535.261.03 (supports CUDA 12.2)\n  library " + lib + "\n" +
+		"  release from the library's file name (the user-space driver; no kernel module reported one)\n" +
+		"  no NVIDIA kernel module is loaded (/proc/driver/nvidia/version is missing): the driver's library is installed, but no GPU driver is running " +
+		"(a machine without a GPU, or a container started without GPUs: docker run --gpus all)\n\nDevices: none visible\n"
+	if code != exitOK || !strings.HasPrefix(out, want) {
+		t.Errorf("exit %d, text\n%s\nwant prefix\n%s", code, out, want)
+	}
+	out, _, _ = devicesExec(t, src, nil, "--json")
+	var rep devicesReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if d := rep.Driver; !d.Found || d.Release != "535.261.03" || d.ReleaseSource != "library_file" || d.Library != lib || d.KernelModule || d.CUDAVersion != "12.2" {
+		t.Errorf("driver %+v", d)
+	}
+	// With a kernel module and GPUs: its release, no extra lines.
+	two := devicesTwoGPUs
+	two.info.ReleaseSource, two.info.KernelModule = devicecopy.ReleaseKernelModule, true
+	out, _, _ = devicesExec(t, two, nil)
+	if !strings.HasPrefix(out, "NVIDIA driver: 580.65.06 (supports CUDA 13.0)\n\nDevices: 2 visible\n") {
+		t.Errorf("text\n%s", out)
+	}
+	two.info.ReleaseSource = devicecopy.ReleaseNVML
+	if out, _, _ = devicesExec(t, two, nil); !strings.HasPrefix(out, "NVIDIA driver: 580.65.06 (supports CUDA 13.0)\n  release from NVML\n\nDevices: 2 visible\n") {
+		t.Errorf("text\n%s", out)
 	}
 }
 

@@ -17,6 +17,7 @@ type fakeFaults struct {
 	configure func(devices, initResult int32)
 	failCtx   func(dev, code int32)
 	jit       func(code int32)
+	cc        func(dev, major, minor int32)
 }
 
 func faultsOf(t *testing.T, env map[string]string) fakeFaults {
@@ -29,6 +30,7 @@ func faultsOf(t *testing.T, env map[string]string) fakeFaults {
 	purego.RegisterLibFunc(&f.configure, h, "fake_configure")
 	purego.RegisterLibFunc(&f.failCtx, h, "fake_fail_ctx")
 	purego.RegisterLibFunc(&f.jit, h, "fake_jit")
+	purego.RegisterLibFunc(&f.cc, h, "fake_cc")
 	f.configure(2, 0)
 	t.Cleanup(func() { f.configure(2, 0) })
 	return f
@@ -74,11 +76,14 @@ func TestLoadBusyOtherGPU(t *testing.T) {
 	}
 }
 
-// TestLoadJITRefused: without a PTX JIT the load says that verification
-// cannot run here and how to go on; --no-verify uploads.
+// TestLoadJITRefused: on a GPU the kernel's fat binary has no cubin for
+// (compute capability 12.0), without a PTX JIT the load says that
+// verification cannot run here and how to go on; --no-verify uploads.
 func TestLoadJITRefused(t *testing.T) {
 	env := fakeCUDA(t)
-	faultsOf(t, env).jit(221)
+	f := faultsOf(t, env)
+	f.cc(0, 12, 0)
+	f.jit(221)
 	_, code, errs := loadExec(t, devicecopy.System{}, env, cudaTagged, "--map-location", "cuda:0")
 	for _, want := range []string{"verification cannot run on cuda:0 on this machine", "--no-verify", "CUDA_ERROR_JIT_COMPILER_NOT_FOUND"} {
 		if code != exitError || !strings.Contains(errs, want) {

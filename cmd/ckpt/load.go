@@ -61,7 +61,8 @@ allocation per GPU, through page-locked staging buffers, checking CRC32s and
 computing digests on the host as it reads; then a checksum kernel hashes the
 bytes in device memory and the digests are compared with the host's, chunk
 by chunk (--no-verify skips the kernel, and is the way where the driver
-cannot compile it: no PTX JIT). It reports bytes per device and
+cannot load it: a GPU newer than sm_90 without a PTX JIT, or one older than
+sm_75). It reports bytes per device and
 time and rate for reading, uploading and verifying, and "verified" or every mismatch
 (tensor, device, 64 KiB chunk). The GPU memory is freed when ckpt exits: the
 command proves a checkpoint loads and measures how fast.

@@ -11,8 +11,12 @@
  *     (kind 0) or cuMemHostAlloc (kind 1) fails with code;
  *   - fake_fail_ctx(dev, code): cuDevicePrimaryCtxRetain fails on dev;
  *   - fake_fail_attr(dev, code): the attribute queries fail on dev;
- *   - fake_jit(code): loading the real checksum PTX fails with code (the
- *     JIT refusals 218, 221, 222, 223);
+ *   - fake_jit(code): JIT-compiling the real checksum PTX fails with code
+ *     (the JIT refusals 218, 221, 222, 223). Loading the fat binary
+ *     (kernels/xxh64c.fatbin) JITs only where it has no cubin for the
+ *     device (see fake_cc), as the driver does;
+ *   - fake_cc(dev, major, minor): dev's compute capability (default 9.dev);
+ *     fake_jit_loads() and fake_cubin_loads() count how modules were loaded;
  *   - fake_mig(dev, on): dev is a MIG instance: cuDeviceGetUuid_v2 returns
  *     the instance's UUID, the legacy cuDeviceGetUuid its parent GPU's;
  *   - fake_set_free(dev, bytes): dev has this much memory free (default:
@@ -23,12 +27,15 @@
  *     stream for work queued there), as on a GPU. cuMemsetD8 runs on the
  *     legacy NULL stream, which does not order with non-blocking streams.
  *
- * It loads the real checksum PTX (kernels/xxh64c.ptx) as a module and "runs"
+ * It loads the real checksum PTX (kernels/xxh64c.ptx), alone or inside the
+ * fat binary the driver selects from (a cubin for sm_XY serves compute
+ * capability X.Z for Z >= Y; else the PTX, JIT-compiled), as a module and "runs"
  * its kernel xxh64c_chunks in cuLaunchKernel by calling, for every thread of
  * the grid, the kernel's own core compiled for the host from the same
  * source, kernels/xxh64c.cu: the digests it writes are computed over fake
  * device memory exactly as the GPU computes them.
  */
+#define _GNU_SOURCE /* memmem */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +66,8 @@ static int fail_alloc_dev = -1;
 static int fail_nth[2], fail_nth_code[2];  /* countdown per kind; 0: off */
 static int fail_ctx_code[MAXDEV], fail_attr_code[MAXDEV], mig[MAXDEV];
 static int jit_result;
+static int cc_major[MAXDEV], cc_minor[MAXDEV], cc_set[MAXDEV];
+static int jit_loads, cubin_loads;
 static uint64_t free_cap[MAXDEV]; /* 0: no cap */
 #define MODULE_COST (1ULL << 20)
 
@@ -131,6 +140,9 @@ void fake_fail_nth(int kind, int n, int code) { fail_nth[kind] = n; fail_nth_cod
 void fake_fail_ctx(int dev, int code) { fail_ctx_code[dev] = code; }
 void fake_fail_attr(int dev, int code) { fail_attr_code[dev] = code; }
 void fake_jit(int code) { jit_result = code; }
+void fake_cc(int dev, int major, int minor) { cc_major[dev] = major; cc_minor[dev] = minor; cc_set[dev] = 1; }
+int fake_jit_loads(void) { return jit_loads; }
+int fake_cubin_loads(void) { return cubin_loads; }
 void fake_mig(int dev, int on) { mig[dev] = on; }
 void fake_set_free(int dev, uint64_t bytes) { free_cap[dev] = bytes; }
 void fake_async(int on) { flush_all(); async_mode = on; }
@@ -164,6 +176,7 @@ void fake_configure(int n, int init) {
 	memset(fail_attr_code, 0, sizeof fail_attr_code);
 	memset(mig, 0, sizeof mig);
 	memset(free_cap, 0, sizeof free_cap);
+	memset(cc_set, 0, sizeof cc_set);
 }
 
 
@@ -202,8 +215,8 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
 	if (d < 0 || d >= ndev()) return 101;
 	if (fail_attr_code[d]) return fail_attr_code[d];
 	switch (attr) {
-	case 75: *v = 9; break;          /* CC major */
-	case 76: *v = d;  break;         /* CC minor: 9.d */
+	case 75: *v = cc_set[d] ? cc_major[d] : 9; break; /* CC major */
+	case 76: *v = cc_set[d] ? cc_minor[d] : d; break; /* CC minor: 9.d */
 	case 50: *v = d == 1 ? 0x10 : 0; break; /* PCI domain */
 	case 33: *v = 0x65 + d; break;   /* PCI bus */
 	case 34: *v = 0x1f; break;       /* PCI device */
@@ -376,20 +389,82 @@ CUresult cuEventElapsedTime_v2(float *ms, uintptr_t a, uintptr_t b) { *ms = 2.5f
 CUresult cuEventElapsedTime(float *ms, uintptr_t a, uintptr_t b) { *ms = 1.5f; return a && b ? 0 : 400; }
 #endif
 #endif
+/* The checksum module: JIT-compiled from its PTX (jit) or loaded from a cubin. */
+static CUresult load_checksum(uintptr_t *m, int jit) {
+	if (jit && jit_result) return jit_result;
+	if (free_cap[curdev()] && free_of(curdev()) < MODULE_COST) return 2;
+	*m = 0x4001;
+	used[curdev()] += MODULE_COST;
+	if (jit) jit_loads++;
+	else cubin_loads++;
+	return 0;
+}
+
+/* A fat binary as fatbinary writes it: a 16-byte header (magic 0xBA55ED50,
+ * u16 version, u16 header size, u64 size of the rest), then images: u16
+ * kind (1 PTX, 2 cubin), u16 version, u32 header size, u64 payload size,
+ * ..., u32 arch (major*10+minor) at offset 28, payload. The driver picks a
+ * cubin of the device's major version and the highest minor not above
+ * the device's; failing that, PTX for an arch not above the device's,
+ * which it JIT-compiles; failing that, CUDA_ERROR_NO_BINARY_FOR_GPU. */
+static CUresult load_fatbin(uintptr_t *m, const unsigned char *b) {
+	uint16_t hs;
+	uint64_t size;
+	memcpy(&hs, b + 6, 2);
+	memcpy(&size, b + 8, 8);
+	if (hs != 16 || size > (64u << 20)) return 200;
+	int d = curdev();
+	int major = cc_set[d] ? cc_major[d] : 9, minor = cc_set[d] ? cc_minor[d] : d;
+	int dev = major * 10 + minor;
+	const unsigned char *cubin = NULL, *ptx = NULL;
+	size_t cubin_n = 0, ptx_n = 0;
+	int cubin_arch = -1;
+	for (uint64_t off = hs; off < hs + size;) {
+		uint16_t kind;
+		uint32_t ehs, arch;
+		uint64_t n;
+		memcpy(&kind, b + off, 2);
+		memcpy(&ehs, b + off + 4, 4);
+		memcpy(&n, b + off + 8, 8);
+		memcpy(&arch, b + off + 28, 4);
+		if (ehs < 48 || n > size) return 200;
+		const unsigned char *p = b + off + ehs;
+		if (kind == 2 && (int)arch / 10 == major && (int)arch <= dev && (int)arch > cubin_arch) {
+			cubin = p, cubin_n = n, cubin_arch = arch;
+		} else if (kind == 1 && (int)arch <= dev) {
+			ptx = p, ptx_n = n;
+		}
+		off += ehs + n;
+	}
+	static const char entry_cubin[] = ".text.xxh64c_chunks";
+	static const char entry_ptx[] = ".visible .entry xxh64c_chunks(";
+	if (cubin != NULL) {
+		if (cubin_n < 4 || memcmp(cubin, "\x7f" "ELF", 4) != 0) return 200;
+		if (memmem(cubin, cubin_n, entry_cubin, sizeof entry_cubin - 1) == NULL) return 200;
+		return load_checksum(m, 0);
+	}
+	if (ptx != NULL) {
+		if (memmem(ptx, ptx_n, entry_ptx, sizeof entry_ptx - 1) == NULL) return 218;
+		return load_checksum(m, 1);
+	}
+	return 209;
+}
+
 CUresult cuModuleLoadData(uintptr_t *m, const void *image) {
 	if (!current) return 201;
-	if (strncmp((const char *)image, "// fake ptx", 11) == 0) {
+	const unsigned char *u = image;
+	CUresult r = 0;
+	if (u[0] == 0x50 && u[1] == 0xed && u[2] == 0x55 && u[3] == 0xba) { /* stops at a NUL */
+		r = load_fatbin(m, image);
+	} else if (strncmp((const char *)image, "// fake ptx", 11) == 0) {
 		*m = 0x4000;
 	} else if (strstr((const char *)image, ".visible .entry xxh64c_chunks(") != NULL) {
-		if (jit_result) return jit_result;
-		if (free_cap[curdev()] && free_of(curdev()) < MODULE_COST) return 2;
-		*m = 0x4001; /* the real checksum PTX */
-		used[curdev()] += MODULE_COST;
+		r = load_checksum(m, 1); /* the real checksum PTX */
 	} else {
 		return 218;
 	}
-	modules++;
-	return 0;
+	if (r == 0) modules++;
+	return r;
 }
 CUresult cuModuleGetFunction(uintptr_t *f, uintptr_t m, const char *name) {
 	if (m == 0x4000 && strcmp(name, "add") == 0) *f = 0x5000;

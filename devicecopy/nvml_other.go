@@ -1,0 +1,6 @@
+//go:build !linux
+
+package devicecopy
+
+// NVMLRelease reports that the NVML binding exists only on Linux.
+func NVMLRelease() (release, why string) { return "", "ckpt binds NVML on Linux only" }
