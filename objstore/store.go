@@ -84,7 +84,7 @@ func NewStore(ctx context.Context, rawURL string, opts ...Option) (*Store, strin
 		return nil, "", &Error{URL: redact(rawURL), Err: fmt.Errorf("%w: credentials in a URL are refused; use the environment", ErrBadURL)}
 	}
 	s := &Store{ctx: ctx, cfg: cfg, sem: make(chan struct{}, cfg.concurrency)}
-	transport := &countingTransport{base: newTransport(cfg), n: &s.requests}
+	transport := &guardTransport{base: &countingTransport{base: newTransport(cfg), n: &s.requests}, idle: cfg.idle}
 	switch strings.ToLower(u.Scheme) {
 	case "s3":
 		if u.Host == "" {
@@ -99,7 +99,7 @@ func NewStore(ctx context.Context, rawURL string, opts ...Option) (*Store, strin
 	case "http", "https":
 		base := *u
 		base.Path, base.RawPath, base.RawQuery, base.Fragment = "", "", "", ""
-		s.b = &httpBackend{base: base.String(), client: &http.Client{Transport: transport}}
+		s.b = &httpBackend{base: base.String(), client: newClient(transport)}
 		return s, strings.TrimPrefix(u.Path, "/"), nil
 	case "gs", "gcs":
 		if u.Host == "" {
@@ -165,10 +165,14 @@ func (s *Store) List(dir string) ([]string, error) {
 		return names, nil
 	}
 	s.mu.Unlock()
+	if err := checkKey(strings.TrimSuffix(dir, "/")); dir != "" && err != nil {
+		return nil, &Error{Op: "list", URL: s.b.url(dir), Err: err}
+	}
 	var names []string
 	err := s.do("list", dir, func(ctx context.Context) error {
 		var err error
-		names, err = s.b.list(ctx, dir)
+		lctx, _ := s.withListBudget(ctx)
+		names, err = s.b.list(lctx, dir)
 		return err
 	})
 	if err == nil {
@@ -187,6 +191,9 @@ func (s *Store) List(dir string) ([]string, error) {
 func (s *Store) IsDir(key string) (bool, error) {
 	if key == "" || strings.HasSuffix(key, "/") {
 		return true, nil
+	}
+	if err := checkKey(key); err != nil {
+		return false, &Error{Op: "open", URL: s.b.url(key), Err: err}
 	}
 	if _, ok := s.b.(*httpBackend); ok {
 		return false, nil
@@ -267,6 +274,9 @@ func (s *Store) classify(err error) error {
 			return e
 		}
 	}
+	if isGuardError(err) {
+		return &guardError{msg: s.scrub(oneLine(err)), err: err}
+	}
 	var he *httpStatusError
 	if errors.As(err, &he) {
 		return he.mapped()
@@ -284,6 +294,19 @@ func (s *Store) classify(err error) error {
 		return &transientError{msg: "connection failed: " + s.scrub(oneLine(err))}
 	}
 	return errors.New(s.scrub(oneLine(err)))
+}
+
+// guardError is a refusal of the redirect policy or a limit: its message,
+// in one line and scrubbed, and errors.Is finding ErrRedirect or ErrLimit.
+type guardError struct {
+	msg string
+	err error
+}
+
+func (e *guardError) Error() string { return e.msg }
+
+func (e *guardError) Is(target error) bool {
+	return (target == ErrRedirect || target == ErrLimit) && errors.Is(e.err, target)
 }
 
 // scrub removes from msg any secret the backend knows of (an Azure
