@@ -387,3 +387,73 @@ func TestKeyEscaping(t *testing.T) {
 		t.Errorf("URL: %s", u)
 	}
 }
+
+// Item 10 for gs:// and az://: a listing that always says "more to come"
+// stops at the page limit, and one with too many names at the name limit
+// (before the fix, both read every page the server gave, 1000 here).
+func TestCloudListBounded(t *testing.T) {
+	gcsPage := func(n int64, keys []string, more bool) string {
+		items := make([]string, len(keys))
+		for i, k := range keys {
+			items[i] = fmt.Sprintf(`{"kind":"storage#object","name":%q,"bucket":"bucket"}`, k)
+		}
+		tok := ""
+		if more {
+			tok = fmt.Sprintf(`"nextPageToken":"t%d",`, n)
+		}
+		return fmt.Sprintf(`{"kind":"storage#objects",%s"items":[%s]}`, tok, strings.Join(items, ","))
+	}
+	azPage := func(n int64, keys []string, more bool) string {
+		var b strings.Builder
+		b.WriteString(`<?xml version="1.0" encoding="utf-8"?><EnumerationResults ContainerName="container"><Prefix>d/</Prefix><Delimiter>/</Delimiter><Blobs>`)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "<Blob><Name>%s</Name><Properties><Content-Length>1</Content-Length></Properties></Blob>", k)
+		}
+		b.WriteString("</Blobs>")
+		if more {
+			fmt.Fprintf(&b, "<NextMarker>t%d</NextMarker>", n)
+		}
+		b.WriteString("</EnumerationResults>")
+		return b.String()
+	}
+	for _, c := range []struct {
+		name  string
+		start func(t *testing.T, h http.Handler) *hostileserver.Server
+		url   string
+		page  func(n int64, keys []string, more bool) string
+		ctype string
+	}{
+		{"gs", fakeGCS, "gs://bucket/d/", gcsPage, "application/json"},
+		{"az", fakeAzure, "az://container/d/", azPage, "application/xml"},
+	} {
+		for _, lim := range []struct {
+			name  string
+			names int
+			want  string
+		}{{"endless", 0, "past 20 pages"}, {"many names", 7, "more than 50 objects"}} {
+			t.Run(c.name+"/"+lim.name, func(t *testing.T) {
+				var n atomic.Int64
+				s := c.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					i := n.Add(1)
+					keys := make([]string, lim.names)
+					for j := range keys {
+						keys[j] = fmt.Sprintf("d/k%d-%d", i, j)
+					}
+					w.Header().Set("Content-Type", c.ctype)
+					io.WriteString(w, c.page(i, keys, i < 1000))
+				}))
+				st, _, err := NewStore(context.Background(), c.url, WithRetries(0, time.Millisecond), listLimits(20, 50, 1<<20))
+				if err != nil {
+					t.Fatal(err)
+				}
+				names, err := st.List("d")
+				if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), lim.want) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("got %d names, %v; want %q", len(names), err, lim.want)
+				}
+				if k := len(s.Requests()); k > 21 {
+					t.Fatalf("%d requests after the limit", k)
+				}
+			})
+		}
+	}
+}
