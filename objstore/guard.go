@@ -54,8 +54,11 @@ func (e *idleError) Temporary() bool { return true }
 var _ net.Error = (*idleError)(nil)
 
 // guardBody is a response body with an idle timeout and, for a listing,
-// a cap on its bytes. The timer runs only while a Read waits: a slow
-// consumer is not the server's fault.
+// a cap on its bytes. Only the server's silence counts, not a slow
+// consumer: a timer checks every idle period whether a Read has been
+// waiting all along (no Read started and nothing arrived since the last
+// check), so a stall is caught between one and two periods after it
+// began. A Read costs three atomic operations, not a timer reset.
 type guardBody struct {
 	rc     io.ReadCloser
 	cancel context.CancelFunc // the request's: ends a Read that waits
@@ -64,20 +67,26 @@ type guardBody struct {
 	fired  atomic.Bool
 	budget *listBudget
 	n      int64
+
+	progress atomic.Int64 // Reads started plus bytes read
+	waiting  atomic.Bool  // a Read is under way
+	closed   atomic.Bool
+	last     int64 // progress at the last check (the timer's own)
 }
 
 func (b *guardBody) Read(p []byte) (int, error) {
-	if b.idle > 0 {
-		if b.timer == nil {
-			b.timer = time.AfterFunc(b.idle, func() { b.fired.Store(true); b.cancel() })
-		} else {
-			b.timer.Reset(b.idle)
-		}
+	if b.idle > 0 && b.timer == nil {
+		b.last = -1
+		t := time.AfterFunc(time.Hour, b.check)
+		t.Stop()
+		b.timer = t // set before the timer can run
+		t.Reset(b.idle)
 	}
+	b.progress.Add(1)
+	b.waiting.Store(true)
 	n, err := b.rc.Read(p)
-	if b.timer != nil {
-		b.timer.Stop()
-	}
+	b.waiting.Store(false)
+	b.progress.Add(int64(n))
 	if b.fired.Load() {
 		return n, &idleError{b.idle}
 	}
@@ -93,7 +102,24 @@ func (b *guardBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// check runs every idle period: a Read waiting since the last check with
+// nothing arriving ends the request.
+func (b *guardBody) check() {
+	if b.closed.Load() {
+		return
+	}
+	p := b.progress.Load()
+	if p == b.last && b.waiting.Load() {
+		b.fired.Store(true)
+		b.cancel()
+		return
+	}
+	b.last = p
+	b.timer.Reset(b.idle)
+}
+
 func (b *guardBody) Close() error {
+	b.closed.Store(true)
 	if b.timer != nil {
 		b.timer.Stop()
 	}

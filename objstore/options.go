@@ -130,9 +130,10 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithIdleTimeout bounds how long a response body may send nothing: a
-// read that waits longer is abandoned and retried like a dropped
-// connection (default 30 s, or $CKPT_NET_IDLE_TIMEOUT).
+// WithIdleTimeout bounds how long a response body may send nothing while
+// the client waits for it: a read that waits longer (it is noticed within
+// twice the timeout) is abandoned and retried like a dropped connection
+// (default 30 s, or $CKPT_NET_IDLE_TIMEOUT).
 func WithIdleTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
