@@ -50,33 +50,38 @@ func fakeAzure(t *testing.T, h http.Handler) *hostileserver.Server {
 // backend that follows redirects (before the fix, the client went
 // there).
 func TestRedirectToMetadataRefused(t *testing.T) {
-	meta := func(r *http.Request) string { return "http://169.254.169.254/latest/meta-data/iam/" }
-	for _, c := range []struct {
-		name string
-		url  func(t *testing.T) string
-	}{
-		{"https", func(t *testing.T) string {
-			return hostileserver.New(t, hostileserver.Redirect(http.StatusFound, meta)).URL + "/m.safetensors"
-		}},
-		{"gs", func(t *testing.T) string {
-			fakeGCS(t, hostileserver.Redirect(http.StatusFound, meta))
-			return "gs://bucket/m.safetensors"
-		}},
-		{"az", func(t *testing.T) string {
-			fakeAzure(t, hostileserver.Redirect(http.StatusTemporaryRedirect, meta))
-			return "az://container/m.safetensors"
-		}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			st, key, err := NewStore(context.Background(), c.url(t), WithRetries(0, time.Millisecond))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = st.Open(key)
-			if !errors.Is(err, ErrRedirect) || !strings.Contains(err.Error(), "169.254.169.254") || strings.Contains(err.Error(), "\n") {
-				t.Fatalf("got %v, want one line: redirect to 169.254.169.254 refused", err)
-			}
-		})
+	for _, target := range []string{"http://169.254.169.254/latest/meta-data/iam/", "https://169.254.169.254/latest/meta-data/iam/"} {
+		meta := func(r *http.Request) string { return target }
+		for _, c := range []struct {
+			name string
+			url  func(t *testing.T) string
+		}{
+			{"https", func(t *testing.T) string {
+				return hostileserver.New(t, hostileserver.Redirect(http.StatusFound, meta)).URL + "/m.safetensors"
+			}},
+			{"gs", func(t *testing.T) string {
+				fakeGCS(t, hostileserver.Redirect(http.StatusFound, meta))
+				return "gs://bucket/m.safetensors"
+			}},
+			{"az", func(t *testing.T) string {
+				fakeAzure(t, hostileserver.Redirect(http.StatusTemporaryRedirect, meta))
+				return "az://container/m.safetensors"
+			}},
+		} {
+			t.Run(c.name+"/"+strings.SplitN(target, ":", 2)[0], func(t *testing.T) {
+				st, key, err := NewStore(context.Background(), c.url(t), WithRetries(0, time.Millisecond))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = st.Open(key)
+				if !errors.Is(err, ErrRedirect) || !strings.Contains(err.Error(), "169.254.169.254") || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("got %v, want one line: redirect to 169.254.169.254 refused", err)
+				}
+				if strings.HasPrefix(target, "https") && !strings.Contains(err.Error(), "link-local") {
+					t.Fatalf("got %v, want the link-local address refused", err)
+				}
+			})
+		}
 	}
 }
 
