@@ -487,3 +487,20 @@ func BenchmarkGuardBody(b *testing.B) {
 		})
 	}
 }
+
+// Item 8 for s3://: minio-go follows no redirect at all; a redirect to
+// another server is an error, and that server gets no request.
+func TestS3FollowsNoRedirect(t *testing.T) {
+	other := hostileserver.New(t, hostileserver.RangeFile([]byte("0123456789")))
+	fakeS3(t, hostileserver.Redirect(http.StatusTemporaryRedirect, func(r *http.Request) string { return other.URL + r.URL.RequestURI() }))
+	st, key, err := NewStore(context.Background(), "s3://bucket/m.bin", WithRetries(0, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Open(key); err == nil {
+		t.Fatal("opened through a redirect")
+	}
+	if n := len(other.Requests()); n != 0 {
+		t.Fatalf("the redirect's target got %d requests", n)
+	}
+}
