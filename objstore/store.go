@@ -269,13 +269,13 @@ func retryable(err error) bool {
 // classify maps a request's error to the package's errors: sentinels for
 // the known causes, transientError for what may pass.
 func (s *Store) classify(err error) error {
+	if isGuardError(err) {
+		return &guardError{msg: s.scrub(oneLine(err)), err: err}
+	}
 	if c, ok := s.b.(interface{ classify(error) error }); ok {
 		if e := c.classify(err); e != nil {
 			return e
 		}
-	}
-	if isGuardError(err) {
-		return &guardError{msg: s.scrub(oneLine(err)), err: err}
 	}
 	var he *httpStatusError
 	if errors.As(err, &he) {
