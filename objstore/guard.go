@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -195,8 +196,46 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	if !strings.EqualFold(orig.Hostname(), to.Hostname()) {
 		stripCredentials(req, via[0])
+		// The name was judged by what it resolved to just now; the
+		// connection is held to the same rule, whatever the name
+		// resolves to then (DNS rebinding). Not through a proxy: the
+		// proxy is the one to dial, and it resolves the name.
+		if p, err := http.ProxyFromEnvironment(req); err == nil && p == nil {
+			*req = *req.WithContext(context.WithValue(req.Context(), dialClassKey{}, hostClass(req.Context(), orig.Hostname())))
+		}
 	}
 	return nil
+}
+
+// dialClassKey is the context key of the most private address class a
+// redirected request may connect to.
+type dialClassKey struct{}
+
+var dialer = &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+
+// dialGuarded dials addr, refusing, for a request redirected to another
+// host, an address of a class above the one its context allows.
+func dialGuarded(ctx context.Context, network, addr string) (net.Conn, error) {
+	limit, ok := ctx.Value(dialClassKey{}).(int)
+	if !ok {
+		return dialer.DialContext(ctx, network, addr)
+	}
+	d := *dialer
+	d.Control = func(_, address string, _ syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return err
+		}
+		ip, err := netip.ParseAddr(host)
+		if err != nil {
+			return err
+		}
+		if c := addrClass(ip); c > limit {
+			return fmt.Errorf("%w to %s: it connects to %s, a %s address", ErrRedirect, addr, ip, classNames[c])
+		}
+		return nil
+	}
+	return d.DialContext(ctx, network, addr)
 }
 
 // safeURL is u for a message: no query (which may be signed), no user.

@@ -180,6 +180,11 @@ func TestCheckRedirect(t *testing.T) {
 			t.Errorf("%s sent to another host", h)
 		}
 	}
+	if p, _ := http.ProxyFromEnvironment(next); p == nil {
+		if c, ok := next.Context().Value(dialClassKey{}).(int); !ok || c != classPublic {
+			t.Errorf("the redirected request may connect to class %v, want public only", c)
+		}
+	}
 	if next.Header.Get("Range") == "" || next.URL.Query().Get("keep") != "yes" || next.URL.Query().Get("sig") != "" {
 		t.Errorf("after the redirect: %v %s", next.Header, next.URL)
 	}
@@ -503,4 +508,31 @@ func TestS3FollowsNoRedirect(t *testing.T) {
 	if n := len(other.Requests()); n != 0 {
 		t.Fatalf("the redirect's target got %d requests", n)
 	}
+}
+
+// Item 8: a redirected request connects only to addresses its origin
+// allows, whatever its host name resolves to at connection time (DNS
+// rebinding): from a public origin, a name resolving to loopback is
+// refused when dialled.
+func TestDialGuarded(t *testing.T) {
+	s := hostileserver.New(t, hostileserver.RangeFile([]byte("x")))
+	_, port, _ := strings.Cut(strings.TrimPrefix(s.URL, "http://"), ":")
+	ctx := context.WithValue(context.Background(), dialClassKey{}, classPublic)
+	if c, err := dialGuarded(ctx, "tcp", "localhost:"+port); !errors.Is(err, ErrRedirect) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("a redirect from a public origin dialled localhost: %v", err)
+	}
+	ctx = context.WithValue(context.Background(), dialClassKey{}, classPrivate)
+	c, err := dialGuarded(ctx, "tcp", "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatalf("from a private origin to loopback: %v", err)
+	}
+	c.Close()
+	c, err = dialGuarded(context.Background(), "tcp", "localhost:"+port)
+	if err != nil {
+		t.Fatalf("no redirect: %v", err)
+	}
+	c.Close()
 }

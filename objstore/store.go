@@ -347,7 +347,7 @@ func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func newTransport(cfg config) http.RoundTripper {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dialGuarded,
 		MaxIdleConns:          4 * cfg.concurrency,
 		MaxIdleConnsPerHost:   2 * cfg.concurrency,
 		IdleConnTimeout:       90 * time.Second,
