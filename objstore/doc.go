@@ -43,7 +43,8 @@
 // s3://, follows none), at most 5 per request: to another origin (scheme,
 // host and port) only over https, and never from a public address to a
 // private, loopback or link-local one, nor from a private or loopback one
-// to a link-local one (169.254.169.254, the clouds' metadata servers), so
+// to a link-local one (169.254.169.254, the clouds' metadata servers:
+// judged by the addresses a name resolves to, and again when dialling), so
 // that a local MinIO or emulator may still redirect within the machine. A
 // redirect to another host goes without the headers that may carry
 // credentials (Authorization, Cookie, x-amz-*, x-ms-*, x-goog-*) and
