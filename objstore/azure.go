@@ -32,7 +32,7 @@ type azureBackend struct {
 // (anonymous: public containers).
 func newAzure(name string, transport http.RoundTripper) (*azureBackend, error) {
 	opts := &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: &http.Client{Transport: transport},
+		Transport: newClient(transport),
 		// The Store retries, counting and backing off itself.
 		Retry:   policy.RetryOptions{MaxRetries: -1},
 		Logging: policy.LogOptions{IncludeBody: false},
@@ -148,6 +148,7 @@ func (b *azureBackend) list(ctx context.Context, dir string) ([]string, error) {
 		o.Prefix = &dir
 	}
 	pager := b.c.NewListBlobsHierarchyPager("/", o)
+	budget := listBudgetOf(ctx)
 	var names []string
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
@@ -162,7 +163,9 @@ func (b *azureBackend) list(ctx context.Context, dir string) ([]string, error) {
 				continue
 			}
 			if n := strings.TrimPrefix(*it.Name, dir); n != "" {
-				names = append(names, n)
+				if names, err = budget.addName(names, n); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}

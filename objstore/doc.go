@@ -38,5 +38,23 @@
 // (without a key: anonymous, for public containers). No secret appears in
 // any error.
 //
+// Servers are not trusted (docs/limits.md lists the bounds). Redirects
+// are followed by the https://, gs:// and az:// clients (minio-go, for
+// s3://, follows none), at most 5 per request: to another origin (scheme,
+// host and port) only over https, and never from a public address to a
+// private, loopback or link-local one, nor from a private or loopback one
+// to a link-local one (169.254.169.254, the clouds' metadata servers:
+// judged by the addresses a name resolves to, and again when dialling), so
+// that a local MinIO or emulator may still redirect within the machine. A
+// redirect to another host goes without the headers that may carry
+// credentials (Authorization, Cookie, x-amz-*, x-ms-*, x-goog-*) and
+// without the first URL's query values (a SAS signature). A refusal is
+// ErrRedirect. A response body that sends nothing for the idle timeout
+// (WithIdleTimeout, $CKPT_NET_IDLE_TIMEOUT, default 30 s) is abandoned and
+// retried. Listings are bounded in pages, names, name length and bytes
+// (ErrLimit), and the Store's context cancels them. Object names are
+// escaped segment by segment; a name whose segment is or decodes to "."
+// or "..", or holds "/" or "\" once decoded, is refused (ErrBadURL).
+//
 // abfs:// and abfss:// are not supported (ErrUnsupportedScheme).
 package objstore

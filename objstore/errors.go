@@ -17,6 +17,8 @@ var (
 	ErrUnsupportedScheme = errors.New("unsupported URL scheme")
 	ErrNoRange           = errors.New("the server does not honour Range requests")
 	ErrBadURL            = errors.New("bad URL")
+	ErrRedirect          = errors.New("redirect refused")
+	ErrLimit             = errors.New("exceeds a limit of the network client")
 )
 
 // Error is a failed operation on an object, named by its URL (which never

@@ -30,7 +30,7 @@ type gcsBackend struct {
 // STORAGE_EMULATOR_HOST set, none are used. Without credentials the
 // bucket is read anonymously (public buckets).
 func newGCS(ctx context.Context, bucket string, transport http.RoundTripper) (*gcsBackend, error) {
-	hc := &http.Client{Transport: transport}
+	hc := newClient(transport)
 	anon := false
 	opts := []option.ClientOption{option.WithHTTPClient(hc)}
 	if os.Getenv("STORAGE_EMULATOR_HOST") == "" {
@@ -101,6 +101,7 @@ func (b *gcsBackend) list(ctx context.Context, dir string) ([]string, error) {
 		return nil, err
 	}
 	it := b.h.Objects(ctx, q)
+	budget := listBudgetOf(ctx)
 	var names []string
 	for {
 		a, err := it.Next()
@@ -114,7 +115,9 @@ func (b *gcsBackend) list(ctx context.Context, dir string) ([]string, error) {
 			continue
 		}
 		if n := strings.TrimPrefix(a.Name, dir); n != "" {
-			names = append(names, n)
+			if names, err = budget.addName(names, n); err != nil {
+				return nil, err
+			}
 		}
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 )
 
 // httpBackend reads from a web server that honours Range requests.
@@ -14,7 +16,15 @@ type httpBackend struct {
 	client *http.Client
 }
 
-func (b *httpBackend) url(key string) string { return b.base + "/" + key }
+// url is the URL of key: each of its segments escaped, so that a name
+// holding "?", "#" or "%" names an object, not a query or another path.
+func (b *httpBackend) url(key string) string {
+	segs := strings.Split(key, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return b.base + "/" + strings.Join(segs, "/")
+}
 
 // httpStatusError is an unexpected HTTP status.
 type httpStatusError struct{ code int }

@@ -57,6 +57,9 @@ func (s *Store) Open(key string) (*Object, error) {
 	if key == "" || key[len(key)-1] == '/' {
 		return nil, &Error{Op: "open", URL: s.b.url(key), Err: errors.New("names a directory, not an object")}
 	}
+	if err := checkKey(key); err != nil {
+		return nil, &Error{Op: "open", URL: s.b.url(key), Err: err}
+	}
 	s.mu.Lock()
 	if o := s.opened[key]; o != nil {
 		delete(s.opened, key)

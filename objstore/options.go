@@ -1,6 +1,9 @@
 package objstore
 
-import "time"
+import (
+	"os"
+	"time"
+)
 
 // Defaults of the options.
 const (
@@ -8,6 +11,24 @@ const (
 	DefaultChunkSize   = 8 << 20
 	DefaultMetaWindow  = 256 << 10
 	DefaultRetries     = 5
+	// DefaultIdleTimeout is how long a response body may send nothing
+	// before the request is abandoned (and retried).
+	DefaultIdleTimeout = 30 * time.Second
+)
+
+// EnvIdleTimeout names the environment variable that overrides
+// DefaultIdleTimeout: a Go duration ("90s", "2m").
+const EnvIdleTimeout = "CKPT_NET_IDLE_TIMEOUT"
+
+// Bounds of a directory listing: every listing of s3://, gs:// and az://
+// stops with ErrLimit past any of them.
+const (
+	maxListPages     = 10000    // requests of one listing
+	maxListNames     = 100000   // objects in one directory
+	maxListPageBytes = 16 << 20 // one listing response's body
+	maxListBytes     = 1 << 30  // all the responses of one listing
+	maxKeyBytes      = 4096     // one object name (S3, GCS and Azure allow 1024)
+	maxRedirects     = 5
 )
 
 // Option configures a Store.
@@ -21,7 +42,12 @@ type config struct {
 	retries     int
 	backoff     time.Duration
 	timeout     time.Duration // per request: until the response headers
+	idle        time.Duration // per response body: the longest wait for a byte
 	partSize    int64
+
+	listPages     int
+	listNames     int
+	listPageBytes int64
 }
 
 func defaultConfig() config {
@@ -34,7 +60,21 @@ func defaultConfig() config {
 		backoff:     100 * time.Millisecond,
 		timeout:     60 * time.Second,
 		partSize:    64 << 20,
+		idle:        envIdleTimeout(),
+
+		listPages:     maxListPages,
+		listNames:     maxListNames,
+		listPageBytes: maxListPageBytes,
 	}
+}
+
+// envIdleTimeout returns $CKPT_NET_IDLE_TIMEOUT, or DefaultIdleTimeout when
+// it is unset or not a positive duration.
+func envIdleTimeout() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(EnvIdleTimeout)); err == nil && d > 0 {
+		return d
+	}
+	return DefaultIdleTimeout
 }
 
 // WithConcurrency bounds the requests in flight per Store (default 8).
@@ -86,6 +126,18 @@ func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
 			c.timeout = d
+		}
+	}
+}
+
+// WithIdleTimeout bounds how long a response body may send nothing while
+// the client waits for it: a read that waits longer (it is noticed within
+// twice the timeout) is abandoned and retried like a dropped connection
+// (default 30 s, or $CKPT_NET_IDLE_TIMEOUT).
+func WithIdleTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.idle = d
 		}
 	}
 }

@@ -120,24 +120,32 @@ func (b *s3Backend) get(ctx context.Context, key string, off int64, dst []byte, 
 	return n, size, got, err
 }
 
+// list lists dir with ListObjectsV2 under ctx (each page a request that
+// ctx cancels, counted and capped by guardTransport), skipping the
+// "subdirectories" (common prefixes, and objects whose names end in "/").
 func (b *s3Backend) list(ctx context.Context, dir string) ([]string, error) {
+	budget := listBudgetOf(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the iterator's requests when a limit ends the listing
+	noOwner := false
 	var names []string
-	token := ""
-	for {
-		res, err := b.core.ListObjectsV2(b.bucket, dir, "", token, "/", 1000)
-		if err != nil {
+	for o := range b.core.ListObjectsIter(ctx, b.bucket, minio.ListObjectsOptions{Prefix: dir, FetchOwner: &noOwner, MaxKeys: 1000}) {
+		if o.Err != nil {
+			return nil, o.Err
+		}
+		n := strings.TrimPrefix(o.Key, dir)
+		if n == "" || strings.HasSuffix(n, "/") {
+			continue
+		}
+		var err error
+		if names, err = budget.addName(names, n); err != nil {
 			return nil, err
 		}
-		for _, o := range res.Contents {
-			if n := strings.TrimPrefix(o.Key, dir); n != "" {
-				names = append(names, n)
-			}
-		}
-		if !res.IsTruncated || res.NextContinuationToken == "" {
-			return names, nil
-		}
-		token = res.NextContinuationToken
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return names, nil
 }
 
 // classify maps an S3 error response; nil when err is not one.

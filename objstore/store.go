@@ -84,7 +84,7 @@ func NewStore(ctx context.Context, rawURL string, opts ...Option) (*Store, strin
 		return nil, "", &Error{URL: redact(rawURL), Err: fmt.Errorf("%w: credentials in a URL are refused; use the environment", ErrBadURL)}
 	}
 	s := &Store{ctx: ctx, cfg: cfg, sem: make(chan struct{}, cfg.concurrency)}
-	transport := &countingTransport{base: newTransport(cfg), n: &s.requests}
+	transport := &guardTransport{base: &countingTransport{base: newTransport(cfg), n: &s.requests}, idle: cfg.idle}
 	switch strings.ToLower(u.Scheme) {
 	case "s3":
 		if u.Host == "" {
@@ -99,7 +99,7 @@ func NewStore(ctx context.Context, rawURL string, opts ...Option) (*Store, strin
 	case "http", "https":
 		base := *u
 		base.Path, base.RawPath, base.RawQuery, base.Fragment = "", "", "", ""
-		s.b = &httpBackend{base: base.String(), client: &http.Client{Transport: transport}}
+		s.b = &httpBackend{base: base.String(), client: newClient(transport)}
 		return s, strings.TrimPrefix(u.Path, "/"), nil
 	case "gs", "gcs":
 		if u.Host == "" {
@@ -165,10 +165,14 @@ func (s *Store) List(dir string) ([]string, error) {
 		return names, nil
 	}
 	s.mu.Unlock()
+	if err := checkKey(strings.TrimSuffix(dir, "/")); dir != "" && err != nil {
+		return nil, &Error{Op: "list", URL: s.b.url(dir), Err: err}
+	}
 	var names []string
 	err := s.do("list", dir, func(ctx context.Context) error {
 		var err error
-		names, err = s.b.list(ctx, dir)
+		lctx, _ := s.withListBudget(ctx)
+		names, err = s.b.list(lctx, dir)
 		return err
 	})
 	if err == nil {
@@ -187,6 +191,9 @@ func (s *Store) List(dir string) ([]string, error) {
 func (s *Store) IsDir(key string) (bool, error) {
 	if key == "" || strings.HasSuffix(key, "/") {
 		return true, nil
+	}
+	if err := checkKey(key); err != nil {
+		return false, &Error{Op: "open", URL: s.b.url(key), Err: err}
 	}
 	if _, ok := s.b.(*httpBackend); ok {
 		return false, nil
@@ -262,6 +269,9 @@ func retryable(err error) bool {
 // classify maps a request's error to the package's errors: sentinels for
 // the known causes, transientError for what may pass.
 func (s *Store) classify(err error) error {
+	if isGuardError(err) {
+		return &guardError{msg: s.scrub(oneLine(err)), err: err}
+	}
 	if c, ok := s.b.(interface{ classify(error) error }); ok {
 		if e := c.classify(err); e != nil {
 			return e
@@ -284,6 +294,19 @@ func (s *Store) classify(err error) error {
 		return &transientError{msg: "connection failed: " + s.scrub(oneLine(err))}
 	}
 	return errors.New(s.scrub(oneLine(err)))
+}
+
+// guardError is a refusal of the redirect policy or a limit: its message,
+// in one line and scrubbed, and errors.Is finding ErrRedirect or ErrLimit.
+type guardError struct {
+	msg string
+	err error
+}
+
+func (e *guardError) Error() string { return e.msg }
+
+func (e *guardError) Is(target error) bool {
+	return (target == ErrRedirect || target == ErrLimit) && errors.Is(e.err, target)
 }
 
 // scrub removes from msg any secret the backend knows of (an Azure
@@ -324,7 +347,7 @@ func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func newTransport(cfg config) http.RoundTripper {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dialGuarded,
 		MaxIdleConns:          4 * cfg.concurrency,
 		MaxIdleConnsPerHost:   2 * cfg.concurrency,
 		IdleConnTimeout:       90 * time.Second,

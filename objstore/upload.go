@@ -93,7 +93,8 @@ func (s *Store) abortStale(ctx context.Context, key string) {
 	b := s.s3
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for u := range b.core.ListIncompleteUploads(lctx, b.bucket, key, false) {
+	listCtx, _ := s.withListBudget(lctx) // bounded like any listing
+	for u := range b.core.ListIncompleteUploads(listCtx, b.bucket, key, false) {
 		if u.Err != nil {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ckpt-dev/ckpt"
 )
@@ -56,7 +57,18 @@ func newHandler(m *ckpt.Model) http.Handler {
 		h.Set("Content-Length", strconv.Itoa(len(b)))
 		h.Set("X-Tensor-Dtype", t.DType.String())
 		h.Set("X-Tensor-Shape", shapeHeader(t.Shape))
-		w.Write(b)
+		// Written a piece at a time, each with its own deadline: the
+		// server's WriteTimeout would cut a large tensor to a slow
+		// reader short.
+		rc := http.NewResponseController(w)
+		for len(b) > 0 {
+			rc.SetWriteDeadline(time.Now().Add(writePieceTimeout))
+			n := min(len(b), writePiece)
+			if _, err := w.Write(b[:n]); err != nil {
+				return
+			}
+			b = b[n:]
+		}
 	})
 	return mux
 }

@@ -6,6 +6,11 @@
 //	GET /tensors/{name}  a tensor's bytes: C order, little-endian, with
 //	                     X-Tensor-Dtype and X-Tensor-Shape headers
 //
+// Connections are bounded: at most -max-conns open at once, idle
+// keep-alive connections closed after -idle-timeout, request headers read
+// within 10 s and limited to 64 KiB, a tensor written to a reader that
+// takes at least 1 MiB a minute.
+//
 // It shuts down gracefully on SIGINT or SIGTERM: requests in flight finish,
 // then the loaded memory is freed.
 //
@@ -47,12 +52,17 @@ func run(ctx context.Context, args []string, logw io.Writer, ready chan<- net.Ad
 	fs := flag.NewFlagSet("tensorserver", flag.ContinueOnError)
 	fs.SetOutput(logw)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+	idle := fs.Duration("idle-timeout", defaultIdle, "close a keep-alive connection after this long without a request")
+	maxConns := fs.Int("max-conns", defaultMaxConns, "connections open at once (more wait to be accepted)")
 	mapLocation := fs.String("map-location", "cpu", "where tensors go (torch's map_location); cpu serves every tensor")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: tensorserver [-addr HOST:PORT] [-map-location RULES] CHECKPOINT")
+		return errors.New("usage: tensorserver [-addr HOST:PORT] [-idle-timeout D] [-max-conns N] [-map-location RULES] CHECKPOINT")
+	}
+	if *idle <= 0 || *maxConns <= 0 {
+		return errors.New("-idle-timeout and -max-conns must be positive")
 	}
 	logger := log.New(logw, "tensorserver: ", log.LstdFlags)
 
@@ -67,7 +77,16 @@ func run(ctx context.Context, args []string, logw io.Writer, ready chan<- net.Ad
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: newHandler(m), ReadHeaderTimeout: 10 * time.Second}
+	ln = newLimitListener(ln, *maxConns)
+	srv := &http.Server{
+		Handler:           newHandler(m),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       *idle,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          logger,
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logger.Printf("listening on %s", ln.Addr())

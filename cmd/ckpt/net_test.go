@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/internal/hostileserver"
+)
+
+// runBin runs the built CLI with a plain environment and returns its exit
+// code, stdout and stderr.
+func runBin(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(buildCLI(t), args...)
+	cmd.Env = append(os.Environ(), "TERM=dumb", "CKPT_NO_PROGRESS=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// Issue #20 item 12: a server that sends bytes after its response makes
+// Go's HTTP client log "Unsolicited response received on idle HTTP
+// channel ..." with the server's bytes on stderr; the CLI prints nothing
+// of it (before the fix: that line, on a successful inspect).
+func TestUnsolicitedBytesNotLogged(t *testing.T) {
+	data, err := os.ReadFile("../../testdata/fixtures/model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := hostileserver.New(t, hostileserver.Unsolicited(data, "HTTP/1.1 200 OK\r\nX-Junk: \x1b[31mred\r\n\r\njunk"))
+	code, out, stderr := runBin(t, "inspect", s.URL+"/model.safetensors")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q, want 0 and nothing", code, stderr)
+	}
+	if !strings.Contains(out, "safetensors") {
+		t.Fatalf("stdout: %s", out)
+	}
+}
+
+// safetensorsNames returns the tensor names of a safetensors file.
+func safetensorsNames(t *testing.T, data []byte) []string {
+	n := binary.LittleEndian.Uint64(data)
+	var h map[string]json.RawMessage
+	if err := json.Unmarshal(data[8:8+n], &h); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for k := range h {
+		if k != "__metadata__" {
+			names = append(names, k)
+		}
+	}
+	return names
+}
+
+// Issue #20 item 11: shard names of a sharded index read over https are
+// object names: "?" and "#" are escaped, and a name that decodes to a path
+// is refused with one line naming it, before any request for it.
+func TestShardNamesOverHTTP(t *testing.T) {
+	shard, err := os.ReadFile("../../testdata/fixtures/model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	index := func(shardName string) []byte {
+		wm := map[string]string{}
+		for _, n := range safetensorsNames(t, shard) {
+			wm[n] = shardName
+		}
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{}, "weight_map": wm})
+		return b
+	}
+	files := map[string][]byte{
+		"/ok/model.safetensors.index.json":  index("x.safetensors?#"),
+		"/ok/x.safetensors?#":               shard,
+		"/bad/model.safetensors.index.json": index("%2e%2e%2fsecret.safetensors"),
+	}
+	s := hostileserver.New(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, ok := files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		hostileserver.RangeFile(data)(w, r)
+	}))
+	code, _, stderr := runCLI(t, "inspect", s.URL+"/ok/model.safetensors.index.json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "inspect", s.URL+"/bad/model.safetensors.index.json")
+	if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "%2e%2e%2fsecret.safetensors") {
+		t.Fatalf("exit %d, stderr %q: want 1 and one line naming the shard", code, stderr)
+	}
+	for _, r := range s.Requests() {
+		if strings.Contains(r.Path, "secret") {
+			t.Fatalf("requested %s", r.URI)
+		}
+	}
+}

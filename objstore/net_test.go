@@ -1,0 +1,538 @@
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ckpt-dev/ckpt/internal/hostileserver"
+)
+
+// fakeS3 points the S3 client at a server of the test's own (anonymous,
+// path-style).
+func fakeS3(t *testing.T, h http.Handler) *hostileserver.Server {
+	s := hostileserver.New(t, h)
+	t.Setenv("AWS_ENDPOINT_URL", s.URL)
+	t.Setenv("AWS_ENDPOINT_URL_S3", "")
+	t.Setenv("AWS_REGION", "us-east-1")
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	return s
+}
+
+// fakeGCS points the GCS client at a server of the test's own (as an
+// emulator: no credentials).
+func fakeGCS(t *testing.T, h http.Handler) *hostileserver.Server {
+	s := hostileserver.New(t, h)
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(s.URL, "http://"))
+	return s
+}
+
+// fakeAzure points the Azure client at a server of the test's own.
+func fakeAzure(t *testing.T, h http.Handler) *hostileserver.Server {
+	s := hostileserver.New(t, h)
+	key := base64.StdEncoding.EncodeToString([]byte("not-a-secret-key-for-tests-only!"))
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=%s;BlobEndpoint=%s/acct;", key, s.URL))
+	return s
+}
+
+// Item 8: a redirect to the cloud metadata address is refused, on every
+// backend that follows redirects (before the fix, the client went
+// there).
+func TestRedirectToMetadataRefused(t *testing.T) {
+	for _, target := range []string{"http://169.254.169.254/latest/meta-data/iam/", "https://169.254.169.254/latest/meta-data/iam/"} {
+		meta := func(r *http.Request) string { return target }
+		for _, c := range []struct {
+			name string
+			url  func(t *testing.T) string
+		}{
+			{"https", func(t *testing.T) string {
+				return hostileserver.New(t, hostileserver.Redirect(http.StatusFound, meta)).URL + "/m.safetensors"
+			}},
+			{"gs", func(t *testing.T) string {
+				fakeGCS(t, hostileserver.Redirect(http.StatusFound, meta))
+				return "gs://bucket/m.safetensors"
+			}},
+			{"az", func(t *testing.T) string {
+				fakeAzure(t, hostileserver.Redirect(http.StatusTemporaryRedirect, meta))
+				return "az://container/m.safetensors"
+			}},
+		} {
+			t.Run(c.name+"/"+strings.SplitN(target, ":", 2)[0], func(t *testing.T) {
+				st, key, err := NewStore(context.Background(), c.url(t), WithRetries(0, time.Millisecond))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = st.Open(key)
+				if !errors.Is(err, ErrRedirect) || !strings.Contains(err.Error(), "169.254.169.254") || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("got %v, want one line: redirect to 169.254.169.254 refused", err)
+				}
+				if strings.HasPrefix(target, "https") && !strings.Contains(err.Error(), "link-local") {
+					t.Fatalf("got %v, want the link-local address refused", err)
+				}
+			})
+		}
+	}
+}
+
+// Item 8: redirects within the origin are followed, at most five; a
+// redirect to another origin over plain http is refused.
+func TestRedirectLimits(t *testing.T) {
+	data := []byte("0123456789")
+	other := hostileserver.New(t, hostileserver.RangeFile(data))
+	s := hostileserver.New(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var n int
+		fmt.Sscanf(r.URL.Path, "/hop%d", &n)
+		switch {
+		case r.URL.Path == "/k":
+			hostileserver.RangeFile(data)(w, r)
+		case r.URL.Path == "/away":
+			http.Redirect(w, r, other.URL+"/k", http.StatusFound)
+		case n > 0:
+			http.Redirect(w, r, fmt.Sprintf("/hop%d", n-1), http.StatusFound)
+		default:
+			http.Redirect(w, r, "/k", http.StatusFound)
+		}
+	}))
+	open := func(key string) error {
+		st, k, err := NewStore(context.Background(), s.URL+"/"+key, WithRetries(0, time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := st.Open(k)
+		if err == nil {
+			o.Close()
+		}
+		return err
+	}
+	if err := open("hop4"); err != nil { // 5 redirects
+		t.Fatalf("5 redirects within the origin: %v", err)
+	}
+	if err := open("hop5"); !errors.Is(err, ErrRedirect) { // 6 (Go's client follows 10)
+		t.Fatalf("6 redirects: got %v, want ErrRedirect", err)
+	}
+	if err := open("away"); !errors.Is(err, ErrRedirect) || !strings.Contains(err.Error(), "only https") {
+		t.Fatalf("http to another origin: got %v, want ErrRedirect", err)
+	}
+	if n := len(other.Requests()); n != 0 {
+		t.Fatalf("the other origin got %d requests", n)
+	}
+}
+
+// Item 8: the policy itself, on addresses that need no network: classes
+// of addresses, and credentials never sent to another host.
+func TestCheckRedirect(t *testing.T) {
+	req := func(raw string, h ...string) *http.Request {
+		r, err := http.NewRequest("GET", raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(h); i += 2 {
+			r.Header.Set(h[i], h[i+1])
+		}
+		return r
+	}
+	for _, c := range []struct {
+		from, to string
+		ok       bool
+	}{
+		{"https://93.184.216.34/m", "https://169.254.169.254/x", false},
+		{"https://93.184.216.34/m", "https://10.1.2.3/x", false},
+		{"https://93.184.216.34/m", "https://127.0.0.1/x", false},
+		{"https://93.184.216.34/m", "https://[::1]/x", false},
+		{"https://93.184.216.34/m", "https://[fe80::1]/x", false},
+		{"https://93.184.216.34/m", "https://[::ffff:169.254.169.254]/x", false},
+		{"https://93.184.216.34/m", "https://100.100.100.200/x", false},
+		{"https://93.184.216.34/m", "https://localhost/x", false},
+		{"https://93.184.216.34/m", "http://93.184.216.35/x", false},
+		{"https://93.184.216.34/m", "http://93.184.216.34/x", false}, // a downgrade is another origin
+		{"https://93.184.216.34/m", "https://93.184.216.35/x", true},
+		{"http://127.0.0.1:9000/m", "http://127.0.0.1:9000/y", true}, // same origin
+		{"http://127.0.0.1:9000/m", "http://127.0.0.1:9001/y", false},
+		{"http://127.0.0.1:9000/m", "https://127.0.0.2:9443/y", true}, // local stays local
+		{"http://127.0.0.1:9000/m", "https://10.0.0.1/y", true},
+		{"http://127.0.0.1:9000/m", "https://169.254.169.254/y", false},
+		{"https://169.254.10.10/m", "https://169.254.169.254/y", true},
+	} {
+		err := checkRedirect(req(c.to), []*http.Request{req(c.from)})
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrRedirect)) {
+			t.Errorf("%s -> %s: %v, want allowed %v", c.from, c.to, err, c.ok)
+		}
+	}
+	via := []*http.Request{req("https://93.184.216.34/m?sv=2024&sig=c2VjcmV0LXNpZ25hdHVyZQ&x=1")}
+	next := req("https://93.184.216.35/x?sig=c2VjcmV0LXNpZ25hdHVyZQ&keep=yes", "Authorization", "AWS4 secret",
+		"X-Amz-Security-Token", "tok", "x-ms-version", "2024", "X-Goog-User-Project", "p", "Cookie", "c", "Range", "bytes=0-1")
+	if err := checkRedirect(next, via); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"Authorization", "X-Amz-Security-Token", "X-Ms-Version", "X-Goog-User-Project", "Cookie"} {
+		if next.Header.Get(h) != "" {
+			t.Errorf("%s sent to another host", h)
+		}
+	}
+	if p, _ := http.ProxyFromEnvironment(next); p == nil {
+		if c, ok := next.Context().Value(dialClassKey{}).(int); !ok || c != classPublic {
+			t.Errorf("the redirected request may connect to class %v, want public only", c)
+		}
+	}
+	if next.Header.Get("Range") == "" || next.URL.Query().Get("keep") != "yes" || next.URL.Query().Get("sig") != "" {
+		t.Errorf("after the redirect: %v %s", next.Header, next.URL)
+	}
+	same := req("https://93.184.216.34/y", "Authorization", "AWS4 secret")
+	if err := checkRedirect(same, via); err != nil || same.Header.Get("Authorization") == "" {
+		t.Errorf("same host: %v, Authorization %q", err, same.Header.Get("Authorization"))
+	}
+	long := make([]*http.Request, maxRedirects+1)
+	for i := range long {
+		long[i] = req("https://93.184.216.34/m")
+	}
+	if err := checkRedirect(req("https://93.184.216.34/n"), long); !errors.Is(err, ErrRedirect) {
+		t.Errorf("redirect %d: %v", len(long)+1, err)
+	}
+}
+
+// Item 9: a body that trickles (a byte every 100 ms) is abandoned after
+// the idle timeout, retried, then a one-line error; before the fix the
+// read waited for every byte.
+func TestIdleBodyTimeout(t *testing.T) {
+	data := make([]byte, 200)
+	for _, c := range []struct {
+		name string
+		url  func(t *testing.T, h http.Handler) (string, *hostileserver.Server)
+	}{
+		{"https", func(t *testing.T, h http.Handler) (string, *hostileserver.Server) {
+			s := hostileserver.New(t, h)
+			return s.URL + "/m.bin", s
+		}},
+		{"s3", func(t *testing.T, h http.Handler) (string, *hostileserver.Server) {
+			return "s3://bucket/m.bin", fakeS3(t, h)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			u, s := c.url(t, hostileserver.Trickle(data, 100*time.Millisecond))
+			st, key, err := NewStore(context.Background(), u, WithRetries(2, time.Millisecond), WithIdleTimeout(20*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = st.Open(key)
+			if err == nil || !strings.Contains(err.Error(), "sent nothing for 20ms") || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v, want the idle timeout", err)
+			}
+			if n := len(s.Requests()); n != 3 {
+				t.Fatalf("%d requests, want 3 (retried twice)", n)
+			}
+		})
+	}
+}
+
+// The idle timeout counts only the server's silence: a read that gets a
+// byte now and then within it goes on, and its environment variable sets
+// the default.
+func TestIdleTimeoutSettings(t *testing.T) {
+	t.Setenv(EnvIdleTimeout, "3m")
+	if c := defaultConfig(); c.idle != 3*time.Minute {
+		t.Fatalf("%s=3m: %v", EnvIdleTimeout, c.idle)
+	}
+	t.Setenv(EnvIdleTimeout, "nonsense")
+	if c := defaultConfig(); c.idle != DefaultIdleTimeout {
+		t.Fatalf("%s=nonsense: %v", EnvIdleTimeout, c.idle)
+	}
+	data := []byte("abcdef")
+	s := hostileserver.New(t, hostileserver.Trickle(data, time.Millisecond))
+	_, obj := openObject(t, s.URL+"/m.bin", WithIdleTimeout(10*time.Second))
+	got := make([]byte, len(data))
+	if _, err := obj.ReadAt(got, 0); err != nil || string(got) != string(data) {
+		t.Fatalf("%q, %v", got, err)
+	}
+}
+
+// s3List answers ListObjectsV2 with pages from page(n, r) (n from 1);
+// anything else 404.
+func s3List(page func(n int64, r *http.Request) (keys []string, more bool)) http.Handler {
+	var n atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("list-type") != "2" {
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>no</Message></Error>`)
+			return
+		}
+		i := n.Add(1)
+		keys, more := page(i, r)
+		w.Header().Set("Content-Type", "application/xml")
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bucket</Name><Prefix>%s</Prefix><MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter><IsTruncated>%v</IsTruncated>`,
+			r.URL.Query().Get("prefix"), more)
+		if more {
+			fmt.Fprintf(w, "<NextContinuationToken>t%d</NextContinuationToken>", i)
+		}
+		for _, k := range keys {
+			io.WriteString(w, "<Contents><Key>")
+			io.WriteString(w, k)
+			io.WriteString(w, "</Key><Size>1</Size></Contents>")
+		}
+		io.WriteString(w, "</ListBucketResult>")
+	})
+}
+
+// listLimits sets small listing limits for a test.
+func listLimits(pages, names int, pageBytes int64) Option {
+	return func(c *config) { c.listPages, c.listNames, c.listPageBytes = pages, names, pageBytes }
+}
+
+// Item 10: a listing is bounded in pages, names, name length and bytes.
+// Before the fix, each of these listings succeeded (the endless one after
+// the server gave up at page 1000).
+func TestS3ListBounded(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		page func(n int64, r *http.Request) ([]string, bool)
+		want string
+	}{
+		{"endless", func(n int64, r *http.Request) ([]string, bool) { return nil, n < 1000 }, "past 20 pages"},
+		{"big key", func(n int64, r *http.Request) ([]string, bool) {
+			return []string{"d/" + strings.Repeat("k", 4<<20)}, false
+		}, "larger than 1048576 bytes"},
+		{"long key", func(n int64, r *http.Request) ([]string, bool) {
+			return []string{"d/" + strings.Repeat("k", maxKeyBytes+1)}, false
+		}, "an object name of 4097 bytes"},
+		{"many names", func(n int64, r *http.Request) ([]string, bool) {
+			keys := make([]string, 7)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("d/k%d-%d", n, i)
+			}
+			return keys, n < 1000
+		}, "more than 50 objects"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := fakeS3(t, s3List(c.page))
+			st, _, err := NewStore(context.Background(), "s3://bucket/d/", WithRetries(0, time.Millisecond), listLimits(20, 50, 1<<20))
+			if err != nil {
+				t.Fatal(err)
+			}
+			names, err := st.List("d")
+			if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %d names, %v; want %q", len(names), err, c.want)
+			}
+			if n := len(s.Requests()); n > 21 {
+				t.Fatalf("%d requests after the limit", n)
+			}
+		})
+	}
+	t.Run("within bounds", func(t *testing.T) {
+		fakeS3(t, s3List(func(n int64, r *http.Request) ([]string, bool) {
+			return []string{fmt.Sprintf("d/k%d", n), "d/sub/"}, n < 3
+		}))
+		st, _, _ := NewStore(context.Background(), "s3://bucket/d/", listLimits(20, 50, 1<<20))
+		names, err := st.List("d")
+		if err != nil || strings.Join(names, ",") != "k1,k2,k3" {
+			t.Fatalf("%q, %v", names, err)
+		}
+	})
+}
+
+// Item 10: cancelling the Store's context ends a listing whose next page
+// stalls (before the fix, the listing's requests ignored the context and
+// the listing returned the names once the server gave up).
+func TestS3ListCancel(t *testing.T) {
+	fakeS3(t, s3List(func(n int64, r *http.Request) ([]string, bool) {
+		if n > 1 {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return nil, false
+		}
+		return []string{"d/a"}, true
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	st, _, _ := NewStore(ctx, "s3://bucket/d/", WithRetries(0, time.Millisecond))
+	time.AfterFunc(100*time.Millisecond, cancel)
+	names, err := st.List("d")
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %q, %v; want context.Canceled", names, err)
+	}
+}
+
+// Item 11: a name from a file is one object: "?" and "#" are escaped,
+// not a query or a fragment, and a name that decodes to a path is
+// refused before any request.
+func TestKeyEscaping(t *testing.T) {
+	data := []byte("0123456789")
+	s := hostileserver.New(t, hostileserver.RangeFile(data))
+	st, _, err := NewStore(context.Background(), s.URL+"/dir/model.safetensors.index.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := st.Open(Join("dir/model.safetensors.index.json", "x.safetensors?#"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Close()
+	reqs := s.Requests()
+	if len(reqs) != 1 || reqs[0].Path != "/dir/x.safetensors?#" || reqs[0].URI != "/dir/x.safetensors%3F%23" {
+		t.Fatalf("requests %+v, want one for /dir/x.safetensors%%3F%%23", reqs)
+	}
+	for _, name := range []string{"%2e%2e%2fsecret.safetensors", "%2E%2E", "..%5csecret", `a\b.safetensors`, "%2e", "a%2fb"} {
+		key := Join("dir/model.safetensors.index.json", name)
+		_, err := st.Open(key)
+		if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), fmt.Sprintf("%q", name)) {
+			t.Errorf("%s: got %v, want ErrBadURL naming it", name, err)
+		}
+		if _, err := st.IsDir(key); !errors.Is(err, ErrBadURL) {
+			t.Errorf("IsDir %s: %v", name, err)
+		}
+	}
+	if n := len(s.Requests()); n != 1 {
+		t.Fatalf("%d requests: a refused name was requested", n)
+	}
+	if u := st.URL("a b/c%d"); !strings.HasSuffix(u, "/a%20b/c%25d") {
+		t.Errorf("URL: %s", u)
+	}
+}
+
+// Item 10 for gs:// and az://: a listing that always says "more to come"
+// stops at the page limit, and one with too many names at the name limit
+// (before the fix, both read every page the server gave, 1000 here).
+func TestCloudListBounded(t *testing.T) {
+	gcsPage := func(n int64, keys []string, more bool) string {
+		items := make([]string, len(keys))
+		for i, k := range keys {
+			items[i] = fmt.Sprintf(`{"kind":"storage#object","name":%q,"bucket":"bucket"}`, k)
+		}
+		tok := ""
+		if more {
+			tok = fmt.Sprintf(`"nextPageToken":"t%d",`, n)
+		}
+		return fmt.Sprintf(`{"kind":"storage#objects",%s"items":[%s]}`, tok, strings.Join(items, ","))
+	}
+	azPage := func(n int64, keys []string, more bool) string {
+		var b strings.Builder
+		b.WriteString(`<?xml version="1.0" encoding="utf-8"?><EnumerationResults ContainerName="container"><Prefix>d/</Prefix><Delimiter>/</Delimiter><Blobs>`)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "<Blob><Name>%s</Name><Properties><Content-Length>1</Content-Length></Properties></Blob>", k)
+		}
+		b.WriteString("</Blobs>")
+		if more {
+			fmt.Fprintf(&b, "<NextMarker>t%d</NextMarker>", n)
+		}
+		b.WriteString("</EnumerationResults>")
+		return b.String()
+	}
+	for _, c := range []struct {
+		name  string
+		start func(t *testing.T, h http.Handler) *hostileserver.Server
+		url   string
+		page  func(n int64, keys []string, more bool) string
+		ctype string
+	}{
+		{"gs", fakeGCS, "gs://bucket/d/", gcsPage, "application/json"},
+		{"az", fakeAzure, "az://container/d/", azPage, "application/xml"},
+	} {
+		for _, lim := range []struct {
+			name  string
+			names int
+			want  string
+		}{{"endless", 0, "past 20 pages"}, {"many names", 7, "more than 50 objects"}} {
+			t.Run(c.name+"/"+lim.name, func(t *testing.T) {
+				var n atomic.Int64
+				s := c.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					i := n.Add(1)
+					keys := make([]string, lim.names)
+					for j := range keys {
+						keys[j] = fmt.Sprintf("d/k%d-%d", i, j)
+					}
+					w.Header().Set("Content-Type", c.ctype)
+					io.WriteString(w, c.page(i, keys, i < 1000))
+				}))
+				st, _, err := NewStore(context.Background(), c.url, WithRetries(0, time.Millisecond), listLimits(20, 50, 1<<20))
+				if err != nil {
+					t.Fatal(err)
+				}
+				names, err := st.List("d")
+				if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), lim.want) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("got %d names, %v; want %q", len(names), err, lim.want)
+				}
+				if k := len(s.Requests()); k > 21 {
+					t.Fatalf("%d requests after the limit", k)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkGuardBody measures what the idle timer costs a body read in
+// 32 KiB reads (as from a TLS or TCP connection), against the bare body.
+func BenchmarkGuardBody(b *testing.B) {
+	data := make([]byte, 64<<20)
+	buf := make([]byte, 32<<10)
+	for _, guarded := range []bool{false, true} {
+		b.Run(fmt.Sprintf("guarded=%v", guarded), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				var r io.ReadCloser = io.NopCloser(bytes.NewReader(data))
+				if guarded {
+					r = &guardBody{rc: r, cancel: func() {}, idle: DefaultIdleTimeout}
+				}
+				for {
+					if _, err := r.Read(buf); err != nil {
+						break
+					}
+				}
+				r.Close()
+			}
+		})
+	}
+}
+
+// Item 8 for s3://: minio-go follows no redirect at all; a redirect to
+// another server is an error, and that server gets no request.
+func TestS3FollowsNoRedirect(t *testing.T) {
+	other := hostileserver.New(t, hostileserver.RangeFile([]byte("0123456789")))
+	fakeS3(t, hostileserver.Redirect(http.StatusTemporaryRedirect, func(r *http.Request) string { return other.URL + r.URL.RequestURI() }))
+	st, key, err := NewStore(context.Background(), "s3://bucket/m.bin", WithRetries(0, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Open(key); err == nil {
+		t.Fatal("opened through a redirect")
+	}
+	if n := len(other.Requests()); n != 0 {
+		t.Fatalf("the redirect's target got %d requests", n)
+	}
+}
+
+// Item 8: a redirected request connects only to addresses its origin
+// allows, whatever its host name resolves to at connection time (DNS
+// rebinding): from a public origin, a name resolving to loopback is
+// refused when dialled.
+func TestDialGuarded(t *testing.T) {
+	s := hostileserver.New(t, hostileserver.RangeFile([]byte("x")))
+	_, port, _ := strings.Cut(strings.TrimPrefix(s.URL, "http://"), ":")
+	ctx := context.WithValue(context.Background(), dialClassKey{}, classPublic)
+	if c, err := dialGuarded(ctx, "tcp", "localhost:"+port); !errors.Is(err, ErrRedirect) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("a redirect from a public origin dialled localhost: %v", err)
+	}
+	ctx = context.WithValue(context.Background(), dialClassKey{}, classPrivate)
+	c, err := dialGuarded(ctx, "tcp", "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatalf("from a private origin to loopback: %v", err)
+	}
+	c.Close()
+	c, err = dialGuarded(context.Background(), "tcp", "localhost:"+port)
+	if err != nil {
+		t.Fatalf("no redirect: %v", err)
+	}
+	c.Close()
+}
