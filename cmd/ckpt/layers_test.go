@@ -59,6 +59,8 @@ func TestLayers(t *testing.T) {
 		"internal/testsummary": {},
 		// Byte counts and file kinds for messages (standard library only).
 		"internal/human": {},
+		// Hostile web and S3 servers on loopback for tests (standard library only).
+		"internal/hostileserver": {},
 		// Server processes for tests (standard library only).
 		"internal/testproc": {},
 		// A real MinIO server for the object-storage tests.
