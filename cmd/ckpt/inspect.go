@@ -14,10 +14,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/ckpt-dev/ckpt"
+	"github.com/ckpt-dev/ckpt/gguf"
 	"github.com/ckpt-dev/ckpt/objstore"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/remap"
-	"github.com/ckpt-dev/ckpt/gguf"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/spf13/cobra"
 )
