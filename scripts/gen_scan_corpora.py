@@ -38,6 +38,7 @@ import json
 import os
 import pickle
 import pickletools
+import re
 import shutil
 import struct
 import sys
@@ -364,7 +365,19 @@ def torch_save(obj, zip_format=True, pickle_module=None):
     if pickle_module is not None:
         kw["pickle_module"] = pickle_module
     torch.save(obj, b, **kw)
-    return b.getvalue()
+    data = b.getvalue()
+    if not zip_format:
+        # The legacy format names storages by their address: rename them
+        # 0, 1, ... (same length) so that every run writes the same bytes.
+        keys = []
+        for m in re.finditer(rb"X(....)(\d{6,20})(?=q|\x94|\x85|h|X|\))", data):
+            k = m.group(2)
+            if len(k) == struct.unpack("<I", m.group(1))[0] and k not in keys:
+                keys.append(k)
+        for i, k in enumerate(keys):
+            data = data.replace(b"X" + struct.pack("<I", len(k)) + k,
+                                b"X" + struct.pack("<I", len(k)) + str(i).zfill(len(k)).encode())
+    return data
 
 
 def small_state_dict():
