@@ -3,7 +3,7 @@
 
 Run with Debian's python3 (torch 1.13, numpy):  /usr/bin/python3 scripts/gen_scan_corpora.py
 
-Three corpora are rebuilt, from what their upstream tests describe:
+Four corpora are rebuilt, from what their upstream tests and reports describe:
 
   picklescan  github.com/mmaitre314/picklescan tests/data and tests/data2
               (malicious*.pkl, GHSA-*.pkl advisory reproducers, zips with
@@ -18,6 +18,9 @@ Three corpora are rebuilt, from what their upstream tests describe:
               test's opcode list, written as a listing.
   modelscan   github.com/protectai/modelscan tests/test_modelscan.py and
               tests/test_utils.py fixtures, notebooks' injected torch.save.
+  documented  bypasses picklescan's and modelscan's own issues, advisories and
+              CVEs describe, which their corpora lack (rebuilt from the
+              report's opcodes or described call).
 
 NOTHING HERE RUNS A PAYLOAD: pickles are assembled from opcodes, or pickled
 from objects whose __reduce__ returns a dangerous callable without calling
@@ -31,7 +34,6 @@ dill) are listed under "skipped" with the reason.
 
 import argparse
 import ast
-import binascii
 import hashlib
 import io
 import json
@@ -368,16 +370,42 @@ def torch_save(obj, zip_format=True, pickle_module=None):
     data = b.getvalue()
     if not zip_format:
         # The legacy format names storages by their address: rename them
-        # 0, 1, ... (same length) so that every run writes the same bytes.
+        # 0, 1, ... so that every run writes the same bytes (fewer than 10
+        # storages here, so the new names have one length).
         keys = []
-        for m in re.finditer(rb"X(....)(\d{6,20})(?=q|\x94|\x85|h|X|\))", data):
+        for m in re.finditer(rb"X(....)(\d{6,20})(?=q|\x94|\x85|h|X|\))", data, re.DOTALL):
             k = m.group(2)
             if len(k) == struct.unpack("<I", m.group(1))[0] and k not in keys:
                 keys.append(k)
         for i, k in enumerate(keys):
-            data = data.replace(b"X" + struct.pack("<I", len(k)) + k,
-                                b"X" + struct.pack("<I", len(k)) + str(i).zfill(len(k)).encode())
+            data = data.replace(b"X" + struct.pack("<I", len(k)) + k, b"X" + struct.pack("<I", 1) + str(i).encode())
+        data = _sort_legacy_storages(data)
     return data
+
+
+def _sort_legacy_storages(data):
+    """The legacy format's fifth pickle lists the storage keys in address
+    order and the storages follow in that order; once the keys are renamed,
+    put both in key order. Only float32 storages (4 bytes an element) are
+    written by this script."""
+    f = io.BytesIO(data)
+    for _ in range(4):
+        for _ in pickletools.genops(f):
+            pass
+    start = f.tell()
+    ops = [(a, p) for op, a, p in pickletools.genops(f) if op.name == "BINUNICODE"]
+    end = f.tell()
+    keys = [a for a, _ in ops]
+    records, pos = {}, end
+    for k in keys:
+        n = struct.unpack("<q", data[pos:pos + 8])[0]
+        records[k], pos = data[pos:pos + 8 + 4 * n], pos + 8 + 4 * n
+    assert pos == len(data), "storage records do not fill the file"
+    assert len(set(map(len, keys))) == 1, "renamed keys have one length"
+    listing = bytearray(data[start:end])
+    for (_, p), k in zip(ops, sorted(keys)):  # BINUNICODE: opcode, 4-byte length, the key
+        listing[p - start + 5:p - start + 5 + len(k)] = k.encode()
+    return data[:start] + bytes(listing) + b"".join(records[k] for k in sorted(keys))
 
 
 def small_state_dict():
@@ -2707,10 +2735,6 @@ PS_SKIPPED = [
 # test/test_bypasses.py builds each pickle from an opcode list; the same
 # lists, in this script's listing format. (name, advisory, expected, does,
 # listing); every malicious one is asserted > LIKELY_SAFE upstream.
-
-
-def _frame(n):
-    return "FRAME %d" % n
 
 
 FICKLING = [
