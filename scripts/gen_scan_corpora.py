@@ -168,35 +168,40 @@ def transcribe(data, start=0):
 
 
 def globals_of(data):
-    """Best-effort static list of module.name a pickle imports, for the
-    manifest's description only (scan is what the test checks)."""
-    found, stack, memo = [], [], {}
-    try:
-        for op, arg, _ in pickletools.genops(data):
-            n = op.name
-            if n in ("GLOBAL", "INST"):
-                found.append(arg.replace(" ", "."))
-                stack.append(None)
-            elif n in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "STRING",
-                       "SHORT_BINSTRING", "BINSTRING"):
-                stack.append(arg)
-            elif n == "MEMOIZE":
-                memo[len(memo)] = stack[-1] if stack else None
-            elif n in ("PUT", "BINPUT", "LONG_BINPUT"):
-                memo[int(arg)] = stack[-1] if stack else None
-            elif n in ("GET", "BINGET", "LONG_BINGET"):
-                stack.append(memo.get(int(arg)))
-            elif n == "STACK_GLOBAL":
-                name = stack.pop() if stack else None
-                mod = stack.pop() if stack else None
-                found.append("%s.%s" % (mod, name) if isinstance(mod, str) and isinstance(name, str) else "?")
-                stack.append(None)
-            elif n == "STOP":
-                break
-            else:
-                stack.append(None)
-    except Exception:
-        pass
+    """Best-effort static list of module.name the pickles of data import (all
+    of them, one after another), for the manifest's description only: scan
+    is what the test checks."""
+    found = []
+    f = io.BytesIO(data)
+    while f.tell() < len(data):
+        start = f.tell()
+        stack, memo = [], {}
+        try:
+            for op, arg, _ in pickletools.genops(f):
+                n = op.name
+                if n in ("GLOBAL", "INST"):
+                    found.append(arg.replace(" ", "."))
+                    stack.append(None)
+                elif n in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "STRING",
+                           "SHORT_BINSTRING", "BINSTRING"):
+                    stack.append(arg)
+                elif n == "MEMOIZE":
+                    memo[len(memo)] = stack[-1] if stack else None
+                elif n in ("PUT", "BINPUT", "LONG_BINPUT"):
+                    memo[int(arg)] = stack[-1] if stack else None
+                elif n in ("GET", "BINGET", "LONG_BINGET"):
+                    stack.append(memo.get(int(arg)))
+                elif n == "STACK_GLOBAL":
+                    name = stack.pop() if stack else None
+                    mod = stack.pop() if stack else None
+                    found.append("%s.%s" % (mod, name) if isinstance(mod, str) and isinstance(name, str) else "?")
+                    stack.append(None)
+                else:
+                    stack.append(None)
+        except Exception:
+            break
+        if f.tell() == start:
+            break
     return found
 
 
@@ -2641,6 +2646,22 @@ PS_GHSA = {
     "g38g-8gr9-h9xp-pyrepl-pager": "_pyrepl.pager.pipe_pager",
     "g38g-8gr9-h9xp-test": "test.support.script_helper.assert_python_ok",
 }
+# The trick a file plays, where there is one beyond importing a global.
+PS_TRICK = {
+    "data/malicious6.pkl": "two pickles in one file; the second",
+    "data/malicious-invalid-bytes.pkl": "junk bytes after STOP; names pushed by UNICODE, PUT/GET into STACK_GLOBAL;",
+    "data/malicious11.pkl": "no PROTO; names pushed by UNICODE and replayed by PUT/GET into STACK_GLOBAL;",
+    "data/malicious13a.pkl": "a nested pickle built by _codecs.encode, given to pickle.loads;",
+    "data/malicious13b.pkl": "a nested pickle given to _pickle.loads;",
+    "data/broken_model.pkl": "truncated after the GLOBAL;",
+    "data/sys_module_override_sploit.pkl": "BUILD on the torch._utils module rewrites its attributes, later STACK_GLOBAL "
+                                           "names come from the memo;",
+    "data2/keyerror-exploit.pkl": "a STACK_GLOBAL operand is a memo index never written (KeyError for a scanner);",
+    "data2/type-confusion-exploit.pkl": "an int stored in the memo where a module name is expected;",
+    "data2/malicious23.pkl": "STACK_GLOBAL over STRING (protocol 0) operands;",
+    "data/malicious10.pkl": "INST opcode;",
+    "data2/GHSA-jgw4-cr84-mqxg.bin": "a .bin file that is a plain pickle;",
+}
 PS_BENIGN = {"data/benign0_v0.pkl", "data/benign0_v3.pkl", "data/benign0_v4.pkl", "data/not_a_pickle.bin"}
 
 
@@ -2653,6 +2674,8 @@ def picklescan_entries():
             says = "Dangerous " + PS_GHSA[name[5:].rsplit(".", 1)[0]]
         g = globals_of(data)
         does = "imports " + ", ".join(dict.fromkeys(g)) if g else "imports nothing"
+        if up in PS_TRICK:
+            does = PS_TRICK[up] + " " + does
         if up == "data/pytorch_magic_bypass.pt":
             does = "legacy torch.save stream whose magic-number pickle is eval(...) and whose object pickle calls posix.system"
         if up == "data/not_a_pickle.bin":
