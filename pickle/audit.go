@@ -1,6 +1,7 @@
 package pickle
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -51,6 +52,16 @@ func (s *scanner) recordGlobal(module, name string, dynamic bool) {
 	*s.audit = append(*s.audit, g)
 }
 
+// maxCrossings bounds the frame ends Globals scans from again.
+const maxCrossings = 32
+
+// recordBuild records a BUILD whose object is an imported global itself.
+func (s *scanner) recordBuild(idx int) {
+	c := s.prog.globals[idx]
+	*s.audit = append(*s.audit, GlobalUse{Offset: int64(s.start), Op: "BUILD", Module: c.module, Name: c.name, Verdict: VerdictUnsafe,
+		Reason: "BUILD sets attributes of the imported object itself (a module, class or function): what later globals resolve to changes"})
+}
+
 // Globals lists every global the pickle at the start of data imports
 // (GLOBAL, INST, and STACK_GLOBAL, whose operands are traced through the
 // stack and the memo), in stream order, with a verdict each. Nothing is
@@ -61,13 +72,39 @@ func (s *scanner) recordGlobal(module, name string, dynamic bool) {
 func Globals(data []byte, lim Limits) ([]GlobalUse, int, error) {
 	var c config
 	WithLimits(lim)(&c)
-	var out []GlobalUse
-	s := newScanner(data, c.limits)
-	s.audit = &out
-	if _, err := s.run(-1); err != nil {
+	out, crossings, end, err := globalsOnce(data, c.limits)
+	// An opcode that reaches past the end of its FRAME is read two ways:
+	// linearly, as here, and by Python's C unpickler reading a buffered
+	// file, which resumes at the frame's end. Python's pickler never
+	// writes one; both readings are listed.
+	if len(crossings) > 0 {
+		out = append(out, GlobalUse{Offset: int64(crossings[0]), Op: "FRAME", Verdict: VerdictUnknown, Dynamic: true,
+			Reason: "an opcode reaches past the end of its FRAME, which Python's pickler never writes: loaders disagree on what follows, and each reading is scanned"})
+	}
+	for _, at := range crossings {
+		sub, _, _, _ := globalsOnce(data[at:], c.limits)
+		for _, g := range sub {
+			g.Offset += int64(at)
+			g.Reason = fmt.Sprintf("read as a loader resuming at byte %d after the frame: %s", at, g.Reason)
+			out = append(out, g)
+		}
+	}
+	if err != nil {
 		return out, 0, err
 	}
-	return out, s.prog.end, nil
+	return out, end, nil
+}
+
+// globalsOnce is Globals without the second reading from frame ends: the
+// globals, the frame ends crossed, the end of the pickle and the error.
+func globalsOnce(data []byte, lim Limits) ([]GlobalUse, []int, int, error) {
+	var out []GlobalUse
+	s := newScanner(data, lim)
+	s.audit = &out
+	if _, err := s.run(-1); err != nil {
+		return out, s.crossings, 0, err
+	}
+	return out, s.crossings, s.prog.end, nil
 }
 
 // scanUnsafe are globals outside unsafeModules that published exploits
@@ -88,6 +125,18 @@ var scanUnsafe = []string{
 	"torch.storage._load_from_bytes", "torch.utils.model_zoo", "torch.multiprocessing.reductions",
 	"torch.distributed.checkpoint", "numpy.lib.format",
 	"pandas.read_pickle", "torch.utils.checkpoint",
+	// Compilers, config loaders and model loaders that fetch or run code.
+	"torch.compile", "torch.utils._config_module", "torch.distributed.elastic", "torch._export", "torch.export",
+	"transformers.models.auto", "transformers.dynamic_module_utils", "huggingface_hub", "diffusers.utils.dynamic_modules_utils",
+}
+
+// harmlessBuiltins are builtin functions that compute a value from their
+// arguments and reach nothing else; scan rates them data (ckpt's loader
+// still calls none of them).
+var harmlessBuiltins = map[string]bool{
+	"len": true, "abs": true, "min": true, "max": true, "sum": true, "round": true, "divmod": true, "hex": true,
+	"oct": true, "bin": true, "chr": true, "ord": true, "all": true, "any": true, "isinstance": true,
+	"issubclass": true, "callable": true, "ascii": true,
 }
 
 // dataFuncs are callables ckpt implements that torch's weights_only
@@ -145,6 +194,12 @@ func strconvQuote(s string) string { return strconv.Quote(s) }
 func classifyName(module, name string) (Verdict, string) {
 	mod := normalizeModule(module)
 	full := mod + "." + name
+	if mod == "builtins" && harmlessBuiltins[name] {
+		return VerdictData, "a builtin that only computes a value from its arguments"
+	}
+	if strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__") && funcs[full] == nil && !dataFuncs[full] {
+		return VerdictUnsafe, "names the module's dunder attribute " + strconvQuote(name) + ", which reaches its namespace or internals"
+	}
 	if mod == "torch.serialization" && funcs[full] == nil {
 		// Everything in torch.serialization but the layout helper the
 		// weights_only loader allows opens or unpickles other data.

@@ -141,6 +141,14 @@ var unsafeModules = []string{
 	"doctest", "tempfile", "glob", "fileinput", "shelve", "dbm", "sqlite3", "urllib", "urllib2", "http",
 	"httplib", "ftplib", "smtplib", "telnetlib", "requests", "setuptools", "distutils", "pip", "venv",
 	"ensurepip", "gc", "inspect", "sysconfig", "site",
+	// Found by the public scanner corpora (docs/scan-corpora.md): shell
+	// helpers, mail and news clients that connect, subinterpreters,
+	// pagers, the test suite's script helpers, logging handlers that open
+	// files and sockets, and HTTP clients.
+	"_aix_support", "_osx_support", "imaplib", "poplib", "nntplib", "smtpd", "_pyrepl", "test", "logging",
+	"mailcap", "_interpreters", "_xxsubinterpreters", "interpreters", "concurrent", "socketserver", "wsgiref",
+	"cgi", "cgitb", "compileall", "py_compile", "zipapp", "sched", "_winapi", "winreg", "msvcrt",
+	"aiohttp", "urllib3", "httpx", "paramiko", "boto3", "botocore", "websocket", "websockets", "mlflow",
 }
 
 // builtinsAllowed is the whole allowlist for the builtins module; every

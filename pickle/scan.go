@@ -81,6 +81,18 @@ type aval int32
 
 const notStr aval = -1
 
+// globalAval marks a slot holding the object the idx-th global resolved
+// to (a module, class or function, as imported), for BUILD's check.
+func globalAval(idx int) aval { return aval(-2 - idx) }
+
+// global returns the index of the global a slot holds, if it holds one.
+func (v aval) global() (int, bool) {
+	if v <= -2 {
+		return int(-2 - v), true
+	}
+	return 0, false
+}
+
 // frozenMark tags the persistent id that a rewritten FROZENSET passes.
 type frozenMark struct{ _ byte }
 
@@ -118,6 +130,11 @@ type scanner struct {
 	// ones (see Globals); start is the offset of the current opcode.
 	audit *[]GlobalUse
 	start int
+	// frameEnd is where the current FRAME ends (0: none); crossings are
+	// frame ends that an opcode or its argument reached past (see Globals).
+	frameEnd  int
+	crossings []int
+	argData   int // where the current opcode's counted data starts (0: none)
 }
 
 // scan validates data and rewrites it into a program gopickle can run.
@@ -332,9 +349,25 @@ func (s *scanner) run(target int) (int, error) {
 		}
 		s.pos++
 		s.start = start
+		s.argData = 0
 		stop, err := s.step(op, info, start)
 		if err != nil {
 			return -1, &OpError{Offset: int64(start), Op: info.name, Err: err}
+		}
+		if s.frameEnd > 0 && start < s.frameEnd && s.pos > s.frameEnd && len(s.crossings) < maxCrossings {
+			// Where another reader may resume: Python's C unpickler
+			// refills its buffer from the file at a crossing, dropping
+			// or skipping bytes, so the next opcode it reads may start
+			// anywhere from the frame's end to a little past the start
+			// of the counted data; each such point is read again.
+			last := s.frameEnd
+			if s.argData > 0 {
+				last = max(last, s.argData+8)
+			}
+			last = min(last, len(s.data))
+			for at := s.frameEnd; at <= last && len(s.crossings) < maxCrossings; at++ {
+				s.crossings = append(s.crossings, at)
+			}
 		}
 		if len(s.stack) > s.lim.MaxStack {
 			return -1, &OpError{Offset: int64(start), Op: info.name, Err: limitErr("MaxStack", "items on the stack", int64(len(s.stack)), int64(s.lim.MaxStack))}
@@ -427,6 +460,7 @@ func (s *scanner) readArg(k argKind) (arg, error) {
 		size = binary.LittleEndian.Uint64(s.data[s.pos:])
 		s.pos += 8
 	}
+	s.argData = s.pos
 	if size > uint64(len(s.data)-s.pos) {
 		return a, truncated("length %d exceeds the %d bytes left", size, len(s.data)-s.pos)
 	}
@@ -714,6 +748,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		if err := s.need(2); err != nil {
 			return false, err
 		}
+		if g, ok := s.stack[len(s.stack)-2].global(); ok && s.audit != nil {
+			s.recordBuild(g)
+		}
 		s.stack = s.stack[:len(s.stack)-1]
 	case 's':
 		if err := s.need(3); err != nil {
@@ -759,8 +796,10 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			if _, err := s.popMark(); err != nil {
 				return false, err
 			}
+			s.push(other) // an instance
+		} else {
+			s.push(globalAval(idx))
 		}
-		s.push(other)
 		s.emitGlobal(op, idx)
 		return false, nil
 	case 0x93:
@@ -768,14 +807,14 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			return false, err
 		}
 		mod, name := s.stack[len(s.stack)-2], s.stack[len(s.stack)-1]
-		if (mod == notStr || name == notStr) && s.audit != nil {
+		if (mod < 0 || name < 0) && s.audit != nil {
 			s.recordGlobal("", "", true)
 			s.stack = s.stack[:len(s.stack)-2]
 			s.push(other)
 			s.out = append(s.out, '0', '0', 'N')
 			return false, nil
 		}
-		if mod == notStr || name == notStr {
+		if mod < 0 || name < 0 {
 			return false, malformed("STACK_GLOBAL needs two strings")
 		}
 		idx, err := s.global(s.strs[mod], s.strs[name])
@@ -783,7 +822,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			return false, err
 		}
 		s.stack = s.stack[:len(s.stack)-2]
-		s.push(other)
+		s.push(globalAval(idx))
 		s.out = append(s.out, '0', '0')
 		s.emitGlobal('c', idx)
 		return false, nil
@@ -838,6 +877,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		if a.n > uint64(len(s.data)-s.pos) {
 			return false, truncated("frame of %d bytes exceeds the %d bytes left", a.n, len(s.data)-s.pos)
 		}
+		s.frameEnd = s.pos + int(a.n)
 		return false, nil // frames only group opcodes; gopickle need not see them
 	case 0x98:
 		if err := s.need(1); err != nil {

@@ -244,6 +244,8 @@ func (s *scanner) content(r io.ReaderAt, size int64, file, record string, depth 
 			err = s.tar(r, size, file, record)
 		case statedict.RouteCompressed:
 			err = s.compressed(r, size, head, file, record, depth)
+		case statedict.RouteNumpy:
+			err = s.numpy(r, size, file, record)
 		case statedict.RouteSafetensors:
 			// No pickle: the file is scanned, and clean unless the pickle
 			// route below finds a global in its first bytes.
@@ -277,6 +279,21 @@ func (s *scanner) alsoPickle(r io.ReaderAt, size int64, file, record string) {
 	if len(sub.rep.Findings) > 0 {
 		s.rep.Findings = append(s.rep.Findings, sub.rep.Findings...)
 		s.rep.Pickles += sub.rep.Pickles
+	}
+}
+
+// speculative scans a record that may or may not be a pickle.
+func (s *scanner) speculative(r io.ReaderAt, size int64, file, record string) {
+	sub := &scanner{ctx: s.ctx, cfg: s.cfg, rep: &Report{}}
+	if err := sub.stream(r, 0, size, file, record, true); err == nil {
+		s.rep.Findings = append(s.rep.Findings, sub.rep.Findings...)
+		s.rep.Pickles += sub.rep.Pickles
+		return
+	}
+	for _, f := range sub.rep.Findings {
+		if f.Verdict == pickle.VerdictUnsafe {
+			s.rep.Findings = append(s.rep.Findings, f)
+		}
 	}
 }
 
@@ -317,10 +334,34 @@ func (s *scanner) stream(r io.ReaderAt, off, end int64, file, record string, exp
 		s.add(file, rec, gs)
 		off += n
 		if i == 0 && !legacyMagic(r, n) {
-			return nil // a single pickle
+			// A single pickle, as torch reads it; code calling
+			// pickle.load on the same file again reads the next one.
+			s.trailing(r, off, end, file, record)
+			return nil
 		}
 	}
 	return nil
+}
+
+// maxTrailing bounds the pickles read after a bare pickle.
+const maxTrailing = 64
+
+// trailing scans pickles that follow a bare pickle back to back: what a
+// second pickle.load of the same file would run. Those that parse count;
+// one that does not ends the walk, its globals kept if it has any.
+func (s *scanner) trailing(r io.ReaderAt, off, end int64, file, record string) {
+	for i := 2; off < end && i < 2+maxTrailing; i++ {
+		rec := join(record, fmt.Sprintf("pickle %d", i))
+		n, gs, err := s.pickleAt(r, off, end)
+		s.add(file, rec, shift(gs, off))
+		if err != nil {
+			return
+		}
+		off += n
+	}
+	if off < end {
+		s.problem(file, record, fmt.Errorf("more than %d pickles back to back; the rest is not scanned", maxTrailing))
+	}
 }
 
 // legacyMagic reports whether the first pickle (n bytes) is torch's legacy magic number.
@@ -437,6 +478,12 @@ func (s *scanner) zip(r io.ReaderAt, size int64, file, record string, depth int)
 			if err := s.content(sub, n, file, rec, depth+1, true); err != nil && !errors.Is(err, errNotCheckpoint) {
 				s.problem(file, rec, err)
 			}
+		case !pkl && k >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5:
+			// Not a name torch opens by default, but torch.load's
+			// pickle_file argument opens any record: one that starts
+			// as a pickle is scanned as one (unsafe globals only when
+			// it does not parse whole: tensor bytes may start alike).
+			s.speculative(sub, n, file, rec)
 		case pkl:
 			if err := s.stream(sub, 0, n, file, rec, true); err != nil {
 				s.problem(file, rec, err)

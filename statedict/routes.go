@@ -52,6 +52,9 @@ const (
 	RouteSafetensors Route = "safetensors"
 	// RouteGGUF: a GGUF file (llama.cpp, ggml), which no torch loader reads.
 	RouteGGUF Route = "gguf"
+	// RouteNumpy: a .npy array; numpy.load(allow_pickle=True) unpickles
+	// the data of an object array (scan reads it; Open does not).
+	RouteNumpy Route = "npy"
 )
 
 // Routes returns every route a file whose first bytes are head (up to 512
@@ -78,6 +81,8 @@ func Routes(head []byte, size int64) []Route {
 		return []Route{RouteSafetensors, RoutePickle}
 	case gguf.Sniff(head):
 		return []Route{RouteGGUF, RoutePickle}
+	case bytes.HasPrefix(head, []byte("\x93NUMPY")):
+		return []Route{RouteNumpy, RoutePickle}
 	}
 	return []Route{RoutePickle}
 }
