@@ -3,6 +3,7 @@ package ggml_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -196,17 +197,23 @@ func TestDequantizeMatchesC(t *testing.T) {
 			continue // no dequantizer in ggml; see TestQ8_1
 		}
 		t.Run(typ.String(), func(t *testing.T) {
-			nb := 64
+			nb := 100 // more than one chunk of the assembly kernels
 			if typ.BlockSize() == 1 {
 				nb = 4096
 			}
 			src := randomBlocks(r, typ, nb)
 			n := nb * int(typ.BlockSize())
-			got := make([]float32, n)
-			if err := ggml.Dequantize(typ, src, got); err != nil {
-				t.Fatal(err)
+			want := ref.Dequantize(t, uint32(typ), src, n)
+			for _, asm := range []bool{true, false} {
+				old := ggml.SetAsm(asm)
+				got := make([]float32, n)
+				err := ggml.Dequantize(typ, src, got)
+				ggml.SetAsm(old)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, fmt.Sprintf("%v (asm %v)", typ, asm), got, want)
 			}
-			sameBits(t, typ.String(), got, ref.Dequantize(t, uint32(typ), src, n))
 		})
 	}
 }

@@ -31,11 +31,7 @@ func Quantize(t Type, src []float32, dst []byte) error {
 			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
 		}
 	case F16:
-		dst = dst[:2*len(src)]
-		for i, v := range src {
-			h := F32ToF16(v)
-			dst[2*i], dst[2*i+1] = byte(h), byte(h>>8)
-		}
+		quantF16(src, dst)
 	case BF16:
 		dst = dst[:2*len(src)]
 		for i, v := range src {
@@ -115,6 +111,14 @@ func roundAway(f float32) int32 {
 		t--
 	}
 	return t
+}
+
+// roundSmall is roundAway for |f| < 2^23: adding the float32 just below
+// 0.5 and truncating rounds half away from zero exactly in that range
+// (checked for every float32 there).
+func roundSmall(f float32) int32 {
+	h := math.Float32frombits(0x3effffff | math.Float32bits(f)&(1<<31))
+	return int32(f + h)
 }
 
 // nearestInt is ggml's nearest_int: round to nearest even through the
@@ -262,9 +266,17 @@ func quantQ8_0(src []float32, dst []byte) {
 			id = 1 / d
 		}
 		putHalf(y, d)
-		qs := y[2:34]
-		for j := range qs {
-			qs[j] = uint8(roundAway(x[j] * id))
+		qs := y[2:34:34]
+		if id > 0 && id <= math.MaxFloat32 {
+			// |x*id| <= 127 (plus rounding): the fast exact rounding
+			// applies.
+			for j := range qs {
+				qs[j] = uint8(roundSmall(x[j] * id))
+			}
+		} else {
+			for j := range qs {
+				qs[j] = uint8(roundAway(x[j] * id))
+			}
 		}
 	}
 }
@@ -598,5 +610,23 @@ func quantQ6_K(src []float32, dst []byte) {
 				qh[l] = a>>4 | (b>>4)<<2 | (c>>4)<<4 | (e>>4)<<6
 			}
 		}
+	}
+}
+
+// quantF16 is F32ToF16 over a slice, its body repeated here so that the
+// loop has no call.
+func quantF16(src []float32, dst []byte) {
+	dst = dst[:2*len(src)]
+	for i, f := range src {
+		w := math.Float32bits(f)
+		shl1 := w + w
+		base := float32(float32(math.Float32frombits(w&^0x80000000)*0x1p112) * 0x1p-110)
+		bias := max(shl1&0xFF000000, 0x71000000)
+		bits := math.Float32bits(float32(math.Float32frombits(bias>>1+0x07800000) + base))
+		h := (w&0x80000000)>>16 | (bits>>13)&0x7C00 + bits&0x0FFF
+		if shl1 > 0xFF000000 {
+			h = (w&0x80000000)>>16 | 0x7E00
+		}
+		binary.LittleEndian.PutUint16(dst[2*i:], uint16(h))
 	}
 }
