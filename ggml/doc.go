@@ -19,8 +19,8 @@
 //	 7  q5_1        32     24  yes         yes
 //	 8  q8_0        32     34  yes         yes
 //	 9  q8_1        32     36  yes (1)     no
-//	10  q2_K       256     84  yes         no
-//	11  q3_K       256    110  yes         no
+//	10  q2_K       256     84  yes         yes
+//	11  q3_K       256    110  yes         yes
 //	12  q4_K       256    144  yes         yes
 //	13  q5_K       256    176  yes         yes
 //	14  q6_K       256    210  yes         yes
@@ -40,9 +40,9 @@
 //	28  f64          1      8  yes (2)     no
 //	29  iq1_m      256     56  yes         no
 //	30  bf16         1      2  yes         yes
-//	34  tq1_0      256     54  yes         no
-//	35  tq2_0      256     66  yes         no
-//	39  mxfp4       32     17  yes         no
+//	34  tq1_0      256     54  yes         yes
+//	35  tq2_0      256     66  yes         yes
+//	39  mxfp4       32     17  yes         yes
 //
 // (1) ggml has no Q8_1 dequantizer (Q8_1 is an intermediate format of its
 // dot products); here it decodes as qs*d, ignoring the stored sum.

@@ -48,6 +48,10 @@ func Quantize(t Type, src []float32, dst []byte) error {
 		quantQ5_1(src, dst)
 	case Q8_0:
 		quantQ8_0(src, dst)
+	case Q2_K:
+		quantQ2_K(src, dst)
+	case Q3_K:
+		quantQ3_K(src, dst)
 	case Q4_K:
 		quantQ4_K(src, dst)
 	case Q5_K:
@@ -56,6 +60,12 @@ func Quantize(t Type, src []float32, dst []byte) error {
 		quantQ6_K(src, dst)
 	case Q8_K:
 		quantQ8_K(src, dst)
+	case TQ1_0:
+		quantTQ1_0(src, dst)
+	case TQ2_0:
+		quantTQ2_0(src, dst)
+	case MXFP4:
+		quantMXFP4(src, dst)
 	default:
 		return &TypeError{Op: "quantize", Type: t, Err: ErrUnsupported}
 	}
@@ -309,8 +319,9 @@ func quantQ8_K(src []float32, dst []byte) {
 
 // makeQKX2 is ggml's make_qkx2_quants: the scale and (negated) min of a
 // group for an asymmetric quantization to [0, nmax], searching nstep+1
-// candidate scales around the range. L receives the levels.
-func makeQKX2(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rdelta float32, nstep int) (scale, theMin float32) {
+// candidate scales around the range, minimizing the weighted squared
+// (or, with useMAD, absolute) error. L receives the levels.
+func makeQKX2(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rdelta float32, nstep int, useMAD bool) (scale, theMin float32) {
 	n := len(x)
 	weights = weights[:n]
 	L, Laux = L[:n], Laux[:n]
@@ -343,7 +354,11 @@ func makeQKX2(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rdelta fl
 		l = max(0, min(nmax, l))
 		L[i] = uint8(l)
 		diff := float32(float32(scale*float32(l))+lo) - x[i]
-		diff = float32(diff * diff)
+		if useMAD {
+			diff = abs32(diff)
+		} else {
+			diff = float32(diff * diff)
+		}
 		bestError += float32(weights[i] * diff)
 	}
 	if nstep < 1 {
@@ -373,7 +388,11 @@ func makeQKX2(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rdelta fl
 			var curError float32
 			for i := range x {
 				diff := float32(float32(thisScale*float32(Laux[i]))+thisMin) - x[i]
-				diff = float32(diff * diff)
+				if useMAD {
+					diff = abs32(diff)
+				} else {
+					diff = float32(diff * diff)
+				}
 				curError += float32(weights[i] * diff)
 			}
 			if curError < bestError {
@@ -407,7 +426,7 @@ func quantKX(x []float32, nmax int32, rmin float32, nstep int, scales []byte, L 
 		for l, v := range xs {
 			weights[l] = avX + abs32(v)
 		}
-		scs[j], mins[j] = makeQKX2(nmax, xs, weights[:], L[32*j:32*j+32], Laux[:], rmin, 0.1, int(nstep))
+		scs[j], mins[j] = makeQKX2(nmax, xs, weights[:], L[32*j:32*j+32], Laux[:], rmin, 0.1, nstep, false)
 		if scs[j] > maxScale {
 			maxScale = scs[j]
 		}
