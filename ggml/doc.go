@@ -29,10 +29,10 @@
 //	17  iq2_xs     256     74  yes         no
 //	18  iq3_xxs    256     98  yes         no
 //	19  iq1_s      256     50  yes         no
-//	20  iq4_nl      32     18  yes         no
+//	20  iq4_nl      32     18  yes         yes (3)
 //	21  iq3_s      256    110  yes         no
 //	22  iq2_s      256     82  yes         no
-//	23  iq4_xs     256    136  yes         no
+//	23  iq4_xs     256    136  yes         yes (3)
 //	24  i8           1      1  yes (2)     no
 //	25  i16          1      2  yes (2)     no
 //	26  i32          1      4  yes (2)     no
@@ -48,6 +48,8 @@
 // dot products); here it decodes as qs*d, ignoring the stored sum.
 // (2) ggml does not convert these to float; here they are converted with
 // float32 rounding to nearest even, as a C cast does.
+// (3) quantize_row_iq4_nl_ref and quantize_row_iq4_xs_ref, without an
+// importance matrix (llama-quantize uses one for IQ types).
 //
 // Removed ids, which ggml no longer reads and this package reports as
 // ErrUnknownType: 4 (Q4_2), 5 (Q4_3), 31-33 (Q4_0_4_4, Q4_0_4_8,

@@ -66,6 +66,10 @@ func Quantize(t Type, src []float32, dst []byte) error {
 		quantTQ2_0(src, dst)
 	case MXFP4:
 		quantMXFP4(src, dst)
+	case IQ4_NL:
+		quantIQ4_NL(src, dst)
+	case IQ4_XS:
+		quantIQ4_XS(src, dst)
 	default:
 		return &TypeError{Op: "quantize", Type: t, Err: ErrUnsupported}
 	}
