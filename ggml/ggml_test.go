@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/ggml"
@@ -347,5 +348,29 @@ func TestQuantizeMatchesC(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCanQuantize checks that CanQuantize and Quantize agree, and the
+// list of quantizable types (so a type cannot silently drop out of
+// TestQuantizeMatchesC).
+func TestCanQuantize(t *testing.T) {
+	var names []string
+	for _, typ := range ggml.Types() {
+		n, _ := typ.RowBytes(256)
+		err := ggml.Quantize(typ, make([]float32, 256), make([]byte, n))
+		if ggml.CanQuantize(typ) != (err == nil) {
+			t.Errorf("%v: CanQuantize %v, Quantize error %v", typ, ggml.CanQuantize(typ), err)
+		}
+		if err != nil && !errors.Is(err, ggml.ErrUnsupported) {
+			t.Errorf("%v: Quantize error %v, want ErrUnsupported", typ, err)
+		}
+		if err == nil {
+			names = append(names, typ.String())
+		}
+	}
+	want := "f32 f16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K q8_K iq4_nl iq4_xs bf16 tq1_0 tq2_0 mxfp4"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("quantizable types:\n got %s\nwant %s", got, want)
 	}
 }

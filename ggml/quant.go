@@ -8,7 +8,7 @@ import (
 // CanQuantize reports whether Quantize supports t.
 func CanQuantize(t Type) bool {
 	switch t {
-	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K:
+	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, TQ1_0, TQ2_0, MXFP4, IQ4_NL, IQ4_XS:
 		return true
 	}
 	return false
