@@ -172,7 +172,16 @@ func quantQ4_0(src []float32, dst []byte) {
 			id = 1 / d
 		}
 		putHalf(y, d)
-		qs := y[2:18]
+		qs := y[2:18:18]
+		if id > -math.MaxFloat32 && id < math.MaxFloat32 {
+			// |x*id| <= 8 (plus rounding): plain truncation is cvtt.
+			for j := 0; j < 16; j++ {
+				x0 := min(15, int32(float32(x[j]*id)+8.5))
+				x1 := min(15, int32(float32(x[j+16]*id)+8.5))
+				qs[j] = uint8(x0) | uint8(x1)<<4
+			}
+			continue
+		}
 		for j := 0; j < 16; j++ {
 			x0 := min(15, int32(int8(cvtt(float32(x[j]*id)+8.5))))
 			x1 := min(15, int32(int8(cvtt(float32(x[j+16]*id)+8.5))))
