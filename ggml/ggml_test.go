@@ -374,3 +374,48 @@ func TestCanQuantize(t *testing.T) {
 		t.Errorf("quantizable types:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestValidateMatchesC compares Validate with ggml_validate_row_data on
+// random blocks whose scales are often NaN or infinite.
+func TestValidateMatchesC(t *testing.T) {
+	ref := ggmlref.Build(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range ggml.Types() {
+		if typ == ggml.Q8_1 {
+			continue // ggml rejects the type as a whole
+		}
+		bs := int(typ.TypeSize())
+		nb := 512
+		src := make([]byte, nb*bs)
+		for i := range src {
+			b := byte(r.Uint32())
+			if r.IntN(3) == 0 {
+				b |= 0x7c // exponent bits of the high byte of fp16, bf16, f32
+			}
+			if r.IntN(4) == 0 {
+				b = 0xff
+			}
+			src[i] = b
+		}
+		want := ref.Valid(t, uint32(typ), src, nb)
+		nbad := 0
+		for i := 0; i < nb; i++ {
+			err := ggml.Validate(typ, src[i*bs:(i+1)*bs])
+			if (err == nil) != want[i] {
+				t.Errorf("%v block %d (%x): Validate %v, ggml valid %v", typ, i, src[i*bs:(i+1)*bs], err, want[i])
+			}
+			if err != nil {
+				nbad++
+				if !errors.Is(err, ggml.ErrNonFinite) {
+					t.Errorf("%v: error %v", typ, err)
+				}
+			}
+		}
+		if nbad == 0 && typ != ggml.I8 && typ != ggml.I16 && typ != ggml.I32 && typ != ggml.I64 {
+			t.Errorf("%v: no invalid block among %d: the test checks nothing", typ, nb)
+		}
+	}
+	if err := ggml.Validate(ggml.Q4_K, make([]byte, 145)); !errors.Is(err, ggml.ErrSize) {
+		t.Errorf("Validate of 145 bytes of q4_K: %v", err)
+	}
+}
