@@ -543,11 +543,21 @@ const groupMaxEps = 1e-15
 // scales by weighted (x²) least squares. L receives level+nmax.
 func makeQX1(nmax int32, x []float32, L []int8) float32 {
 	n := len(x)
+	if n > 16 {
+		panic("ggml: makeQX1 group too large")
+	}
 	L = L[:n]
 	amax, max := absMax(x)
 	if amax < groupMaxEps {
 		clear(L)
 		return 0
+	}
+	// The weights w = x² and w*x are the same values in every pass.
+	var wA, wxA [16]float32
+	w, wx := wA[:n], wxA[:n]
+	for i, v := range x {
+		w[i] = float32(v * v)
+		wx[i] = float32(w[i] * v)
 	}
 	fn := float32(nmax)
 	iscale := float32(-nmax) / max
@@ -556,10 +566,9 @@ func makeQX1(nmax int32, x []float32, L []int8) float32 {
 		l := nearestInt(iscale * v)
 		l = maxI(-nmax, minI(nmax-1, l))
 		L[i] = int8(l + nmax)
-		w := float32(v * v)
 		fl := float32(l)
-		sumLX += float32(float32(w*v) * fl)
-		sumL2 += float32(float32(w*fl) * fl)
+		sumLX += float32(wx[i] * fl)
+		sumL2 += float32(float32(w[i]*fl) * fl)
 	}
 	var scale float32
 	if sumL2 != 0 {
@@ -572,13 +581,12 @@ func makeQX1(nmax int32, x []float32, L []int8) float32 {
 		}
 		iscale = -(fn + float32(0.1*float32(is))) / max
 		sumLX, sumL2 = 0, 0
-		for _, v := range x {
+		for i, v := range x {
 			l := nearestInt(iscale * v)
 			l = maxI(-nmax, minI(nmax-1, l))
-			w := float32(v * v)
 			fl := float32(l)
-			sumLX += float32(float32(w*v) * fl)
-			sumL2 += float32(float32(w*fl) * fl)
+			sumLX += float32(wx[i] * fl)
+			sumL2 += float32(float32(w[i]*fl) * fl)
 		}
 		if sumL2 > 0 && float32(sumLX*sumLX) > float32(best*sumL2) {
 			for i, v := range x {
