@@ -71,6 +71,10 @@
 // int out of range, which inputs with infinities, NaNs or extreme
 // dynamic range reach) the Go follows what x86-64 does.
 //
+// Validate applies ggml's own checks for data read from a file (no NaN
+// or infinite values or block scales), so a reader can refuse a bad
+// tensor before decoding it; Dequantize itself accepts any bytes.
+//
 // Block data is little-endian, as in GGUF files of either byte order for
 // the quantized types; DequantizeBigEndian and QuantizeBigEndian serve
 // the plain types of big-endian files.
