@@ -419,3 +419,37 @@ func TestValidateMatchesC(t *testing.T) {
 		t.Errorf("Validate of 145 bytes of q4_K: %v", err)
 	}
 }
+
+// TestHalfFromF32Sampled converts 2^22 float32 bit patterns spread over
+// the whole space (NaNs, infinities, subnormals, both signs) to F16 and
+// BF16 with Go and ggml's C.
+func TestHalfFromF32Sampled(t *testing.T) {
+	ref := ggmlref.Build(t)
+	const n = 1 << 22
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = math.Float32frombits(uint32(i)*1021 + uint32(i>>11))
+	}
+	for _, typ := range []ggml.Type{ggml.F16, ggml.BF16} {
+		got := make([]byte, 2*n)
+		if err := ggml.Quantize(typ, x, got); err != nil {
+			t.Fatal(err)
+		}
+		want := ref.Quantize(t, uint32(typ), x)
+		for i := 0; i < n; i++ {
+			if got[2*i] != want[2*i] || got[2*i+1] != want[2*i+1] {
+				t.Fatalf("%v of %#08x: %02x%02x, ggml %02x%02x", typ, math.Float32bits(x[i]), got[2*i+1], got[2*i], want[2*i+1], want[2*i])
+			}
+		}
+		// F32ToF16 / F32ToBF16 agree with the row code.
+		for i := 0; i < n; i += 97 {
+			h := ggml.F32ToF16(x[i])
+			if typ == ggml.BF16 {
+				h = ggml.F32ToBF16(x[i])
+			}
+			if byte(h) != want[2*i] || byte(h>>8) != want[2*i+1] {
+				t.Fatalf("%v scalar conversion of %#08x differs", typ, math.Float32bits(x[i]))
+			}
+		}
+	}
+}
