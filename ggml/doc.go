@@ -54,9 +54,11 @@
 // Removed ids, which ggml no longer reads and this package reports as
 // ErrUnknownType: 4 (Q4_2), 5 (Q4_3), 31-33 (Q4_0_4_4, Q4_0_4_8,
 // Q4_0_8_8: repacked Q4_0, now done at load time) and 36-38 (IQ4_NL_4_4,
-// IQ4_NL_4_8, IQ4_NL_8_8). GGML_TYPE_COUNT was 40 at v0.17.4; newer
-// upstream llama.cpp adds GGML_TYPE_NVFP4 = 40 (2026), which this
-// package does not cover (ErrUnknownType).
+// IQ4_NL_4_8, IQ4_NL_8_8). GGML_TYPE_COUNT is 40 at v0.17.4, as in the
+// upstream ggml-org/llama.cpp ggml.h checked when this was written
+// (commit 004eaba8). Later upstream versions are reported to add
+// GGML_TYPE_NVFP4 = 40 (llama.cpp PR #19769, 2026); that was not verified
+// against the source, and ids from 40 on are ErrUnknownType here.
 //
 // # Exactness
 //
