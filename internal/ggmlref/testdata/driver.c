@@ -188,7 +188,6 @@ static int bench(const char * op, int id, int mb, int iters) {
     }
     size_t nb = t->size * (size_t)(n / t->blck);
     void * q = xmalloc(nb);
-    q_for(GGML_TYPE_Q8_0); // validates the driver table
     if (strcmp(op, "deq") == 0) {
         q_for(id)(x, q, n);
     }
