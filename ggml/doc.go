@@ -18,7 +18,7 @@
 //	 6  q5_0        32     22  yes         yes
 //	 7  q5_1        32     24  yes         yes
 //	 8  q8_0        32     34  yes         yes
-//	 9  q8_1        32     36  yes (1)     no
+//	 9  q8_1        32     36  yes (1)     yes
 //	10  q2_K       256     84  yes         yes
 //	11  q3_K       256    110  yes         yes
 //	12  q4_K       256    144  yes         yes

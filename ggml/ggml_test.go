@@ -369,7 +369,7 @@ func TestCanQuantize(t *testing.T) {
 			names = append(names, typ.String())
 		}
 	}
-	want := "f32 f16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K q8_K iq4_nl iq4_xs bf16 tq1_0 tq2_0 mxfp4"
+	want := "f32 f16 q4_0 q4_1 q5_0 q5_1 q8_0 q8_1 q2_K q3_K q4_K q5_K q6_K q8_K iq4_nl iq4_xs bf16 tq1_0 tq2_0 mxfp4"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("quantizable types:\n got %s\nwant %s", got, want)
 	}

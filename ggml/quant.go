@@ -8,7 +8,7 @@ import (
 // CanQuantize reports whether Quantize supports t.
 func CanQuantize(t Type) bool {
 	switch t {
-	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, TQ1_0, TQ2_0, MXFP4, IQ4_NL, IQ4_XS:
+	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, TQ1_0, TQ2_0, MXFP4, IQ4_NL, IQ4_XS:
 		return true
 	}
 	return false
@@ -48,6 +48,8 @@ func Quantize(t Type, src []float32, dst []byte) error {
 		quantQ5_1(src, dst)
 	case Q8_0:
 		quantQ8_0(src, dst)
+	case Q8_1:
+		quantQ8_1(src, dst)
 	case Q2_K:
 		quantQ2_K(src, dst)
 	case Q3_K:
@@ -668,5 +670,27 @@ func quantF16(src []float32, dst []byte) {
 			h = (w&0x80000000)>>16 | 0x7E00
 		}
 		binary.LittleEndian.PutUint16(dst[2*i:], uint16(h))
+	}
+}
+
+func quantQ8_1(src []float32, dst []byte) {
+	for i := 0; i < len(src)/32; i++ {
+		x := src[32*i : 32*i+32 : 32*i+32]
+		y := dst[36*i : 36*i+36 : 36*i+36]
+		amax := maxAbs(x)
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		putHalf(y, d)
+		qs := y[4:36]
+		var sum int32
+		for j := 0; j < 32; j++ {
+			q := int8(roundAway(x[j] * id))
+			qs[j] = uint8(q)
+			sum += int32(q)
+		}
+		putHalf(y[2:], float32(sum)*d)
 	}
 }
