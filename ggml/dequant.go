@@ -10,8 +10,9 @@ import (
 // src must hold exactly the blocks of those elements (t.RowBytes of
 // len(dst)), in ggml's little-endian block layout. The result is bit for
 // bit what ggml's reference C (dequantize_row_*, GGML_FP16_TO_FP32,
-// GGML_BF16_TO_FP32) produces; the integer and F64 types are converted
-// with float32 rounding to nearest even.
+// GGML_BF16_TO_FP32) produces, for any input bytes, NaN and infinite
+// scales included; the integer and F64 types are converted with float32
+// rounding to nearest even. Use Validate to refuse non-finite data.
 //
 // Q8_1 has no dequantizer in ggml; here it decodes as qs[i]*d, ignoring
 // the stored sum.

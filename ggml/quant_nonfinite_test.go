@@ -51,3 +51,38 @@ func TestQuantizeNonFiniteMatchesC(t *testing.T) {
 		}
 	}
 }
+
+// TestDequantizeRawMatchesC decodes fully random blocks (NaN and
+// infinite scales included) with Go, with and without the assembly, and
+// with ggml's C.
+func TestDequantizeRawMatchesC(t *testing.T) {
+	ref := ggmlref.Build(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, typ := range ggml.Types() {
+		if typ == ggml.Q8_1 {
+			continue
+		}
+		nb := 200
+		src := make([]byte, nb*int(typ.TypeSize()))
+		for i := range src {
+			src[i] = byte(r.Uint32())
+		}
+		n := nb * int(typ.BlockSize())
+		want := ref.Dequantize(t, uint32(typ), src, n)
+		for _, asm := range []bool{true, false} {
+			old := ggml.SetAsm(asm)
+			got := make([]float32, n)
+			err := ggml.Dequantize(typ, src, got)
+			ggml.SetAsm(old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Errorf("%v (asm %v) [%d]: %#08x, ggml %#08x", typ, asm, i, math.Float32bits(got[i]), math.Float32bits(want[i]))
+					break
+				}
+			}
+		}
+	}
+}
