@@ -453,3 +453,32 @@ func TestHalfFromF32Sampled(t *testing.T) {
 		}
 	}
 }
+
+// TestNoAllocs checks that Dequantize, Quantize and a passing Validate
+// allocate nothing (after the F16 table is built).
+func TestNoAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, typ := range ggml.Types() {
+		nb := 1 << 16 / int(typ.BlockSize()) // reaches the F16 table path
+		if nb == 0 {
+			nb = 1
+		}
+		src := randomBlocks(r, typ, nb)
+		dst := make([]float32, nb*int(typ.BlockSize()))
+		_ = ggml.Dequantize(typ, src, dst) // builds the F16 table
+		if a := testing.AllocsPerRun(3, func() { _ = ggml.Dequantize(typ, src, dst) }); a != 0 {
+			t.Errorf("Dequantize %v: %v allocations", typ, a)
+		}
+		if ggml.CanQuantize(typ) {
+			if a := testing.AllocsPerRun(3, func() { _ = ggml.Quantize(typ, dst, src) }); a != 0 {
+				t.Errorf("Quantize %v: %v allocations", typ, a)
+			}
+		}
+		if ggml.Validate(typ, src) != nil {
+			continue // random plain values include NaNs; errors allocate
+		}
+		if a := testing.AllocsPerRun(3, func() { _ = ggml.Validate(typ, src) }); a != 0 {
+			t.Errorf("Validate %v: %v allocations", typ, a)
+		}
+	}
+}
