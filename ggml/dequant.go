@@ -3,14 +3,16 @@ package ggml
 import (
 	"encoding/binary"
 	"math"
+	"sync"
 )
 
 // Dequantize decodes len(dst) elements of type t from src into dst.
 // src must hold exactly the blocks of those elements (t.RowBytes of
 // len(dst)), in ggml's little-endian block layout. The result is bit for
 // bit what ggml's reference C (dequantize_row_*, GGML_FP16_TO_FP32,
-// GGML_BF16_TO_FP32) produces; the integer and F64 types are converted
-// with float32 rounding to nearest even.
+// GGML_BF16_TO_FP32) produces, for any input bytes, NaN and infinite
+// scales included; the integer and F64 types are converted with float32
+// rounding to nearest even. Use Validate to refuse non-finite data.
 //
 // Q8_1 has no dequantizer in ggml; here it decodes as qs[i]*d, ignoring
 // the stored sum.
@@ -146,15 +148,33 @@ func DequantizeBigEndian(t Type, src []byte, dst []float32) error {
 
 func deqF16(src []byte, dst []float32, big bool) {
 	src = src[:2*len(dst)]
-	for i := range dst {
-		b := src[2*i : 2*i+2 : 2*i+2]
-		h := uint16(b[0]) | uint16(b[1])<<8
-		if big {
-			h = uint16(b[1]) | uint16(b[0])<<8
+	if big {
+		for i := range dst {
+			dst[i] = F16ToF32(binary.BigEndian.Uint16(src[2*i:]))
 		}
-		dst[i] = F16ToF32(h)
+		return
+	}
+	if len(dst) >= 1<<16 {
+		// Long rows: a table of all 65536 values (256 KiB, built once)
+		// beats the arithmetic.
+		t := f16Table()
+		for i := range dst {
+			dst[i] = t[binary.LittleEndian.Uint16(src[2*i:])]
+		}
+		return
+	}
+	for i := range dst {
+		dst[i] = F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 	}
 }
+
+var f16Table = sync.OnceValue(func() *[1 << 16]float32 {
+	t := new([1 << 16]float32)
+	for i := range t {
+		t[i] = F16ToF32(uint16(i))
+	}
+	return t
+})
 
 func deqBF16(src []byte, dst []float32, big bool) {
 	src = src[:2*len(dst)]
@@ -226,9 +246,25 @@ func deqQ5_1(src []byte, dst []float32) {
 	}
 }
 
+// asmChunk is the number of blocks the assembly kernels take per call.
+const asmChunk = 64
+
 // deqQ8_0 decodes Q8_0 (bs 34) and Q8_1 (bs 36: d, s, then the quants).
 func deqQ8_0(src []byte, dst []float32, bs int) {
-	for i := 0; i < len(dst)/32; i++ {
+	nb := len(dst) / 32
+	if useAsm && nb > 0 {
+		_ = src[bs*nb-1]
+		var scales [asmChunk]float32
+		for i := 0; i < nb; i += asmChunk {
+			k := min(asmChunk, nb-i)
+			for j := 0; j < k; j++ {
+				scales[j] = half(src[bs*(i+j):])
+			}
+			deqQ8SSE(&src[bs*i], &dst[32*i], &scales[0], k, bs)
+		}
+		return
+	}
+	for i := 0; i < nb; i++ {
 		b := src[bs*i : bs*i+bs : bs*i+bs]
 		y := dst[32*i : 32*i+32 : 32*i+32]
 		d := half(b)
@@ -326,7 +362,28 @@ func scaleMinK4(j int, q []byte) (d, m uint8) {
 }
 
 func deqQ4_K(src []byte, dst []float32) {
-	for i := 0; i < len(dst)/QK_K; i++ {
+	nb := len(dst) / QK_K
+	if useAsm && nb > 0 {
+		_ = src[144*nb-1]
+		var params [asmChunk * 16]float32
+		for i := 0; i < nb; i += asmChunk {
+			k := min(asmChunk, nb-i)
+			for j := 0; j < k; j++ {
+				b := src[144*(i+j) : 144*(i+j)+144 : 144*(i+j)+144]
+				d, min := half(b), half(b[2:])
+				p := params[16*j : 16*j+16 : 16*j+16]
+				for g := 0; g < 4; g++ {
+					sc, m := scaleMinK4(2*g, b[4:16])
+					p[4*g], p[4*g+1] = d*float32(sc), min*float32(m)
+					sc, m = scaleMinK4(2*g+1, b[4:16])
+					p[4*g+2], p[4*g+3] = d*float32(sc), min*float32(m)
+				}
+			}
+			deqQ4KSSE(&src[144*i], &dst[QK_K*i], &params[0], k)
+		}
+		return
+	}
+	for i := 0; i < nb; i++ {
 		b := src[144*i : 144*i+144 : 144*i+144]
 		y := dst[QK_K*i : QK_K*i+QK_K : QK_K*i+QK_K]
 		d, min := half(b), half(b[2:])
@@ -336,12 +393,19 @@ func deqQ4_K(src []byte, dst []float32) {
 			d1, m1 := d*float32(sc), min*float32(m)
 			sc, m = scaleMinK4(2*j+1, scales)
 			d2, m2 := d*float32(sc), min*float32(m)
+			// The 16 possible values of each half, computed as ggml
+			// computes each element.
+			var tlo, thi [16]float32
+			for v := range tlo {
+				tlo[v] = float32(d1*float32(v)) - m1
+				thi[v] = float32(d2*float32(v)) - m2
+			}
 			q := b[16+32*j : 16+32*j+32 : 16+32*j+32]
 			lo := y[64*j : 64*j+32 : 64*j+32]
 			hi := y[64*j+32 : 64*j+64 : 64*j+64]
 			for l := 0; l < 32; l++ {
-				lo[l] = float32(d1*float32(q[l]&0xF)) - m1
-				hi[l] = float32(d2*float32(q[l]>>4)) - m2
+				lo[l] = tlo[q[l]&0xF]
+				hi[l] = thi[q[l]>>4]
 			}
 		}
 	}

@@ -2,12 +2,14 @@ package ggml
 
 import "encoding/binary"
 
-// sign returns -1 when bit j of s is set, else 1 (ggml multiplies by it).
-func sign(s uint8, j int) float32 {
+// sign returns v negated when bit j of s is set. ggml writes a multiply
+// by -1 or 1, which gcc compiles to a sign flip: the same for every
+// number, and for a NaN it flips the sign bit too, as here.
+func sign(v float32, s uint8, j int) float32 {
 	if s>>j&1 != 0 {
-		return -1
+		return -v
 	}
-	return 1
+	return v
 }
 
 func deqIQ2_XXS(src []byte, dst []float32) {
@@ -24,7 +26,7 @@ func deqIQ2_XXS(src []byte, dst []float32) {
 				s := ksignsIQ2XS[(a1>>(7*l))&127]
 				out := y[32*ib+8*l : 32*ib+8*l+8 : 32*ib+8*l+8]
 				for j := 0; j < 8; j++ {
-					out[j] = db * float32(uint8(g>>(8*j))) * sign(s, j)
+					out[j] = sign(db*float32(uint8(g>>(8*j))), s, j)
 				}
 			}
 		}
@@ -50,7 +52,7 @@ func deqIQ2_XS(src []byte, dst []float32) {
 				dl := db[l/2]
 				out := y[32*ib+8*l : 32*ib+8*l+8 : 32*ib+8*l+8]
 				for j := 0; j < 8; j++ {
-					out[j] = dl * float32(uint8(g>>(8*j))) * sign(s, j)
+					out[j] = sign(dl*float32(uint8(g>>(8*j))), s, j)
 				}
 			}
 		}
@@ -77,7 +79,7 @@ func deqIQ2_S(src []byte, dst []float32) {
 				s := signs[4*ib+l]
 				out := y[32*ib+8*l : 32*ib+8*l+8 : 32*ib+8*l+8]
 				for j := 0; j < 8; j++ {
-					out[j] = dl * float32(uint8(g>>(8*j))) * sign(s, j)
+					out[j] = sign(dl*float32(uint8(g>>(8*j))), s, j)
 				}
 			}
 		}
@@ -100,8 +102,8 @@ func deqIQ3_XXS(src []byte, dst []float32) {
 				g2 := iq3xxsGrid[qs[8*ib+2*l+1]]
 				out := y[32*ib+8*l : 32*ib+8*l+8 : 32*ib+8*l+8]
 				for j := 0; j < 4; j++ {
-					out[j] = db * float32(uint8(g1>>(8*j))) * sign(s, j)
-					out[j+4] = db * float32(uint8(g2>>(8*j))) * sign(s, j+4)
+					out[j] = sign(db*float32(uint8(g1>>(8*j))), s, j)
+					out[j+4] = sign(db*float32(uint8(g2>>(8*j))), s, j+4)
 				}
 			}
 		}
@@ -131,8 +133,8 @@ func deqIQ3_S(src []byte, dst []float32) {
 				s := signs[4*ib+l]
 				out := y[32*ib+8*l : 32*ib+8*l+8 : 32*ib+8*l+8]
 				for j := 0; j < 4; j++ {
-					out[j] = db * float32(uint8(g1>>(8*j))) * sign(s, j)
-					out[j+4] = db * float32(uint8(g2>>(8*j))) * sign(s, j+4)
+					out[j] = sign(db*float32(uint8(g1>>(8*j))), s, j)
+					out[j+4] = sign(db*float32(uint8(g2>>(8*j))), s, j+4)
 				}
 			}
 		}

@@ -3,9 +3,11 @@ package ggml_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/ggml"
@@ -196,17 +198,23 @@ func TestDequantizeMatchesC(t *testing.T) {
 			continue // no dequantizer in ggml; see TestQ8_1
 		}
 		t.Run(typ.String(), func(t *testing.T) {
-			nb := 64
+			nb := 100 // more than one chunk of the assembly kernels
 			if typ.BlockSize() == 1 {
 				nb = 4096
 			}
 			src := randomBlocks(r, typ, nb)
 			n := nb * int(typ.BlockSize())
-			got := make([]float32, n)
-			if err := ggml.Dequantize(typ, src, got); err != nil {
-				t.Fatal(err)
+			want := ref.Dequantize(t, uint32(typ), src, n)
+			for _, asm := range []bool{true, false} {
+				old := ggml.SetAsm(asm)
+				got := make([]float32, n)
+				err := ggml.Dequantize(typ, src, got)
+				ggml.SetAsm(old)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, fmt.Sprintf("%v (asm %v)", typ, asm), got, want)
 			}
-			sameBits(t, typ.String(), got, ref.Dequantize(t, uint32(typ), src, n))
 		})
 	}
 }
@@ -318,6 +326,11 @@ func TestQuantizeMatchesC(t *testing.T) {
 				for i := range x {
 					x[i] = dist.gen(r, i)
 				}
+				if typ == ggml.IQ4_NL {
+					// ggml reads uninitialized levels for a leading
+					// all-zero block (see quantIQ4_NL).
+					x[0] = 1
+				}
 				n, _ := typ.RowBytes(int64(len(x)))
 				got := make([]byte, n)
 				if err := ggml.Quantize(typ, x, got); err != nil {
@@ -335,5 +348,137 @@ func TestQuantizeMatchesC(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCanQuantize checks that CanQuantize and Quantize agree, and the
+// list of quantizable types (so a type cannot silently drop out of
+// TestQuantizeMatchesC).
+func TestCanQuantize(t *testing.T) {
+	var names []string
+	for _, typ := range ggml.Types() {
+		n, _ := typ.RowBytes(256)
+		err := ggml.Quantize(typ, make([]float32, 256), make([]byte, n))
+		if ggml.CanQuantize(typ) != (err == nil) {
+			t.Errorf("%v: CanQuantize %v, Quantize error %v", typ, ggml.CanQuantize(typ), err)
+		}
+		if err != nil && !errors.Is(err, ggml.ErrUnsupported) {
+			t.Errorf("%v: Quantize error %v, want ErrUnsupported", typ, err)
+		}
+		if err == nil {
+			names = append(names, typ.String())
+		}
+	}
+	want := "f32 f16 q4_0 q4_1 q5_0 q5_1 q8_0 q8_1 q2_K q3_K q4_K q5_K q6_K q8_K iq4_nl iq4_xs bf16 tq1_0 tq2_0 mxfp4"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("quantizable types:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestValidateMatchesC compares Validate with ggml_validate_row_data on
+// random blocks whose scales are often NaN or infinite.
+func TestValidateMatchesC(t *testing.T) {
+	ref := ggmlref.Build(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range ggml.Types() {
+		if typ == ggml.Q8_1 {
+			continue // ggml rejects the type as a whole
+		}
+		bs := int(typ.TypeSize())
+		nb := 512
+		src := make([]byte, nb*bs)
+		for i := range src {
+			b := byte(r.Uint32())
+			if r.IntN(3) == 0 {
+				b |= 0x7c // exponent bits of the high byte of fp16, bf16, f32
+			}
+			if r.IntN(4) == 0 {
+				b = 0xff
+			}
+			src[i] = b
+		}
+		want := ref.Valid(t, uint32(typ), src, nb)
+		nbad := 0
+		for i := 0; i < nb; i++ {
+			err := ggml.Validate(typ, src[i*bs:(i+1)*bs])
+			if (err == nil) != want[i] {
+				t.Errorf("%v block %d (%x): Validate %v, ggml valid %v", typ, i, src[i*bs:(i+1)*bs], err, want[i])
+			}
+			if err != nil {
+				nbad++
+				if !errors.Is(err, ggml.ErrNonFinite) {
+					t.Errorf("%v: error %v", typ, err)
+				}
+			}
+		}
+		if nbad == 0 && typ != ggml.I8 && typ != ggml.I16 && typ != ggml.I32 && typ != ggml.I64 {
+			t.Errorf("%v: no invalid block among %d: the test checks nothing", typ, nb)
+		}
+	}
+	if err := ggml.Validate(ggml.Q4_K, make([]byte, 145)); !errors.Is(err, ggml.ErrSize) {
+		t.Errorf("Validate of 145 bytes of q4_K: %v", err)
+	}
+}
+
+// TestHalfFromF32Sampled converts 2^22 float32 bit patterns spread over
+// the whole space (NaNs, infinities, subnormals, both signs) to F16 and
+// BF16 with Go and ggml's C.
+func TestHalfFromF32Sampled(t *testing.T) {
+	ref := ggmlref.Build(t)
+	const n = 1 << 22
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = math.Float32frombits(uint32(i)*1021 + uint32(i>>11))
+	}
+	for _, typ := range []ggml.Type{ggml.F16, ggml.BF16} {
+		got := make([]byte, 2*n)
+		if err := ggml.Quantize(typ, x, got); err != nil {
+			t.Fatal(err)
+		}
+		want := ref.Quantize(t, uint32(typ), x)
+		for i := 0; i < n; i++ {
+			if got[2*i] != want[2*i] || got[2*i+1] != want[2*i+1] {
+				t.Fatalf("%v of %#08x: %02x%02x, ggml %02x%02x", typ, math.Float32bits(x[i]), got[2*i+1], got[2*i], want[2*i+1], want[2*i])
+			}
+		}
+		// F32ToF16 / F32ToBF16 agree with the row code.
+		for i := 0; i < n; i += 97 {
+			h := ggml.F32ToF16(x[i])
+			if typ == ggml.BF16 {
+				h = ggml.F32ToBF16(x[i])
+			}
+			if byte(h) != want[2*i] || byte(h>>8) != want[2*i+1] {
+				t.Fatalf("%v scalar conversion of %#08x differs", typ, math.Float32bits(x[i]))
+			}
+		}
+	}
+}
+
+// TestNoAllocs checks that Dequantize, Quantize and a passing Validate
+// allocate nothing (after the F16 table is built).
+func TestNoAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, typ := range ggml.Types() {
+		nb := 1 << 16 / int(typ.BlockSize()) // reaches the F16 table path
+		if nb == 0 {
+			nb = 1
+		}
+		src := randomBlocks(r, typ, nb)
+		dst := make([]float32, nb*int(typ.BlockSize()))
+		_ = ggml.Dequantize(typ, src, dst) // builds the F16 table
+		if a := testing.AllocsPerRun(3, func() { _ = ggml.Dequantize(typ, src, dst) }); a != 0 {
+			t.Errorf("Dequantize %v: %v allocations", typ, a)
+		}
+		if ggml.CanQuantize(typ) {
+			if a := testing.AllocsPerRun(3, func() { _ = ggml.Quantize(typ, dst, src) }); a != 0 {
+				t.Errorf("Quantize %v: %v allocations", typ, a)
+			}
+		}
+		if ggml.Validate(typ, src) != nil {
+			continue // random plain values include NaNs; errors allocate
+		}
+		if a := testing.AllocsPerRun(3, func() { _ = ggml.Validate(typ, src) }); a != 0 {
+			t.Errorf("Validate %v: %v allocations", typ, a)
+		}
 	}
 }

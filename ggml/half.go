@@ -6,16 +6,13 @@ import "math"
 // ggml's GGML_FP16_TO_FP32 does (exact for every finite value and
 // infinity; a NaN comes back quiet, as the hardware's multiply makes it).
 func F16ToF32(h uint16) float32 {
-	w := uint32(h) << 16
-	sign := w & 0x80000000
-	twoW := w + w
+	twoW := uint32(h) << 17
+	sign := uint32(h&0x8000) << 16
 	if twoW < 1<<27 {
 		// Subnormal or zero: the magic-bias subtraction is exact.
-		den := math.Float32frombits((twoW>>17)|126<<23) - 0.5
-		return math.Float32frombits(sign | math.Float32bits(den))
+		return math.Float32frombits(sign | math.Float32bits(math.Float32frombits(twoW>>17|126<<23)-0.5))
 	}
-	norm := math.Float32frombits((twoW>>4)+0xE0<<23) * 0x1p-112
-	return math.Float32frombits(sign | math.Float32bits(norm))
+	return math.Float32frombits(sign | math.Float32bits(math.Float32frombits(twoW>>4+0xE0<<23)*0x1p-112))
 }
 
 // F32ToF16 converts a float32 to IEEE half precision exactly as ggml's

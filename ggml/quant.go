@@ -8,7 +8,7 @@ import (
 // CanQuantize reports whether Quantize supports t.
 func CanQuantize(t Type) bool {
 	switch t {
-	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K:
+	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, TQ1_0, TQ2_0, MXFP4, IQ4_NL, IQ4_XS:
 		return true
 	}
 	return false
@@ -31,11 +31,7 @@ func Quantize(t Type, src []float32, dst []byte) error {
 			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
 		}
 	case F16:
-		dst = dst[:2*len(src)]
-		for i, v := range src {
-			h := F32ToF16(v)
-			dst[2*i], dst[2*i+1] = byte(h), byte(h>>8)
-		}
+		quantF16(src, dst)
 	case BF16:
 		dst = dst[:2*len(src)]
 		for i, v := range src {
@@ -52,6 +48,12 @@ func Quantize(t Type, src []float32, dst []byte) error {
 		quantQ5_1(src, dst)
 	case Q8_0:
 		quantQ8_0(src, dst)
+	case Q8_1:
+		quantQ8_1(src, dst)
+	case Q2_K:
+		quantQ2_K(src, dst)
+	case Q3_K:
+		quantQ3_K(src, dst)
 	case Q4_K:
 		quantQ4_K(src, dst)
 	case Q5_K:
@@ -60,6 +62,16 @@ func Quantize(t Type, src []float32, dst []byte) error {
 		quantQ6_K(src, dst)
 	case Q8_K:
 		quantQ8_K(src, dst)
+	case TQ1_0:
+		quantTQ1_0(src, dst)
+	case TQ2_0:
+		quantTQ2_0(src, dst)
+	case MXFP4:
+		quantMXFP4(src, dst)
+	case IQ4_NL:
+		quantIQ4_NL(src, dst)
+	case IQ4_XS:
+		quantIQ4_XS(src, dst)
 	default:
 		return &TypeError{Op: "quantize", Type: t, Err: ErrUnsupported}
 	}
@@ -117,6 +129,14 @@ func roundAway(f float32) int32 {
 	return t
 }
 
+// roundSmall is roundAway for |f| < 2^23: adding the float32 just below
+// 0.5 and truncating rounds half away from zero exactly in that range
+// (checked for every float32 there).
+func roundSmall(f float32) int32 {
+	h := math.Float32frombits(0x3effffff | math.Float32bits(f)&(1<<31))
+	return int32(f + h)
+}
+
 // nearestInt is ggml's nearest_int: round to nearest even through the
 // float32 adder, exact for |f| <= 4194303 (ggml asserts that bound in
 // debug builds; release builds, and this function, just return the bits).
@@ -154,7 +174,16 @@ func quantQ4_0(src []float32, dst []byte) {
 			id = 1 / d
 		}
 		putHalf(y, d)
-		qs := y[2:18]
+		qs := y[2:18:18]
+		if id > -math.MaxFloat32 && id < math.MaxFloat32 {
+			// |x*id| <= 8 (plus rounding): plain truncation is cvtt.
+			for j := 0; j < 16; j++ {
+				x0 := min(15, int32(float32(x[j]*id)+8.5))
+				x1 := min(15, int32(float32(x[j+16]*id)+8.5))
+				qs[j] = uint8(x0) | uint8(x1)<<4
+			}
+			continue
+		}
 		for j := 0; j < 16; j++ {
 			x0 := min(15, int32(int8(cvtt(float32(x[j]*id)+8.5))))
 			x1 := min(15, int32(int8(cvtt(float32(x[j+16]*id)+8.5))))
@@ -262,9 +291,17 @@ func quantQ8_0(src []float32, dst []byte) {
 			id = 1 / d
 		}
 		putHalf(y, d)
-		qs := y[2:34]
-		for j := range qs {
-			qs[j] = uint8(roundAway(x[j] * id))
+		qs := y[2:34:34]
+		if id > 0 && id <= math.MaxFloat32 {
+			// |x*id| <= 127 (plus rounding): the fast exact rounding
+			// applies.
+			for j := range qs {
+				qs[j] = uint8(roundSmall(x[j] * id))
+			}
+		} else {
+			for j := range qs {
+				qs[j] = uint8(roundAway(x[j] * id))
+			}
 		}
 	}
 }
@@ -297,8 +334,9 @@ func quantQ8_K(src []float32, dst []byte) {
 
 // makeQKX2 is ggml's make_qkx2_quants: the scale and (negated) min of a
 // group for an asymmetric quantization to [0, nmax], searching nstep+1
-// candidate scales around the range. L receives the levels.
-func makeQKX2(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rdelta float32, nstep int) (scale, theMin float32) {
+// candidate scales around the range, minimizing the weighted squared
+// (or, with useMAD, absolute) error. L receives the levels.
+func makeQKX2(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rdelta float32, nstep int, useMAD bool) (scale, theMin float32) {
 	n := len(x)
 	weights = weights[:n]
 	L, Laux = L[:n], Laux[:n]
@@ -331,7 +369,11 @@ func makeQKX2(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rdelta fl
 		l = max(0, min(nmax, l))
 		L[i] = uint8(l)
 		diff := float32(float32(scale*float32(l))+lo) - x[i]
-		diff = float32(diff * diff)
+		if useMAD {
+			diff = abs32(diff)
+		} else {
+			diff = float32(diff * diff)
+		}
 		bestError += float32(weights[i] * diff)
 	}
 	if nstep < 1 {
@@ -361,7 +403,11 @@ func makeQKX2(nmax int32, x, weights []float32, L, Laux []uint8, rmin, rdelta fl
 			var curError float32
 			for i := range x {
 				diff := float32(float32(thisScale*float32(Laux[i]))+thisMin) - x[i]
-				diff = float32(diff * diff)
+				if useMAD {
+					diff = abs32(diff)
+				} else {
+					diff = float32(diff * diff)
+				}
 				curError += float32(weights[i] * diff)
 			}
 			if curError < bestError {
@@ -395,7 +441,7 @@ func quantKX(x []float32, nmax int32, rmin float32, nstep int, scales []byte, L 
 		for l, v := range xs {
 			weights[l] = avX + abs32(v)
 		}
-		scs[j], mins[j] = makeQKX2(nmax, xs, weights[:], L[32*j:32*j+32], Laux[:], rmin, 0.1, int(nstep))
+		scs[j], mins[j] = makeQKX2(nmax, xs, weights[:], L[32*j:32*j+32], Laux[:], rmin, 0.1, nstep, false)
 		if scs[j] > maxScale {
 			maxScale = scs[j]
 		}
@@ -499,11 +545,21 @@ const groupMaxEps = 1e-15
 // scales by weighted (x²) least squares. L receives level+nmax.
 func makeQX1(nmax int32, x []float32, L []int8) float32 {
 	n := len(x)
+	if n > 16 {
+		panic("ggml: makeQX1 group too large")
+	}
 	L = L[:n]
 	amax, max := absMax(x)
 	if amax < groupMaxEps {
 		clear(L)
 		return 0
+	}
+	// The weights w = x² and w*x are the same values in every pass.
+	var wA, wxA [16]float32
+	w, wx := wA[:n], wxA[:n]
+	for i, v := range x {
+		w[i] = float32(v * v)
+		wx[i] = float32(w[i] * v)
 	}
 	fn := float32(nmax)
 	iscale := float32(-nmax) / max
@@ -512,10 +568,9 @@ func makeQX1(nmax int32, x []float32, L []int8) float32 {
 		l := nearestInt(iscale * v)
 		l = maxI(-nmax, minI(nmax-1, l))
 		L[i] = int8(l + nmax)
-		w := float32(v * v)
 		fl := float32(l)
-		sumLX += float32(float32(w*v) * fl)
-		sumL2 += float32(float32(w*fl) * fl)
+		sumLX += float32(wx[i] * fl)
+		sumL2 += float32(float32(w[i]*fl) * fl)
 	}
 	var scale float32
 	if sumL2 != 0 {
@@ -528,13 +583,12 @@ func makeQX1(nmax int32, x []float32, L []int8) float32 {
 		}
 		iscale = -(fn + float32(0.1*float32(is))) / max
 		sumLX, sumL2 = 0, 0
-		for _, v := range x {
+		for i, v := range x {
 			l := nearestInt(iscale * v)
 			l = maxI(-nmax, minI(nmax-1, l))
-			w := float32(v * v)
 			fl := float32(l)
-			sumLX += float32(float32(w*v) * fl)
-			sumL2 += float32(float32(w*fl) * fl)
+			sumLX += float32(wx[i] * fl)
+			sumL2 += float32(float32(w[i]*fl) * fl)
 		}
 		if sumL2 > 0 && float32(sumLX*sumLX) > float32(best*sumL2) {
 			for i, v := range x {
@@ -598,5 +652,45 @@ func quantQ6_K(src []float32, dst []byte) {
 				qh[l] = a>>4 | (b>>4)<<2 | (c>>4)<<4 | (e>>4)<<6
 			}
 		}
+	}
+}
+
+// quantF16 is F32ToF16 over a slice, its body repeated here so that the
+// loop has no call.
+func quantF16(src []float32, dst []byte) {
+	dst = dst[:2*len(src)]
+	for i, f := range src {
+		w := math.Float32bits(f)
+		shl1 := w + w
+		base := float32(float32(math.Float32frombits(w&^0x80000000)*0x1p112) * 0x1p-110)
+		bias := max(shl1&0xFF000000, 0x71000000)
+		bits := math.Float32bits(float32(math.Float32frombits(bias>>1+0x07800000) + base))
+		h := (w&0x80000000)>>16 | (bits>>13)&0x7C00 + bits&0x0FFF
+		if shl1 > 0xFF000000 {
+			h = (w&0x80000000)>>16 | 0x7E00
+		}
+		binary.LittleEndian.PutUint16(dst[2*i:], uint16(h))
+	}
+}
+
+func quantQ8_1(src []float32, dst []byte) {
+	for i := 0; i < len(src)/32; i++ {
+		x := src[32*i : 32*i+32 : 32*i+32]
+		y := dst[36*i : 36*i+36 : 36*i+36]
+		amax := maxAbs(x)
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		putHalf(y, d)
+		qs := y[4:36]
+		var sum int32
+		for j := 0; j < 32; j++ {
+			q := int8(roundAway(x[j] * id))
+			qs[j] = uint8(q)
+			sum += int32(q)
+		}
+		putHalf(y[2:], float32(sum)*d)
 	}
 }

@@ -81,6 +81,7 @@ type TypeError struct {
 	Err  error  // one of the sentinel errors
 }
 
+// Error returns "ggml: OP TYPE: REASON (DETAIL)".
 func (e *TypeError) Error() string {
 	var b strings.Builder
 	b.WriteString("ggml: ")

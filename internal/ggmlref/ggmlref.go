@@ -238,3 +238,20 @@ func (r *Ref) Bench(tb testing.TB, op string, id uint32, mb, iters int) (float64
 	}
 	return s, n
 }
+
+// Valid runs ggml_validate_row_data on each of the nblocks blocks of
+// type id in src and returns its verdicts.
+func (r *Ref) Valid(tb testing.TB, id uint32, src []byte, nblocks int) []bool {
+	tb.Helper()
+	cmd := exec.Command(r.bin, "valid", strconv.FormatUint(uint64(id), 10), strconv.Itoa(nblocks))
+	cmd.Stdin = bytes.NewReader(src)
+	out, err := cmd.Output() // ggml reports each invalid block on stderr
+	if err != nil || len(out) != nblocks {
+		tb.Fatalf("driver valid %d: %v, %d bytes", id, err, len(out))
+	}
+	v := make([]bool, nblocks)
+	for i, c := range out {
+		v[i] = c == '1'
+	}
+	return v
+}

@@ -7,6 +7,7 @@
 //   driver sizes                       lines "id block_size type_size"
 //   driver deq TYPE N   < blocks       > N float32 (little-endian host)
 //   driver q TYPE N     < N float32    > blocks
+//   driver valid TYPE NBLOCKS < blocks > one '1' or '0' per block
 //   driver bench deq|q TYPE MB ITERS   one line: best seconds per pass over MB
 //
 // This file contains no ggml code; it calls ggml's functions and uses its
@@ -187,7 +188,6 @@ static int bench(const char * op, int id, int mb, int iters) {
     }
     size_t nb = t->size * (size_t)(n / t->blck);
     void * q = xmalloc(nb);
-    q_for(GGML_TYPE_Q8_0); // validates the driver table
     if (strcmp(op, "deq") == 0) {
         q_for(id)(x, q, n);
     }
@@ -217,11 +217,28 @@ int main(int argc, char ** argv) {
         }
         return 0;
     }
+    if (argc == 4 && strcmp(argv[1], "valid") == 0) {
+        // One '1' (valid) or '0' per block, from ggml_validate_row_data
+        // on that block alone.
+        int id = atoi(argv[2]);
+        int64_t nblocks = atoll(argv[3]);
+        const struct tinfo * t = info(id);
+        unsigned char * q = xmalloc(t->size * (size_t)nblocks);
+        read_all(q, t->size * (size_t)nblocks);
+        char * out = xmalloc((size_t)nblocks);
+        for (int64_t i = 0; i < nblocks; i++) {
+            out[i] = ggml_validate_row_data(id, q + t->size * (size_t)i, t->size) ? '1' : '0';
+        }
+        write_all(out, (size_t)nblocks);
+        free(q);
+        free(out);
+        return 0;
+    }
     if (argc == 6 && strcmp(argv[1], "bench") == 0) {
         return bench(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     }
     if (argc != 4) {
-        fprintf(stderr, "usage: driver sizes | deq TYPE N | q TYPE N | bench deq|q TYPE MB ITERS\n");
+        fprintf(stderr, "usage: driver sizes | deq TYPE N | q TYPE N | valid TYPE NBLOCKS | bench deq|q TYPE MB ITERS\n");
         return 2;
     }
     int id = atoi(argv[2]);
