@@ -98,7 +98,49 @@ func Cases() []Case {
 			return map[string][]byte{"model.safetensors.index.json": []byte(`{"metadata":{},"weight_map":{"w":"model.safetensors.index.json"}}`)}
 		}},
 		{Name: "gzip_concat.pt.gz", Want: "format", Data: func() []byte { return append(Gzip([]byte("not a checkpoint")), Gzip([]byte("still not"))...) }},
+		// GGUF: counts, lengths and offsets that lie.
+		{Name: "gguf_kv_count.gguf", Want: "Limits.MaxKV", Data: func() []byte { return GGUF(0, 1<<40, nil) }},
+		{Name: "gguf_string_claim.gguf", Want: "Limits.MaxStringLen", Data: func() []byte { return GGUF(0, 1, append(u64(nil, 1<<50), make([]byte, 16)...)) }},
+		{Name: "gguf_array_claim.gguf", Want: "cannot fit", Data: func() []byte {
+			return GGUF(0, 1, u64(u32(u32(ggufStr(nil, "tokens"), 9), 8), 1<<25))
+		}},
+		{Name: "gguf_nested.gguf", Want: "nested deeper", Data: func() []byte {
+			b := u32(ggufStr(nil, "deep"), 9)
+			for i := 0; i < 100; i++ {
+				b = u64(u32(b, 9), 1)
+			}
+			return GGUF(0, 1, u64(u32(b, 0), 0))
+		}},
+		{Name: "gguf_overlap.gguf", Want: "overlaps", Data: func() []byte {
+			return ggufPad(GGUF(2, 0, append(ggufTensor("a", 8, 0), ggufTensor("b", 8, 0)...)), 64)
+		}},
+		{Name: "gguf_past_end.gguf", Want: "past the end", Data: func() []byte { return ggufPad(GGUF(1, 0, ggufTensor("a", 1<<40, 0)), 16) }},
+		{Name: "gguf_dims_overflow.gguf", Want: "overflow", Data: func() []byte { return ggufPad(GGUF(1, 0, ggufTensor("a", 1<<62, 0)), 16) }},
 	}
+}
+
+// GGUF is a version-3 GGUF header claiming nt tensors and nkv metadata
+// entries, followed by body.
+func GGUF(nt, nkv uint64, body []byte) []byte {
+	b := u32([]byte("GGUF"), 3)
+	return append(u64(u64(b, nt), nkv), body...)
+}
+
+func u32(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
+func u64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
+func ggufStr(b []byte, s string) []byte { return append(u64(b, uint64(len(s))), s...) }
+
+// ggufTensor is a 1-D F32 tensor info of n elements at offset off.
+func ggufTensor(name string, n, off uint64) []byte {
+	return u64(u32(u64(u32(ggufStr(nil, name), 1), n), 0), off)
+}
+
+// ggufPad pads to the 32-byte data section and adds n bytes of data.
+func ggufPad(b []byte, n int) []byte {
+	for len(b)%32 != 0 {
+		b = append(b, 0)
+	}
+	return append(b, make([]byte, n)...)
 }
 
 var listLeaf = []byte{']', '(', 'K', 1, 'K', 1, 'e'}
