@@ -126,8 +126,8 @@ func GGUF(nt, nkv uint64, body []byte) []byte {
 	return append(u64(u64(b, nt), nkv), body...)
 }
 
-func u32(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
-func u64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
+func u32(b []byte, v uint32) []byte     { return binary.LittleEndian.AppendUint32(b, v) }
+func u64(b []byte, v uint64) []byte     { return binary.LittleEndian.AppendUint64(b, v) }
 func ggufStr(b []byte, s string) []byte { return append(u64(b, uint64(len(s))), s...) }
 
 // ggufTensor is a 1-D F32 tensor info of n elements at offset off.
