@@ -20,6 +20,9 @@
 // and each torch.save item of a DCP data file (__R_N.distcp) is scanned on
 // its own, at the ranges its .metadata lists and wherever a zip ends in it.
 // A path that is not a regular file (a FIFO, a device) is refused at once.
+// A GGUF file holds no pickle; its chat templates (Jinja2, rendered by
+// Python runtimes) are checked for what a sandbox escape needs: dunder
+// attributes, os/subprocess/sys, popen, eval.
 //
 // Globals are found statically (pickle.Globals): STACK_GLOBAL operands are
 // traced through the stack and the memo, so hiding a name behind memoized

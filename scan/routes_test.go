@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ckpt-dev/ckpt/gguf"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -148,5 +149,30 @@ func TestFIFORefused(t *testing.T) {
 	rep, err := Paths(context.Background(), []string{dir})
 	if err != nil || rep.Files != 0 || len(rep.Problems) != 0 {
 		t.Errorf("directory with a FIFO: %v %+v", err, rep)
+	}
+}
+
+// TestGGUFChatTemplate: a GGUF whose chat template walks to os.popen is
+// unsafe; a shipped-style template passes.
+func TestGGUFChatTemplate(t *testing.T) {
+	write := func(tmpl string) []byte {
+		var b bytes.Buffer
+		w, err := gguf.NewWriter(&b, []gguf.KV{{Key: "general.architecture", Type: gguf.TypeString, Value: "llama"},
+			{Key: "tokenizer.chat_template", Type: gguf.TypeString, Value: tmpl}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		return b.Bytes()
+	}
+	evil := write(`{{ self.__init__.__globals__.__builtins__.__import__('os').popen('id').read() }}`)
+	rep, _ := Reader(context.Background(), bytes.NewReader(evil), int64(len(evil)), "evil.gguf")
+	if rep.Worst() != pickle.VerdictUnsafe || rep.Findings[0].Record != "metadata tokenizer.chat_template" {
+		t.Errorf("evil template: %s %+v", rep.Worst(), rep.Findings)
+	}
+	good := write(`{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] | trim }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}`)
+	rep, _ = Reader(context.Background(), bytes.NewReader(good), int64(len(good)), "good.gguf")
+	if rep.Worst() != pickle.VerdictAllowed || rep.Files != 1 {
+		t.Errorf("good template: %s %+v %+v", rep.Worst(), rep.Findings, rep.Problems)
 	}
 }

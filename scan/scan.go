@@ -246,6 +246,8 @@ func (s *scanner) content(r io.ReaderAt, size int64, file, record string, depth 
 			err = s.compressed(r, size, head, file, record, depth)
 		case statedict.RouteNumpy:
 			err = s.numpy(r, size, file, record)
+		case statedict.RouteGGUF:
+			err = s.ggufTemplates(r, size, file, record)
 		case statedict.RouteSafetensors:
 			// No pickle: the file is scanned, and clean unless the pickle
 			// route below finds a global in its first bytes.
