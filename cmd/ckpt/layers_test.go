@@ -35,7 +35,7 @@ func TestLayers(t *testing.T) {
 		"remap":            {mod + "statedict"},
 		"devicecopy":       {mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
 		"kernels":          {},
-		"scan":             {mod + "pickle", mod + "statedict", "github.com/klauspost/compress/"},
+		"scan":             {mod + "pickle", mod + "statedict", mod + "gguf", "github.com/klauspost/compress/"},
 		"torchzip":         {mod + "statedict", mod + "pickle"},
 		"convert":          {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "internal/human", "github.com/klauspost/compress/"},
 		// objstore is the only package that imports a cloud client:
