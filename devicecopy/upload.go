@@ -93,6 +93,7 @@ func Upload(ctx context.Context, ck *statedict.Checkpoint, plan *remap.Plan, opt
 	if err != nil {
 		return nil, err
 	}
+	st.VerifyRequested = cfg.verify
 	if len(st.Arenas) == 0 {
 		st.Verified = cfg.verify
 		return st, nil

@@ -34,8 +34,16 @@ type DeviceState struct {
 	// finished: the kernels still running, the digests copied back and
 	// compared. Zero when not verified.
 	VerifyTime time.Duration
+	// VerifyRequested is true when on-device verification was asked for (no
+	// WithoutVerify).
+	VerifyRequested bool
 	// Verified is true when every storage's device digest matched.
 	Verified bool
+	// Mismatches lists the storages that failed verification. A failed
+	// Upload returns them in its *VerifyError and no state; this field
+	// carries them in a state built to report that failure (ckpt.Model's
+	// Report).
+	Mismatches []Mismatch
 
 	closed bool
 }

@@ -125,119 +125,6 @@ verification mismatch; 2 usage.`,
 	return cmd
 }
 
-// loadReport is the --json output, documented in docs/cli-json.md.
-type loadReport struct {
-	File        string        `json:"file"`
-	MapLocation string        `json:"map_location"`
-	DryRun      bool          `json:"dry_run"`
-	Plan        loadPlanJSON  `json:"plan"`
-	Preflight   *loadPreJSON  `json:"preflight"`
-	Loaded      *loadHostJSON `json:"loaded"`
-	Uploaded    *loadGPUJSON  `json:"uploaded"`
-	Warnings    []string      `json:"warnings"`
-	// Requests counts the HTTP requests made for a URL source.
-	Requests *int64 `json:"requests,omitempty"`
-}
-
-type loadPlanJSON struct {
-	Tensors []loadEntryJSON  `json:"tensors"`
-	Devices []loadDeviceJSON `json:"devices"`
-	Strays  []remap.Stray    `json:"strays"`
-}
-
-type loadEntryJSON struct {
-	Name   string `json:"name"`
-	Source string `json:"source"`
-	Target string `json:"target"`
-	NBytes int64  `json:"nbytes"`
-}
-
-type loadDeviceJSON struct {
-	Device   string `json:"device"`
-	Bytes    int64  `json:"bytes"`
-	Tensors  int    `json:"tensors"`
-	Storages int    `json:"storages"`
-}
-
-type loadPreJSON struct {
-	Targets []loadTargetJSON `json:"targets"`
-}
-
-type loadTargetJSON struct {
-	Device      string  `json:"device"`
-	Name        string  `json:"name,omitempty"`
-	NeededBytes int64   `json:"needed_bytes"`
-	FreeBytes   *uint64 `json:"free_bytes"`
-}
-
-type loadHostJSON struct {
-	Bytes      int64             `json:"bytes"`
-	Seconds    float64           `json:"seconds"`
-	GBPerS     float64           `json:"gb_per_s"`
-	Tensors    int               `json:"tensors"`
-	CRCChecked int               `json:"crc_checked"`
-	Storages   []loadStorageJSON `json:"storages"`
-	Mismatches []loadMismatch    `json:"mismatches"`
-}
-
-type loadStorageJSON struct {
-	Key        string   `json:"key"`
-	Record     string   `json:"record"`
-	File       string   `json:"file"`
-	NBytes     int64    `json:"nbytes"`
-	BigEndian  bool     `json:"big_endian"`
-	CRCChecked bool     `json:"crc32_checked"`
-	Digest     string   `json:"digest"`
-	Tensors    []string `json:"tensors"`
-}
-
-// loadGPUJSON is the result of the upload to GPUs.
-type loadGPUJSON struct {
-	Bytes         int64             `json:"bytes"`
-	Tensors       int               `json:"tensors"`
-	Devices       []loadArenaJSON   `json:"devices"`
-	ReadSeconds   float64           `json:"read_seconds"`
-	UploadSeconds float64           `json:"upload_seconds"`
-	VerifySeconds float64           `json:"verify_seconds"`
-	ReadGBPerS    float64           `json:"read_gb_per_s"`
-	UploadGBPerS  float64           `json:"upload_gb_per_s"`
-	VerifyGBPerS  float64           `json:"verify_gb_per_s"`
-	Verify        bool              `json:"verify"`
-	Verified      bool              `json:"verified"`
-	Mismatches    []loadMismatch    `json:"mismatches"`
-	Storages      []loadGPUStorJSON `json:"storages"`
-}
-
-type loadArenaJSON struct {
-	Device   string `json:"device"`
-	Bytes    int64  `json:"bytes"`
-	Storages int    `json:"storages"`
-}
-
-type loadMismatch struct {
-	Kind    string   `json:"kind"`
-	Storage string   `json:"storage"`
-	Tensors []string `json:"tensors"`
-	Device  string   `json:"device"`
-	Chunks  []int64  `json:"chunks"`
-	Bad     int64    `json:"bad_chunks"`
-	Want    string   `json:"want"`
-	Got     string   `json:"got"`
-	Message string   `json:"message"`
-}
-
-type loadGPUStorJSON struct {
-	Key          string   `json:"key"`
-	Device       string   `json:"device"`
-	NBytes       int64    `json:"nbytes"`
-	Swapped      bool     `json:"swapped"`
-	CRCChecked   bool     `json:"crc32_checked"`
-	FileDigest   string   `json:"file_digest"`
-	UploadDigest string   `json:"upload_digest"`
-	DeviceDigest string   `json:"device_digest,omitempty"`
-	Tensors      []string `json:"tensors"`
-}
-
 // runLoad plans, checks and loads path through the ckpt package, then
 // writes the report.
 func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv devicecopy.Inventory, drv *devicecopy.Driver, env devicecopy.Env) error {
@@ -287,25 +174,10 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 	if opts.NoVerify && !hasGPUTarget(m.Plan) {
 		fmt.Fprintln(s.Err, "ckpt: warning: --no-verify has no effect: no tensor goes to a GPU (CRC32s and digests are checked regardless)")
 	}
-	rep := &loadReport{File: path, MapLocation: rules.String(), DryRun: opts.DryRun, Plan: planJSON(m.Plan),
-		Warnings: append([]string{}, m.Checkpoint.Warnings...)}
-	if m.Preflight != nil {
-		rep.Preflight = preflightJSON(m.Preflight)
-	}
-	if m.Host != nil {
-		rep.Loaded = hostJSON(m.Host)
-	}
+	rep := m.Report()
 	var ve *devicecopy.VerifyError
-	switch {
-	case errors.As(failed, &ve) && m.Device == nil && !hasGPUTarget(m.Plan):
-		// Save-time digests that disagree with the bytes read to the host.
-		rep.Loaded.Mismatches = mismatchesJSON(ve)
+	if errors.As(failed, &ve) {
 		failed = verifyFailed{ve}
-	case errors.As(failed, &ve):
-		rep.Uploaded = mismatchJSON(ve, m, !opts.NoVerify)
-		failed = verifyFailed{ve}
-	case m.Device != nil:
-		rep.Uploaded = deviceJSON(m.Device, !opts.NoVerify)
 	}
 	rep.Requests = requests(st)
 	var werr error
@@ -322,100 +194,7 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 	return werr
 }
 
-// mismatchJSON is the upload report of a failed verification.
-func mismatchJSON(ve *devicecopy.VerifyError, m *ckpt.Model, verify bool) *loadGPUJSON {
-	var total int64
-	for _, u := range m.Plan.Devices() {
-		if u.Device.Type == "cuda" {
-			total += u.Bytes
-		}
-	}
-	return &loadGPUJSON{Bytes: total, Verify: verify, Devices: []loadArenaJSON{}, Storages: []loadGPUStorJSON{},
-		Mismatches: mismatchesJSON(ve)}
-}
-
-func mismatchesJSON(ve *devicecopy.VerifyError) []loadMismatch {
-	out := []loadMismatch{}
-	for _, mm := range ve.Mismatches {
-		out = append(out, loadMismatch{Kind: mm.Kind, Storage: mm.Storage, Tensors: mm.Tensors,
-			Device: mm.Device.String(), Chunks: append([]int64{}, mm.Chunks...), Bad: mm.BadChunks,
-			Want: mm.Want.String(), Got: mm.Got.String(), Message: mm.String()})
-	}
-	return out
-}
-
-// deviceJSON is the report of a successful upload.
-func deviceJSON(st *devicecopy.DeviceState, verify bool) *loadGPUJSON {
-	j := &loadGPUJSON{Bytes: st.Bytes, Tensors: len(st.Tensors), Verify: verify, Verified: st.Verified,
-		ReadSeconds: st.ReadTime.Seconds(), UploadSeconds: st.UploadTime.Seconds(), VerifySeconds: st.VerifyTime.Seconds(),
-		ReadGBPerS: gbps(st.Bytes, st.ReadTime), UploadGBPerS: gbps(st.Bytes, st.UploadTime), VerifyGBPerS: gbps(st.Bytes, st.VerifyTime),
-		Devices: []loadArenaJSON{}, Mismatches: []loadMismatch{}, Storages: []loadGPUStorJSON{}}
-	for _, a := range st.Arenas {
-		j.Devices = append(j.Devices, loadArenaJSON{Device: a.Device.String(), Bytes: a.Bytes, Storages: a.Storages})
-	}
-	for _, ds := range st.Storages {
-		sj := loadGPUStorJSON{Key: ds.Storage.Key, Device: ds.Device.String(), NBytes: ds.Storage.NBytes, Swapped: ds.Swapped,
-			CRCChecked: ds.CRCChecked, FileDigest: ds.FileDigest.String(), UploadDigest: ds.UploadDigest.String(),
-			Tensors: append([]string{}, ds.Tensors...)}
-		if st.Verified {
-			sj.DeviceDigest = ds.DeviceDigest.String()
-		}
-		j.Storages = append(j.Storages, sj)
-	}
-	return j
-}
-
-// gbps is n bytes per d in 10^9 bytes per second; 0 for no time.
-func gbps(n int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / d.Seconds() / 1e9
-}
-
-func preflightJSON(pre *devicecopy.PreflightReport) *loadPreJSON {
-	j := &loadPreJSON{Targets: []loadTargetJSON{}}
-	for _, t := range pre.Targets {
-		tj := loadTargetJSON{Device: t.Device.String(), Name: t.Name, NeededBytes: t.Needed}
-		if t.Known {
-			free := t.Free
-			tj.FreeBytes = &free
-		}
-		j.Targets = append(j.Targets, tj)
-	}
-	return j
-}
-
-func hostJSON(host *devicecopy.HostResult) *loadHostJSON {
-	j := &loadHostJSON{Bytes: host.Bytes, Seconds: host.Elapsed.Seconds(), GBPerS: host.GBPerSecond(),
-		Tensors: len(host.Tensors), Storages: []loadStorageJSON{}, Mismatches: []loadMismatch{}}
-	for _, hs := range host.Storages {
-		st := hs.Storage
-		tensors := append([]string{}, hs.Tensors...)
-		j.Storages = append(j.Storages, loadStorageJSON{Key: st.Key, Record: st.Record, File: st.File, NBytes: st.NBytes,
-			BigEndian: st.BigEndian, CRCChecked: hs.CRCChecked, Digest: hs.Digest.String(), Tensors: tensors})
-		if hs.CRCChecked {
-			j.CRCChecked++
-		}
-	}
-	return j
-}
-
-func planJSON(p *remap.Plan) loadPlanJSON {
-	j := loadPlanJSON{Tensors: []loadEntryJSON{}, Devices: []loadDeviceJSON{}, Strays: []remap.Stray{}}
-	for _, e := range p.Entries {
-		j.Tensors = append(j.Tensors, loadEntryJSON{Name: e.Name, Source: e.Source, Target: e.Target.String(), NBytes: e.NBytes})
-	}
-	for _, u := range p.Devices() {
-		j.Devices = append(j.Devices, loadDeviceJSON{Device: u.Device.String(), Bytes: u.Bytes, Tensors: u.Tensors, Storages: u.Storages})
-	}
-	for _, st := range p.Strays {
-		j.Strays = append(j.Strays, st)
-	}
-	return j
-}
-
-func writeLoadText(w io.Writer, rep *loadReport) error {
+func writeLoadText(w io.Writer, rep *ckpt.LoadReport) error {
 	var b strings.Builder
 	ml := rep.MapLocation
 	if ml == "" {
@@ -424,18 +203,18 @@ func writeLoadText(w io.Writer, rep *loadReport) error {
 	fmt.Fprintf(&b, "%s\nMap location: %s\n\n", clean(rep.File), ml)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENSOR\tSAVED\tTARGET\tBYTES")
-	for _, e := range rep.Plan.Tensors {
+	for _, e := range rep.Plan.Entries {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", displayName(e.Name), clean(e.Source), e.Target, human.Bytes(e.NBytes))
 	}
 	tw.Flush()
 	b.WriteString("\nPer target device (each storage counted once):\n")
-	for _, d := range rep.Plan.Devices {
+	for _, d := range rep.Plan.Devices() {
 		fmt.Fprintf(&b, "  %-8s %s in %d storage(s), %d tensor(s)\n", d.Device, human.Bytes(d.Bytes), d.Storages, d.Tensors)
 	}
-	if len(rep.Plan.Strays) > 0 {
-		fmt.Fprintf(&b, "\n%s\n", strayHeading(rep.Plan.Strays))
+	if strays := rep.Plan.Strays; len(strays) > 0 {
+		fmt.Fprintf(&b, "\n%s\n", strayHeading(strays))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		for _, st := range rep.Plan.Strays {
+		for _, st := range strays {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", displayName(st.Name), clean(st.Tag), human.Bytes(st.NBytes))
 		}
 		tw.Flush()
@@ -450,21 +229,21 @@ func writeLoadText(w io.Writer, rep *loadReport) error {
 		b.WriteString("\nPre-flight: passed\n")
 		for _, t := range rep.Preflight.Targets {
 			free := "free memory unknown"
-			if t.FreeBytes != nil {
-				free = human.Bytes(int64(min(*t.FreeBytes, 1<<62))) + " free"
+			if t.Known {
+				free = human.Bytes(int64(min(t.Free, 1<<62))) + " free"
 			}
-			fmt.Fprintf(&b, "  %-8s needs %s, %s\n", t.Device, human.Bytes(t.NeededBytes), free)
+			fmt.Fprintf(&b, "  %-8s needs %s, %s\n", t.Device, human.Bytes(t.Needed), free)
 		}
 	}
 	if h := rep.Loaded; h != nil {
 		fmt.Fprintf(&b, "\nLoaded %s (%d storages, %d tensors) into host memory %s\n",
-			human.Bytes(h.Bytes), len(h.Storages), h.Tensors, timeAndRate(h.Bytes, seconds(h.Seconds)))
+			human.Bytes(h.Bytes), len(h.Storages), len(h.Tensors), timeAndRate(h.Bytes, h.Elapsed))
 		fmt.Fprintf(&b, "CRC32 checked: %d of %d storages (the others have no CRC32 in the file); xxh64c digests computed for all\n",
-			h.CRCChecked, len(h.Storages))
+			h.CRCChecked(), len(h.Storages))
 		if len(h.Mismatches) > 0 {
 			fmt.Fprintf(&b, "\nVerification FAILED: %d mismatch(es) with the digests saved in the file\n", len(h.Mismatches))
 			for _, m := range h.Mismatches {
-				fmt.Fprintf(&b, "  %s\n", clean(m.Message))
+				fmt.Fprintf(&b, "  %s\n", clean(m.String()))
 			}
 		}
 	}
@@ -475,17 +254,17 @@ func writeLoadText(w io.Writer, rep *loadReport) error {
 	return err
 }
 
-func writeUploadText(b *strings.Builder, g *loadGPUJSON) {
+func writeUploadText(b *strings.Builder, g *devicecopy.DeviceState) {
 	if len(g.Mismatches) > 0 {
 		fmt.Fprintf(b, "\nVerification FAILED: %d mismatch(es)\n", len(g.Mismatches))
 		for _, m := range g.Mismatches {
-			fmt.Fprintf(b, "  %s\n", clean(m.Message))
+			fmt.Fprintf(b, "  %s\n", clean(m.String()))
 		}
 		return
 	}
-	fmt.Fprintf(b, "\nUploaded %s (%d storages, %d tensors) to the GPU:\n", human.Bytes(g.Bytes), len(g.Storages), g.Tensors)
-	for _, d := range g.Devices {
-		fmt.Fprintf(b, "  %-8s %s in %d storage(s)\n", clean(d.Device), human.Bytes(d.Bytes), d.Storages)
+	fmt.Fprintf(b, "\nUploaded %s (%d storages, %d tensors) to the GPU:\n", human.Bytes(g.Bytes), len(g.Storages), len(g.Tensors))
+	for _, d := range g.Arenas {
+		fmt.Fprintf(b, "  %-8s %s in %d storage(s)\n", clean(d.Device.String()), human.Bytes(d.Bytes), d.Storages)
 	}
 	crc := 0
 	for _, s := range g.Storages {
@@ -493,13 +272,13 @@ func writeUploadText(b *strings.Builder, g *loadGPUJSON) {
 			crc++
 		}
 	}
-	fmt.Fprintf(b, "Read:   %s: time spent reading the file\n", timeAndRate(g.Bytes, seconds(g.ReadSeconds)))
-	fmt.Fprintf(b, "Upload: %s: read, hash and copy, overlapped, until the last copy finished\n", timeAndRate(g.Bytes, seconds(g.UploadSeconds)))
+	fmt.Fprintf(b, "Read:   %s: time spent reading the file\n", timeAndRate(g.Bytes, g.ReadTime))
+	fmt.Fprintf(b, "Upload: %s: read, hash and copy, overlapped, until the last copy finished\n", timeAndRate(g.Bytes, g.UploadTime))
 	switch {
-	case !g.Verify:
+	case !g.VerifyRequested:
 		b.WriteString("Verify: skipped (--no-verify)\n")
 	default:
-		fmt.Fprintf(b, "Verify: %s: time added after the last copy\n", timeAndRate(g.Bytes, seconds(g.VerifySeconds)))
+		fmt.Fprintf(b, "Verify: %s: time added after the last copy\n", timeAndRate(g.Bytes, g.VerifyTime))
 	}
 	fmt.Fprintf(b, "CRC32 checked: %d of %d storages; xxh64c digests computed for all on the host\n", crc, len(g.Storages))
 	if g.Verified {
