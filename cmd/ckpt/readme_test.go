@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -175,8 +176,12 @@ func readmeCommands(text string) (examples, synopses []string) {
 		}
 		indented := strings.HasPrefix(line, "    ") && i > 0 && (lines[i-1] == "" || strings.HasPrefix(lines[i-1], "    "))
 		if !fenced && !indented {
+			// Inline: a command with an argument; `ckpt load --json`
+			// names a mode of the command, it is no example.
 			for _, m := range regexp.MustCompile("`(ckpt [a-z]+ [^`]+)`").FindAllStringSubmatch(line, -1) {
-				examples = append(examples, norm(m[1]))
+				if slices.ContainsFunc(strings.Fields(m[1])[2:], func(w string) bool { return !strings.HasPrefix(w, "-") }) {
+					examples = append(examples, norm(m[1]))
+				}
 			}
 			continue
 		}
