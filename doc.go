@@ -19,6 +19,11 @@
 // by `ckpt convert` are compared with what was read. One Close frees the
 // host and the device memory.
 //
+// The reports are the library's too: Model.Report (a LoadReport) and
+// Inspect (an InspectReport) marshal to exactly what `ckpt load --json` and
+// `ckpt inspect --json` print, docs/cli-json.md being their schema, so a
+// service can return the report the command line shows.
+//
 // Nothing in a checkpoint is executed. Errors of the packages underneath
 // (statedict, pickle, remap, devicecopy, convert) are returned wrapped, so
 // errors.Is and errors.As see their sentinels and types.

@@ -35,6 +35,11 @@ type Model struct {
 
 	byName  map[string]*Tensor
 	ownCk   bool
+	src     string // the source given to Load
+	rules   string // the rules, normalised
+	dryRun  bool
+	verify  bool  // on-device verification asked for
+	failed  error // the verification failure Load returned with the Model
 	mu      sync.Mutex
 	closed  bool
 	session *statedict.Checkpoint // the selected view given to devicecopy
@@ -67,7 +72,7 @@ func Load(ctx context.Context, src string, opts ...Option) (*Model, error) {
 		ck.Close()
 		return nil, err
 	}
-	m.ownCk = true
+	m.ownCk, m.src = true, src
 	return m, err
 }
 
@@ -131,7 +136,7 @@ func load(ctx context.Context, ck *statedict.Checkpoint, cfg *config) (*Model, e
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Checkpoint: ck, Plan: plan, session: sel}
+	m := &Model{Checkpoint: ck, Plan: plan, session: sel, rules: cfg.rules.String(), dryRun: cfg.dryRun, verify: cfg.verify}
 	if cfg.dryRun {
 		m.index()
 		return m, nil
@@ -174,8 +179,10 @@ func load(ctx context.Context, ck *statedict.Checkpoint, cfg *config) (*Model, e
 			return nil, err
 		}
 		if bad := hostSavedMismatches(m.Host, saved); len(bad) > 0 {
+			m.Host.Mismatches = bad
 			m.index()
-			return m, &devicecopy.VerifyError{Mismatches: bad}
+			m.failed = &devicecopy.VerifyError{Mismatches: bad}
+			return m, m.failed
 		}
 	}
 	if gpu {
@@ -201,6 +208,7 @@ func load(ctx context.Context, ck *statedict.Checkpoint, cfg *config) (*Model, e
 		if err != nil {
 			if errors.Is(err, devicecopy.ErrVerify) {
 				m.index()
+				m.failed = err
 				return m, err
 			}
 			if m.Host != nil {

@@ -20,4 +20,24 @@
 // memory with CRC32 and xxh64c checks; Upload copies GPU-bound storages
 // through page-locked staging buffers into one arena per device and
 // verifies them on the device with the kernel of package kernels.
+//
+// Which file holds what:
+//
+//   - api.go, loader_*.go, library_*.go: the bound driver functions and
+//     loading libcuda; driver.go: Driver, Open and device attributes;
+//     memory.go: memory, stream, event, module and launch calls;
+//     errors.go: CUDAError and LoadError.
+//   - inventory.go, env.go, nvml_*.go: Inventory, CUDA_VISIBLE_DEVICES /
+//     CUDA_DEVICE_ORDER, the driver release from NVML.
+//   - preflight.go: Preflight.
+//   - host.go: LoadHost (cpu-bound storages into host memory).
+//   - Upload, one job per file: upload.go (Upload and its options),
+//     upload_state.go (DeviceState, Arena, DeviceStorage, DeviceTensor and
+//     freeing them), upload_layout.go (placing storages in arenas),
+//     upload_stream.go (allocating, reading through the staging buffers,
+//     queueing copies, host digests), upload_kernel.go (loading and
+//     launching the checksum kernel, VerifyUnavailableError).
+//   - stream.go, pieces.go: reading storages from sources without cheap
+//     random access, and checking pieces that arrive in any order.
+//   - verify.go: VerifyError, Mismatch and DeviceState.Verify.
 package devicecopy

@@ -110,6 +110,10 @@ type HostResult struct {
 	Skipped []string
 	Bytes   int64         // bytes read: each storage once
 	Elapsed time.Duration // wall time of the load
+	// Mismatches lists the storages whose digest disagrees with a digest
+	// saved with the file (kind MismatchSaved). LoadHost does not know
+	// saved digests and leaves it empty; ckpt.Load fills it.
+	Mismatches []Mismatch
 }
 
 // HostStorage is one storage's bytes in host memory.

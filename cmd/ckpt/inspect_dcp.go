@@ -4,32 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/ckpt-dev/ckpt/statedict"
 )
-
-// inspectChunk is one chunk of a DCP tensor in `inspect --json`.
-type inspectChunk struct {
-	Offsets []int64 `json:"offsets"`
-	Sizes   []int64 `json:"sizes"`
-	File    string  `json:"file"`
-	Rank    int     `json:"rank"` // -1 when the file name does not say
-	Offset  int64   `json:"byte_offset"`
-	Length  int64   `json:"byte_length"`
-}
-
-// dcpInfo lists a DCP tensor's chunks and its problem ("" when readable).
-func dcpInfo(t *statedict.Tensor) ([]inspectChunk, string) {
-	var out []inspectChunk
-	for _, c := range t.Chunks() {
-		out = append(out, inspectChunk{Offsets: nonNil(c.Offsets), Sizes: nonNil(c.Sizes), File: c.File, Rank: c.Rank, Offset: c.Begin, Length: c.Length})
-	}
-	problem := ""
-	if err := t.Problem(); err != nil {
-		problem = strings.TrimPrefix(err.Error(), "statedict: ")
-	}
-	return out, problem
-}
 
 // chunkFlags is "N chunks", the ranks holding them, and BAD-CHUNKS.
 func chunkFlags(t inspectTensor) []string {

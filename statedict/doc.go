@@ -1,0 +1,35 @@
+// Package statedict opens PyTorch checkpoints without Python: torch.save
+// zip archives, the legacy and tar formats, gzip/zstd-wrapped files,
+// TorchScript archives, safetensors (single and sharded), GGUF and
+// torch.distributed.checkpoint (DCP) directories. Open reads every
+// container's metadata (unpickling, never executing, the pickles torch
+// would load) into a Checkpoint of Tensors and Storages; tensor bytes are
+// read on demand, in file order, through each Storage's readers.
+//
+// Which file holds what:
+//
+//   - model.go, checkpoint.go, view.go, dtype.go, summary.go: the model
+//     (Format, Tensor, Storage, Checkpoint, View, DType, Summary).
+//   - open.go, limits.go, errors.go: Open and its options, the limits of
+//     untrusted input, the *Error type and sentinel errors.
+//   - routes.go: torch's loader paths, shared with package scan: which
+//     containers a file parses as, and which records each path unpickles.
+//   - zip.go, legacy.go, tar.go, compressed.go, source.go, pickleat.go:
+//     the torch.save containers and where their storages' bytes lie.
+//   - build.go, module.go, packed.go, torchscript.go, dtensor.go,
+//     sparse.go: turning an unpickled tree into Tensors (nn.Module state,
+//     quantized packed weights, TorchScript classes, DTensor, sparse).
+//   - safetensors.go, sharded.go, gguf.go: the other single-file formats
+//     and index.json sharding.
+//   - DCP directories, one job per file:
+//     dcp.go (FormatDCP, Chunk and the Tensor methods of DCP tensors),
+//     dcp_metadata.go (decoding the .metadata pickle: ParseDCPMetadata),
+//     dcp_tiling.go (checking that the chunks tile each tensor),
+//     dcp_fs.go (finding and opening the directory's files, local or in
+//     an FS), dcp_open.go (assembling the Checkpoint and its nested tree),
+//     dcp_read.go (opening the chunks a read needs).
+//   - data.go, gather.go, slice.go: reading tensor bytes: whole storages,
+//     pieces assembled into a logical tensor, slices of a tensor.
+//   - stats.go: per-tensor statistics.
+//   - regular_unix.go, regular_other.go: platform-specific file checks.
+package statedict
