@@ -57,4 +57,14 @@
 // rebuild_legacy.go (torch < 0.4 tensor classes and their BUILD) and
 // torch_values.go (torch.Size, torch.device, layouts, LONG4 integers).
 // globals.go resolves a global to one of them.
+//
+// # Reading the opcodes
+//
+// Before anything runs, a validating pass rewrites the stream for the
+// machine that builds values: opcodes.go (the opcode table and argument
+// encodings), scan.go (the scanner, its walk and argument reading),
+// scan_memo.go (the first pass finding which memo slots are read, and the
+// memo table), scan_step.go (one opcode's checks and rewrite),
+// scan_strings.go (protocol-0 string literals). audit.go turns the same
+// walk into Globals' list of globals with a verdict each.
 package pickle
