@@ -61,6 +61,13 @@ var readmeExamples = map[string]readmeExample{
 	"ckpt inspect testdata/fixtures/cuda_tagged.pt":                    {}, // its output: TestREADMEInspectExample
 	"ckpt load --map-location cuda:1 testdata/fixtures/cuda_tagged.pt": {check: checkREADMENoGPU},
 	"ckpt --version": {},
+	"ckpt convert model.gguf model.safetensors": {setup: func(t *testing.T, repo string) {
+		os.Rename(ggufFixture(t, "."), "model.gguf")
+	}},
+	"ckpt convert model.safetensors out.gguf --gguf-type q8_0 --gguf-meta general.architecture=llama": {setup: func(t *testing.T, repo string) {
+		writeSafetensorsF32(t, "model.safetensors", map[string][]float32{"w": randFloats(64, 1), "norm": randFloats(32, 2)},
+			map[string][]int64{"w": {2, 32}, "norm": {32}})
+	}},
 	"ckpt convert ./step_1000/ model.safetensors": {setup: func(t *testing.T, repo string) {
 		copyREADMEFiles(t, filepath.Join(repo, "testdata/dcp/basic"), "step_1000")
 	}},
