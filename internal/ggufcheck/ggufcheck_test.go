@@ -438,4 +438,3 @@ func sameJSON(raw json.RawMessage, v any) error {
 	}
 	return nil
 }
-
