@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/ckpt-dev/ckpt/ggml"
@@ -242,12 +243,29 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 		}
 		kvs = append(kvs, kv)
 	}
-	for _, kv := range c.ggufMeta {
+	var derived []gguf.KV
+	if c.ggufArch != nil {
+		derived = c.ggufArch.kvs
+	}
+	for _, kv := range slices.Concat(derived, c.ggufMeta) {
 		set(kv)
 	}
 	specs := make([]gguf.TensorSpec, len(items))
+	reads := make([]*item, len(items)) // what each tensor's data is read from
 	quantized := false
 	for i, it := range items {
+		// A permuted q/k tensor reads through a view of its source.
+		src, err := c.ggufPermuted(it)
+		if err != nil {
+			return 0, err
+		}
+		reads[i] = it
+		if src != it.src {
+			view := *it
+			view.src = src
+			reads[i] = &view
+			c.ggufArch.report.Permuted++
+		}
 		t, err := c.ggufOutType(it, types)
 		if err != nil {
 			return 0, &TensorError{Name: it.name, Err: err}
@@ -280,7 +298,7 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 		return 0, err
 	}
 	var total int64
-	for i, it := range items {
+	for i, it := range reads {
 		n, err := c.writeGGUFTensor(ctx, gw, it, specs[i].Type)
 		total += n
 		if err != nil {

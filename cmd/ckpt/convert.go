@@ -287,6 +287,7 @@ func printConvert(w io.Writer, r *convertReport) {
 		}
 	}
 	fmt.Fprintf(w, "time: %s\n", durationAndRate(r.Bytes, seconds(r.Seconds)))
+	printGGUFReport(w, r.GGUF)
 	for _, f := range r.Files {
 		fmt.Fprintf(w, "wrote %s\n", clean(f))
 	}
