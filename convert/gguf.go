@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"unsafe"
 
 	"github.com/ckpt-dev/ckpt/ggml"
 	"github.com/ckpt-dev/ckpt/gguf"
@@ -392,8 +396,10 @@ func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item,
 	}
 	chunk := max(row, ggufRows/row*row)
 	n := src.NumEl()
-	in := make([]byte, min(chunk, max(n, 1))*4)
-	fs := make([]float32, len(in)/4)
+	fs := make([]float32, min(chunk, max(n, 1)))
+	// The float32 bytes are read straight into fs (little-endian hosts;
+	// others decode in place).
+	in := unsafe.Slice((*byte)(unsafe.Pointer(&fs[0])), 4*len(fs))
 	rb, err := t.RowBytes(int64(len(fs)))
 	if err != nil {
 		return 0, &TensorError{Name: it.name, Err: err}
@@ -407,14 +413,16 @@ func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item,
 			if _, err = io.ReadFull(rc, in[:k*4]); err != nil {
 				break
 			}
-			for i := range fs[:k] {
-				fs[i] = math.Float32frombits(binary.LittleEndian.Uint32(in[4*i:]))
+			if !hostLittleEndian {
+				for i := range fs[:k] {
+					fs[i] = math.Float32frombits(binary.LittleEndian.Uint32(in[4*i:]))
+				}
 			}
 			var ob int64
 			if ob, err = t.RowBytes(k); err != nil {
 				break
 			}
-			if err = ggml.Quantize(t, fs[:k], out[:ob]); err != nil {
+			if err = ggufQuantize(t, fs[:k], out[:ob], row); err != nil {
 				break
 			}
 			_, err = pw.Write(out[:ob])
@@ -429,4 +437,43 @@ func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item,
 	}
 	size, _ := t.RowBytes(n)
 	return size, nil
+}
+
+// hostLittleEndian reports whether this machine stores numbers
+// little-endian, as GGUF and safetensors data are.
+var hostLittleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// ggufQuantize quantizes whole rows of fs (rows of row elements) into out,
+// split by rows among up to GOMAXPROCS goroutines. ggml's reference
+// quantizers work block by block, so the split changes no bit.
+func ggufQuantize(t ggml.Type, fs []float32, out []byte, row int64) error {
+	rows := int64(len(fs)) / row
+	p := min(int64(runtime.GOMAXPROCS(0)), rows)
+	if p <= 1 || len(fs) < 1<<16 {
+		return ggml.Quantize(t, fs, out)
+	}
+	per := (rows + p - 1) / p
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	for w := range p {
+		r0, r1 := w*per, min(rows, (w+1)*per)
+		if r0 >= r1 {
+			break
+		}
+		o0, err0 := t.RowBytes(r0 * row)
+		o1, err1 := t.RowBytes(r1 * row)
+		if err := errors.Join(err0, err1); err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = ggml.Quantize(t, fs[r0*row:r1*row], out[o0:o1])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
