@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -284,6 +285,17 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 		}
 		specs[i] = gguf.TensorSpec{Name: it.name, Dims: dims, Type: t}
 	}
+	// Tensors llama.cpp's converter adds (rope_freqs.weight), unless the
+	// input has one of that name.
+	var extra []ggufExtra
+	if c.ggufArch != nil {
+		for _, e := range c.ggufArch.extra {
+			if !slices.ContainsFunc(specs, func(s gguf.TensorSpec) bool { return s.Name == e.name }) {
+				extra = append(extra, e)
+				specs = append(specs, gguf.TensorSpec{Name: e.name, Dims: []uint64{uint64(len(e.data))}, Type: ggml.F32})
+			}
+		}
+	}
 	if quantized {
 		if _, ok := find(kvs, "general.quantization_version"); !ok {
 			set(gguf.KV{Key: "general.quantization_version", Type: gguf.TypeUint32, Value: uint32(2)})
@@ -308,6 +320,16 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 		if err != nil {
 			return total, err
 		}
+	}
+	for _, e := range extra {
+		b := make([]byte, 4*len(e.data))
+		for i, f := range e.data {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+		}
+		if err := gw.WriteTensor(bytes.NewReader(b)); err != nil {
+			return total, &TensorError{Name: e.name, Err: err}
+		}
+		total += int64(len(b))
 	}
 	return total, gw.Close()
 }

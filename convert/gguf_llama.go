@@ -37,7 +37,8 @@ import (
 //     attention.head_count, attention.head_count_kv, rope.freq_base,
 //     attention.layer_norm_rms_epsilon, rope.dimension_count and
 //     vocab_size for llama), general.architecture, general.name and, with
-//     WithGGUFType, general.file_type.
+//     WithGGUFType, general.file_type;
+//   - for rope_scaling llama3, the rope_freqs.weight tensor llama.cpp adds.
 //
 // Qwen2ForCausalLM gets the same names (and its q/k/v biases) as
 // architecture qwen2, without the permutation, as llama.cpp does. No
@@ -75,7 +76,15 @@ type hfArch struct {
 	nHead   int64
 	nHeadKV int64
 	kvs     []gguf.KV
+	extra   []ggufExtra // tensors llama.cpp's converter adds (rope_freqs.weight)
 	report  GGUFReport
+}
+
+// ggufExtra is a float32 tensor made from config.json, written after the
+// input's tensors.
+type ggufExtra struct {
+	name string
+	data []float32
 }
 
 // hfArchitectures maps config.json's architectures to llama.cpp's
@@ -293,23 +302,81 @@ func hfArchFromConfig(cfg map[string]any, name, ggufType string) (*hfArch, error
 	if a.permute && (a.nHead <= 0 || a.nHeadKV <= 0) {
 		return nil, fmt.Errorf("num_attention_heads/num_key_value_heads missing or not positive: the q/k permutation needs them")
 	}
-	if rs, ok := cfg["rope_scaling"].(map[string]any); ok && rs != nil {
+	rs, _ := cfg["rope_scaling"].(map[string]any)
+	if rs == nil {
+		rs, _ = cfg["rope_parameters"].(map[string]any)
+	}
+	if rs != nil {
 		typ, _ := rs["rope_type"].(string)
 		if typ == "" {
 			typ, _ = rs["type"].(string)
 		}
 		factor, hasFactor := rs["factor"].(float64)
-		if typ == "linear" && hasFactor {
+		switch {
+		case typ == "linear" && hasFactor:
 			a.kvs = append(a.kvs, gguf.KV{Key: a.arch + ".rope.scaling.type", Type: gguf.TypeString, Value: "linear"},
 				gguf.KV{Key: a.arch + ".rope.scaling.factor", Type: gguf.TypeFloat32, Value: float32(factor)})
-		} else {
-			a.report.Notes = append(a.report.Notes, fmt.Sprintf("rope_scaling %q not converted (llama.cpp adds rope_freqs or yarn entries): long-context behaviour differs", typ))
+		case strings.EqualFold(typ, "llama3") && a.arch == "llama":
+			base := 10000.0
+			if theta, ok := num("rope_theta"); ok {
+				base = theta
+			} else if theta, ok := rs["rope_theta"].(float64); ok {
+				base = theta
+			}
+			dim, ok := num("head_dim")
+			if !ok && hasHeads && hasHidden && heads > 0 {
+				dim = math.Floor(hidden / heads)
+			}
+			get := func(m map[string]any, k string, def float64) float64 {
+				if v, ok := m[k].(float64); ok {
+					return v
+				}
+				return def
+			}
+			if dim < 2 || dim > 1<<16 || dim != math.Trunc(dim) {
+				return nil, fmt.Errorf("head dimension %v: llama3 rope factors need an even size up to 65536", dim)
+			}
+			a.extra = append(a.extra, ggufExtra{"rope_freqs.weight", llama3RopeFactors(base, int(dim), get(rs, "factor", 8),
+				get(rs, "low_freq_factor", 1), get(rs, "high_freq_factor", 4), get(cfg, "original_max_position_embeddings", 8192))})
+			a.report.Notes = append(a.report.Notes, "rope_freqs.weight added for rope_scaling llama3, as llama.cpp's converter adds it")
+		case typ == "" || typ == "default":
+		default:
+			a.report.Notes = append(a.report.Notes, fmt.Sprintf("rope_scaling %q not converted (llama.cpp writes more entries for it): long-context behaviour differs", typ))
 		}
 	}
 	if ft, ok := ggufFileTypes[ggufType]; ok {
 		a.kvs = append(a.kvs, gguf.KV{Key: "general.file_type", Type: gguf.TypeUint32, Value: ft})
 	}
 	return a, nil
+}
+
+// llama3RopeFactors computes the rope_freqs.weight tensor llama.cpp's
+// converter adds for rope_type llama3: per frequency pair, 1 for short
+// wavelengths, factor for long ones and a smooth blend between, with
+// torch's float32 operations in llama.cpp's order (freqs = 1 /
+// base**(arange(0, dim, 2)/dim); wavelen = 2*pi/freq; smooth = (ctx /
+// wavelen - low) / (high - low); 1 / ((1 - smooth)/factor + smooth)).
+// The context length is config.json's top-level
+// original_max_position_embeddings, 8192 without it, as llama.cpp reads it.
+func llama3RopeFactors(base float64, dim int, factor, low, high, ctx float64) []float32 {
+	lowWave, highWave := ctx/low, ctx/high
+	out := make([]float32, 0, dim/2)
+	for i := 0; i < dim; i += 2 {
+		e := float32(i) / float32(dim)
+		p := float32(math.Pow(float64(float32(base)), float64(e)))
+		freq := 1 / p
+		wavelen := (1 / freq) * float32(2*math.Pi) // torch: scalar / t is t.reciprocal() * scalar
+		switch {
+		case float64(wavelen) < highWave:
+			out = append(out, 1)
+		case float64(wavelen) > lowWave:
+			out = append(out, float32(factor))
+		default:
+			smooth := ((1/wavelen)*float32(ctx) - float32(low)) / float32(high-low)
+			out = append(out, 1/((1-smooth)/float32(factor)+smooth))
+		}
+	}
+	return out
 }
 
 // ggufFileTypes are llama.cpp's llama_ftype numbers for --gguf-type (the

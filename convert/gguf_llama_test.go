@@ -381,3 +381,70 @@ func TestGGUFArchitectures(t *testing.T) {
 		}
 	}
 }
+
+// TestLlama3RopeFactors: rope_freqs.weight for rope_type llama3 equals,
+// bit for bit, what llama.cpp's converter computes with torch (its
+// generate_extra_tensors, re-typed in the test) for Llama 3.1's and a few
+// other settings; and a converted model carries it.
+func TestLlama3RopeFactors(t *testing.T) {
+	testenv.Require(t, "torch")
+	cases := []struct {
+		base                      float64
+		dim                       int
+		factor, low, high, ctxLen float64
+	}{
+		{500000, 128, 8, 1, 4, 8192},
+		{500000, 64, 32, 1, 4, 8192},
+		{10000, 128, 4, 1, 2, 4096},
+		{1e6, 96, 16, 0.5, 8, 2048},
+	}
+	script := `
+import math, struct, sys, torch
+def factors(base, dim, factor, low_freq_factor, high_freq_factor, old_context_len):
+  freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+  low_freq_wavelen = old_context_len / low_freq_factor
+  high_freq_wavelen = old_context_len / high_freq_factor
+  rope_factors = []
+  for freq in freqs:
+    wavelen = 2 * math.pi / freq
+    if wavelen < high_freq_wavelen:
+        rope_factors.append(1)
+    elif wavelen > low_freq_wavelen:
+        rope_factors.append(factor)
+    else:
+        smooth = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+        rope_factors.append(1 / ((1 - smooth) / factor + smooth))
+  sys.stdout.buffer.write(torch.tensor(rope_factors, dtype=torch.float32).numpy().tobytes())
+a = sys.argv[1:]
+for i in range(0, len(a), 6):
+  factors(float(a[i]), int(a[i+1]), float(a[i+2]), float(a[i+3]), float(a[i+4]), float(a[i+5]))
+`
+	args := []string{"-c", script}
+	for _, c := range cases {
+		for _, v := range []float64{c.base, float64(c.dim), c.factor, c.low, c.high, c.ctxLen} {
+			args = append(args, fmt.Sprint(v))
+		}
+	}
+	out, err := exec.Command(testenv.Python(), args...).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		want := out[:min(len(out), 2*c.dim)]
+		out = out[len(want):]
+		got := llama3RopeFactors(c.base, c.dim, c.factor, c.low, c.high, c.ctxLen)
+		if !bytes.Equal(f32le(got), want) {
+			t.Errorf("%+v: %v, torch %v", c, got, want)
+		}
+	}
+
+	dir := t.TempDir()
+	m := newTinyLlama()
+	m.write(t, dir, strings.Replace(tinyLlamaConfig, `"attention_bias": true`,
+		`"attention_bias": true, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}`, 1))
+	_, gf := convertTiny(t, dir, WithGGUFType("q8_0"))
+	f, b := readGGUFFile(t, gf)
+	if got := ggufData(f, b, "rope_freqs.weight"); !bytes.Equal(got, f32le(llama3RopeFactors(500000, 16, 8, 1, 4, 8192))) {
+		t.Errorf("rope_freqs.weight %v", got)
+	}
+}
