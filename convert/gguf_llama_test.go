@@ -73,17 +73,27 @@ const tinyLlamaConfig = `{"architectures": ["LlamaForCausalLM"], "model_type": "
  "max_position_embeddings": 256, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "vocab_size": 32,
  "torch_dtype": "float32", "attention_bias": true}`
 
-// write writes model.safetensors and config.json into dir.
-func (m *tinyLlama) write(t *testing.T, dir, config string) {
+// write writes model.safetensors (float32) and config.json into dir.
+func (m *tinyLlama) write(t *testing.T, dir, config string) { m.writeAs(t, dir, config, "F32") }
+
+// writeAs writes the tensors as F32 or BF16 (the float32 values
+// truncated, which the tests then expect).
+func (m *tinyLlama) writeAs(t *testing.T, dir, config, dtype string) {
 	t.Helper()
 	hdr := map[string]any{}
 	var body []byte
 	for _, n := range m.names {
 		start := len(body)
-		for _, f := range m.data[n] {
+		for i, f := range m.data[n] {
+			if dtype == "BF16" {
+				f = math.Float32frombits(math.Float32bits(f) &^ 0xffff)
+				m.data[n][i] = f
+				body = binary.LittleEndian.AppendUint16(body, uint16(math.Float32bits(f)>>16))
+				continue
+			}
 			body = binary.LittleEndian.AppendUint32(body, math.Float32bits(f))
 		}
-		hdr[n] = map[string]any{"dtype": "F32", "shape": m.shapes[n], "data_offsets": []int{start, len(body)}}
+		hdr[n] = map[string]any{"dtype": dtype, "shape": m.shapes[n], "data_offsets": []int{start, len(body)}}
 	}
 	h, _ := json.Marshal(hdr)
 	var b bytes.Buffer
@@ -313,6 +323,35 @@ func TestGGUFLlamaQuantized(t *testing.T) {
 	}
 	if kv, ok := f.Get("general.file_type"); !ok || kv.Value != uint32(7) {
 		t.Errorf("general.file_type %v", kv.Value)
+	}
+}
+
+// TestGGUFLlamaBF16: bfloat16 weights, as most Hugging Face models are
+// saved, are permuted through the view as BF16 (no --gguf-type) and
+// quantized from the permuted rows (q8_0).
+func TestGGUFLlamaBF16(t *testing.T) {
+	dir := t.TempDir()
+	m := newTinyLlama()
+	m.writeAs(t, dir, tinyLlamaConfig, "BF16")
+	_, out := convertTiny(t, dir)
+	f, b := readGGUFFile(t, out)
+	want := permuteRef(m.data["model.layers.0.self_attn.q_proj.weight"], 64, 4)
+	var bf []byte
+	for _, x := range want {
+		bf = binary.LittleEndian.AppendUint16(bf, uint16(math.Float32bits(x)>>16))
+	}
+	if !bytes.Equal(ggufData(f, b, "blk.0.attn_q.weight"), bf) {
+		t.Errorf("bf16 attn_q differs from the permuted rows")
+	}
+	_, out = convertTiny(t, dir, WithGGUFType("q8_0"))
+	f, b = readGGUFFile(t, out)
+	k := permuteRef(m.data["model.layers.1.self_attn.k_proj.weight"], 32, 2)
+	q := make([]byte, 32*2*34)
+	if err := ggml.Quantize(ggml.Q8_0, k, q); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ggufData(f, b, "blk.1.attn_k.weight"), q) {
+		t.Errorf("q8_0 attn_k from bf16 differs from the quantized permutation")
 	}
 }
 
