@@ -128,6 +128,10 @@ var llamaRenames = func() []Rename {
 // qkName matches the output names of the tensors llama.cpp permutes.
 var qkName = regexp.MustCompile(`^blk\.\d+\.attn_([qk])\.(weight|bias)$`)
 
+// ErrHFConfig: the config.json of WithHFModelDir cannot be used (not
+// JSON, too large, or a hyperparameter out of range).
+var ErrHFConfig = errors.New("convert: unusable Hugging Face config.json")
+
 // maxConfigJSON bounds the config.json read.
 const maxConfigJSON = 4 << 20
 
@@ -152,15 +156,15 @@ func (c *config) ggufPrepare(ck *statedict.Checkpoint) error {
 		return err
 	}
 	if len(b) > maxConfigJSON {
-		return fmt.Errorf("%w: %s: larger than %d bytes", ErrFormat, p, maxConfigJSON)
+		return fmt.Errorf("%w: %s: larger than %d bytes", ErrHFConfig, p, maxConfigJSON)
 	}
 	var cfg map[string]any
 	if err := json.Unmarshal(b, &cfg); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrFormat, p, err)
+		return fmt.Errorf("%w: %s: %v", ErrHFConfig, p, err)
 	}
 	a, err := hfArchFromConfig(cfg, filepath.Base(filepath.Clean(c.hfDir)), c.ggufType)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrFormat, p, err)
+		return fmt.Errorf("%w: %s: %v", ErrHFConfig, p, err)
 	}
 	if !a.report.Mapped {
 		c.ggufArch = a
@@ -220,9 +224,11 @@ func hfArchFromConfig(cfg map[string]any, name, ggufType string) (*hfArch, error
 	}
 	a.arch, a.permute = known.arch, known.permute
 	a.report.Architecture, a.report.Mapped = a.arch, true
+	var found string // the config key num found last, for errors
 	num := func(keys ...string) (float64, bool) {
 		for _, k := range keys {
 			if v, ok := cfg[k].(float64); ok {
+				found = k
 				return v, true
 			}
 		}
@@ -230,7 +236,7 @@ func hfArchFromConfig(cfg map[string]any, name, ggufType string) (*hfArch, error
 	}
 	u32 := func(key string, v float64) (gguf.KV, error) {
 		if v < 0 || v > math.MaxUint32 || v != math.Trunc(v) {
-			return gguf.KV{}, fmt.Errorf("%s: %v is not a uint32", key, v)
+			return gguf.KV{}, fmt.Errorf("%s (for %s.%s): %v is not a uint32", found, a.arch, key, v)
 		}
 		return gguf.KV{Key: a.arch + "." + key, Type: gguf.TypeUint32, Value: uint32(v)}, nil
 	}
@@ -274,10 +280,16 @@ func hfArchFromConfig(cfg map[string]any, name, ggufType string) (*hfArch, error
 	}
 	heads, hasHeads := num("num_attention_heads", "n_head")
 	hidden, hasHidden := num("hidden_size", "n_embd")
-	a.nHead = int64(heads)
+	count := func(v float64) int64 { // a head count, or 0 when it is not one
+		if v != math.Trunc(v) || v < 1 || v > 1<<24 {
+			return 0
+		}
+		return int64(v)
+	}
+	a.nHead = count(heads)
 	a.nHeadKV = a.nHead
 	if kv, ok := num("num_key_value_heads"); ok {
-		a.nHeadKV = int64(kv)
+		a.nHeadKV = count(kv)
 	}
 	if a.arch == "llama" {
 		if v, ok := num("vocab_size"); ok {
@@ -289,7 +301,7 @@ func hfArchFromConfig(cfg map[string]any, name, ggufType string) (*hfArch, error
 		}
 		dim, ok := num("head_dim")
 		if !ok && hasHeads && hasHidden && heads > 0 {
-			dim, ok = math.Floor(hidden/heads), true
+			dim, ok, found = math.Floor(hidden/heads), true, "hidden_size/num_attention_heads"
 		}
 		if ok {
 			kv, err := u32("rope.dimension_count", dim)
@@ -300,7 +312,7 @@ func hfArchFromConfig(cfg map[string]any, name, ggufType string) (*hfArch, error
 		}
 	}
 	if a.permute && (a.nHead <= 0 || a.nHeadKV <= 0) {
-		return nil, fmt.Errorf("num_attention_heads/num_key_value_heads missing or not positive: the q/k permutation needs them")
+		return nil, fmt.Errorf("num_attention_heads/num_key_value_heads missing or not an integer from 1 to %d: the q/k permutation needs them", 1<<24)
 	}
 	rs, _ := cfg["rope_scaling"].(map[string]any)
 	if rs == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand"
@@ -402,6 +403,9 @@ func TestGGUFArchitectures(t *testing.T) {
 		{`{"architectures": ["LlamaForCausalLM"]`, "config.json"},
 		{strings.Replace(tinyLlamaConfig, `"num_key_value_heads": 2`, `"num_key_value_heads": 3`, 1), "blk.0.attn_k.weight"},
 		{strings.Replace(tinyLlamaConfig, `"hidden_size": 64`, `"hidden_size": -1`, 1), "not a uint32"},
+		{strings.Replace(tinyLlamaConfig, `"num_key_value_heads": 2`, `"num_key_value_heads": 1e300`, 1), "num_key_value_heads"},
+		{strings.Replace(tinyLlamaConfig, `"num_attention_heads": 4`, `"num_attention_heads": 4.5`, 1), "num_attention_heads"},
+		{strings.Replace(tinyLlamaConfig, `"num_attention_heads": 4`, `"num_attention_heads": 0`, 1), "num_attention_heads"},
 	} {
 		d := t.TempDir()
 		m.write(t, d, bad.config)
@@ -414,6 +418,10 @@ func TestGGUFArchitectures(t *testing.T) {
 		ck.Close()
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%.60s: error %v, want one naming %s", bad.config, err, bad.want)
+		}
+		var te *TensorError
+		if !errors.Is(err, ErrHFConfig) && !errors.As(err, &te) {
+			t.Errorf("%.60s: error %v is neither ErrHFConfig nor a TensorError", bad.config, err)
 		}
 		if _, serr := os.Stat(p); serr == nil {
 			t.Errorf("%.60s: output written", bad.config)
