@@ -316,37 +316,14 @@ type jsFile struct {
 // reader sees. It needs node and `npm ci` in js/; it skips without them
 // unless CKPT_REQUIRE_GGUFCHECK=1.
 func TestHuggingFaceReads(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err == nil {
-		_, err = os.Stat(filepath.Join("js", "node_modules", "@huggingface", "gguf", "package.json"))
-	}
-	if err != nil {
-		if os.Getenv(requireEnv) == "1" {
-			t.Fatalf("%s=1 but the JS reader cannot run (node, and `npm ci` in internal/ggufcheck/js): %v", requireEnv, err)
-		}
-		t.Skipf("JS reader not installed (node; npm ci in internal/ggufcheck/js): %v", err)
-	}
 	files := writeAll(t)
-	args := []string{filepath.Join("js", "read.mjs")}
+	var paths []string
 	for _, w := range files {
-		args = append(args, w.path)
+		paths = append(paths, w.path)
 	}
-	cmd := exec.Command(node, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != len(files) {
-		t.Fatalf("%d results for %d files:\n%s", len(lines), len(files), out)
-	}
+	lines := runJS(t, paths...)
 	for i, w := range files {
-		var got jsFile
-		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil {
-			t.Fatalf("%s: %v", w.typ, err)
-		}
+		got := lines[i]
 		mine := ckptView(t, w.path)
 		if !got.LittleEndian || got.DataOffset != strconv.FormatInt(mine.DataOffset, 10) {
 			t.Errorf("%s: little endian %v, data offset %s, want %d", w.typ, got.LittleEndian, got.DataOffset, mine.DataOffset)
@@ -388,6 +365,40 @@ func TestHuggingFaceReads(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runJS runs js/read.mjs on files: one result per file, in order. It
+// skips t without node or js/node_modules, unless CKPT_REQUIRE_GGUFCHECK=1.
+func runJS(t *testing.T, files ...string) []jsFile {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join("js", "node_modules", "@huggingface", "gguf", "package.json"))
+	}
+	if err != nil {
+		if os.Getenv(requireEnv) == "1" {
+			t.Fatalf("%s=1 but the JS reader cannot run (node, and `npm ci` in internal/ggufcheck/js): %v", requireEnv, err)
+		}
+		t.Skipf("JS reader not installed (node; npm ci in internal/ggufcheck/js): %v", err)
+	}
+	cmd := exec.Command(node, append([]string{filepath.Join("js", "read.mjs")}, files...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(files) {
+		t.Fatalf("%d results for %d files:\n%s", len(lines), len(files), out)
+	}
+	res := make([]jsFile, len(lines))
+	for i, l := range lines {
+		if err := json.Unmarshal([]byte(l), &res[i]); err != nil {
+			t.Fatalf("%s: %v", files[i], err)
+		}
+	}
+	return res
 }
 
 // sameJSON compares a value as js/read.mjs printed it (numbers, 64-bit

@@ -17,10 +17,11 @@ import (
 	ollama "github.com/ollama/ollama/fs/ggml"
 )
 
-// TestOllamaReadsLlama: a Hugging Face Llama directory converted to a
-// Q8_0 GGUF is read by ollama with llama.cpp's tensor names (every
-// tensor of a llama block present) and the hyperparameters its accessors
-// expect.
+// TestOllamaReadsLlama: a Hugging Face Llama directory (llama3 rope
+// scaling) converted to a Q8_0 GGUF is read by ollama with llama.cpp's
+// tensor names (every tensor of a llama block present, rope_freqs too)
+// and the hyperparameters its accessors expect; @huggingface/gguf reads
+// the same tensor infos and architecture as ckpt's reader.
 func TestOllamaReadsLlama(t *testing.T) {
 	dir := t.TempDir()
 	shapes := map[string][]int64{"model.embed_tokens.weight": {64, 128}, "model.norm.weight": {128}, "lm_head.weight": {64, 128}}
@@ -54,7 +55,8 @@ func TestOllamaReadsLlama(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "model.safetensors"), b.Bytes(), 0o644)
 	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"architectures": ["LlamaForCausalLM"], "hidden_size": 128,
 		"intermediate_size": 256, "num_attention_heads": 8, "num_key_value_heads": 4, "num_hidden_layers": 2,
-		"vocab_size": 64, "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0}`), 0o644)
+		"vocab_size": 64, "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+		"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}`), 0o644)
 	ck, err := statedict.Open(filepath.Join(dir, "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +85,7 @@ func TestOllamaReadsLlama(t *testing.T) {
 		t.Errorf("ollama's view of the hyperparameters: %v", kv)
 	}
 	layers := g.Tensors().GroupLayers()
-	for _, n := range []string{"token_embd", "output_norm", "output"} {
+	for _, n := range []string{"token_embd", "output_norm", "output", "rope_freqs"} {
 		if _, ok := layers[n]; !ok {
 			t.Errorf("no %s", n)
 		}
@@ -103,4 +105,19 @@ func TestOllamaReadsLlama(t *testing.T) {
 			t.Errorf("attn_norm %s", n.Type())
 		}
 	}
+	t.Run("huggingface", func(t *testing.T) {
+		got := runJS(t, out)[0]
+		mine := ckptView(t, out)
+		if a := got.Metadata["general.architecture"]; string(a.Value) != `"llama"` {
+			t.Errorf("general.architecture %s", a.Value)
+		}
+		if len(got.Tensors) != len(mine.Tensors) {
+			t.Fatalf("%d tensors, ckpt %d", len(got.Tensors), len(mine.Tensors))
+		}
+		for i, ti := range mine.Tensors {
+			if g := got.Tensors[i]; g.Name != ti.Name || g.DType != int(ti.Type) || g.Offset != fmt.Sprint(ti.Offset) {
+				t.Errorf("tensor %d: %+v, ckpt %s type %d offset %d", i, g, ti.Name, ti.Type, ti.Offset)
+			}
+		}
+	})
 }
