@@ -38,8 +38,17 @@ func (o *convertOptions) ggufOptions() ([]convert.Option, error) {
 	if len(kvs) > 0 {
 		out = append(out, convert.WithGGUFMetadata(kvs...))
 	}
-	if dir := hfModelDir(o.In); dir != "" {
-		out = append(out, convert.WithHFModelDir(dir))
+	switch o.GGUFHFDir {
+	case "none":
+	case "":
+		if dir := hfModelDir(o.In); dir != "" {
+			out = append(out, convert.WithHFModelDir(dir))
+		}
+	default:
+		if _, err := os.Stat(filepath.Join(o.GGUFHFDir, "config.json")); err != nil {
+			return nil, usagef("--gguf-hf-dir: %v", err)
+		}
+		out = append(out, convert.WithHFModelDir(o.GGUFHFDir))
 	}
 	return out, nil
 }

@@ -98,4 +98,18 @@ func TestConvertGGUFLlama(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.GGUF.Architecture != "llama" || rep.GGUF.Permuted != 2 || len(rep.GGUF.Notes) != 1 {
 		t.Errorf("--json gguf %+v (%v)\n%s", rep.GGUF, err, stdout)
 	}
+
+	// --gguf-hf-dir none keeps the names; a directory without config.json
+	// is a usage error.
+	out3 := filepath.Join(t.TempDir(), "c.gguf")
+	code, stdout, errs = runCLI(t, "convert", dir, out3, "--gguf-hf-dir", "none", "--gguf-meta", "general.architecture=llama")
+	if code != exitOK || strings.Contains(stdout, "gguf:") {
+		t.Fatalf("--gguf-hf-dir none: exit %d %s %s", code, stdout, errs)
+	}
+	if f, _ := parseGGUF(t, out3); f.Tensors[0].Name == "token_embd.weight" || !strings.HasPrefix(f.Tensors[0].Name, "model.") {
+		t.Errorf("--gguf-hf-dir none renamed %s", f.Tensors[0].Name)
+	}
+	if code, _, errs := runCLI(t, "convert", dir, filepath.Join(t.TempDir(), "d.gguf"), "--gguf-hf-dir", t.TempDir()); code != exitUsage || !strings.Contains(errs, "config.json") {
+		t.Errorf("--gguf-hf-dir without config.json: exit %d %q", code, errs)
+	}
 }
