@@ -42,7 +42,8 @@ import (
 //
 // Qwen2ForCausalLM gets the same names (and its q/k/v biases) as
 // architecture qwen2, without the permutation, as llama.cpp does. No
-// tokenizer is written (Summary.GGUF.Notes says so); another
+// tokenizer is written (tokenizer.ggml.model is "none", and
+// Summary.GGUF.Notes says so); another
 // architecture keeps its tensor names. WithGGUFMetadata's entries replace
 // the ones derived here.
 
@@ -185,9 +186,9 @@ func (c *config) ggufPrepare(ck *statedict.Checkpoint) error {
 			len(unmapped), unmapped[0], map[bool]string{true: ", ...", false: ""}[len(unmapped) > 1]))
 	}
 	if tok := filepath.Join(c.hfDir, "tokenizer.json"); fileExists(tok) || fileExists(filepath.Join(c.hfDir, "tokenizer.model")) {
-		a.report.Notes = append(a.report.Notes, "no tokenizer written (tokenizer.json/tokenizer.model not converted): llama.cpp and ollama cannot run this GGUF until tokenizer.ggml.* entries are added, e.g. --gguf-meta-file with the tokenizer entries of `ckpt inspect --json` of a GGUF of the same model")
+		a.report.Notes = append(a.report.Notes, "no tokenizer written (tokenizer.json/tokenizer.model not converted; tokenizer.ggml.model = none): llama.cpp loads the model and runs token ids but cannot read text, and ollama cannot run it, until tokenizer.ggml.* entries are added, e.g. --gguf-meta-file with the tokenizer entries of `ckpt inspect --json` of a GGUF of the same model")
 	} else {
-		a.report.Notes = append(a.report.Notes, "no tokenizer written (none in the model directory): llama.cpp and ollama cannot run this GGUF until tokenizer.ggml.* entries are added (--gguf-meta-file)")
+		a.report.Notes = append(a.report.Notes, "no tokenizer written (none in the model directory; tokenizer.ggml.model = none): llama.cpp loads the model and runs token ids but cannot read text, and ollama cannot run it, until tokenizer.ggml.* entries are added (--gguf-meta-file)")
 	}
 	c.ggufArch = a
 	return nil
@@ -356,6 +357,9 @@ func hfArchFromConfig(cfg map[string]any, name, ggufType string) (*hfArch, error
 			a.report.Notes = append(a.report.Notes, fmt.Sprintf("rope_scaling %q not converted (llama.cpp writes more entries for it): long-context behaviour differs", typ))
 		}
 	}
+	// No vocabulary: llama.cpp's own word for it, with which llama.cpp
+	// loads the model (vocab_size dummy tokens) and runs token ids.
+	a.kvs = append(a.kvs, gguf.KV{Key: "tokenizer.ggml.model", Type: gguf.TypeString, Value: "none"})
 	if ft, ok := ggufFileTypes[ggufType]; ok {
 		a.kvs = append(a.kvs, gguf.KV{Key: "general.file_type", Type: gguf.TypeUint32, Value: ft})
 	}

@@ -239,7 +239,7 @@ func TestGGUFLlama(t *testing.T) {
 		"llama.context_length": uint32(256), "llama.embedding_length": uint32(64), "llama.block_count": uint32(2),
 		"llama.feed_forward_length": uint32(96), "llama.attention.head_count": uint32(4), "llama.attention.head_count_kv": uint32(2),
 		"llama.rope.freq_base": float32(500000), "llama.attention.layer_norm_rms_epsilon": float32(1e-5),
-		"llama.rope.dimension_count": uint32(16), "llama.vocab_size": uint32(32),
+		"llama.rope.dimension_count": uint32(16), "llama.vocab_size": uint32(32), "tokenizer.ggml.model": "none",
 	}
 	for k, v := range wantKV {
 		kv, ok := f.Get(k)
