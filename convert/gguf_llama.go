@@ -350,7 +350,8 @@ func hfArchFromConfig(cfg map[string]any, name, ggufType string) (*hfArch, error
 				return nil, fmt.Errorf("head dimension %v: llama3 rope factors need an even size up to 65536", dim)
 			}
 			a.extra = append(a.extra, ggufExtra{"rope_freqs.weight", llama3RopeFactors(base, int(dim), get(rs, "factor", 8),
-				get(rs, "low_freq_factor", 1), get(rs, "high_freq_factor", 4), get(cfg, "original_max_position_embeddings", 8192))})
+				get(rs, "low_freq_factor", 1), get(rs, "high_freq_factor", 4),
+				get(rs, "original_max_position_embeddings", get(cfg, "original_max_position_embeddings", 8192)))})
 			a.report.Notes = append(a.report.Notes, "rope_freqs.weight added for rope_scaling llama3, as llama.cpp's converter adds it")
 		case typ == "" || typ == "default":
 		default:
@@ -372,8 +373,10 @@ func hfArchFromConfig(cfg map[string]any, name, ggufType string) (*hfArch, error
 // torch's float32 operations in llama.cpp's order (freqs = 1 /
 // base**(arange(0, dim, 2)/dim); wavelen = 2*pi/freq; smooth = (ctx /
 // wavelen - low) / (high - low); 1 / ((1 - smooth)/factor + smooth)).
-// The context length is config.json's top-level
-// original_max_position_embeddings, 8192 without it, as llama.cpp reads it.
+// The context length is rope_scaling's original_max_position_embeddings
+// as transformers reads it (llama.cpp's converter reads the top-level key,
+// 8192 without it: the same for Llama 3.1 to 3.3, whose two agree), then
+// the top-level one, then 8192.
 func llama3RopeFactors(base float64, dim int, factor, low, high, ctx float64) []float32 {
 	lowWave, highWave := ctx/low, ctx/high
 	out := make([]float32, 0, dim/2)
