@@ -102,7 +102,8 @@ func floats(b []byte) []float32 {
 // Hugging Face Llama directory (grouped-query attention, biases on every
 // projection, llama3 rope scaling) and computes, for every position of a
 // 96-token sequence, the logits Hugging Face's Llama forward pass computes
-// in torch from the safetensors (llamacpp/ref.py): the names, the q/k
+// in torch from the safetensors (llamacpp/ref.py), and close to them from
+// a Q8_0 GGUF: the names, the q/k
 // permutation, the hyperparameters and rope_freqs.weight are all right,
 // or the numbers differ. It needs CKPT_LLAMACPP_LOGITS (the driver) and
 // torch; CI builds the driver and sets CKPT_REQUIRE_GGUFCHECK=1.
@@ -118,10 +119,15 @@ func TestLlamaCppRunsLlama(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		extra map[string]any
+		typ   string  // --gguf-type, "" for float32 as saved
+		tol   float64 // of the largest logit
 	}{
-		{"plain", nil},
+		{"plain", nil, "", 1e-3},
 		{"llama3-rope", map[string]any{"rope_scaling": map[string]any{"rope_type": "llama3", "factor": 8.0,
-			"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}},
+			"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}, "", 1e-3},
+		// Q8_0 weights: llama.cpp also quantizes activations to Q8_0 for
+		// its dot products; the error is quantization's, not layout's.
+		{"q8_0", nil, "q8_0", 0.05},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -137,7 +143,11 @@ func TestLlamaCppRunsLlama(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := filepath.Join(t.TempDir(), "m.gguf")
-			_, err = convert.Convert(context.Background(), ck, out, convert.WithFormat(convert.GGUF), convert.WithHFModelDir(dir))
+			opts := []convert.Option{convert.WithFormat(convert.GGUF), convert.WithHFModelDir(dir)}
+			if tc.typ != "" {
+				opts = append(opts, convert.WithGGUFType(tc.typ))
+			}
+			_, err = convert.Convert(context.Background(), ck, out, opts...)
 			ck.Close()
 			if err != nil {
 				t.Fatal(err)
@@ -170,7 +180,7 @@ func TestLlamaCppRunsLlama(t *testing.T) {
 				maxAbs = max(maxAbs, math.Abs(float64(w[i])))
 			}
 			t.Logf("max |llama.cpp - torch| = %.3g over logits up to %.3g", maxDiff, maxAbs)
-			if maxDiff > 1e-3*(1+maxAbs) {
+			if maxDiff > tc.tol*(1+maxAbs) {
 				t.Errorf("llama.cpp's logits differ from torch's by up to %.3g (logits up to %.3g)", maxDiff, maxAbs)
 			}
 		})
