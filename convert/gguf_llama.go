@@ -35,8 +35,8 @@ import (
 //   - the hyperparameters of config.json as ARCH.* metadata
 //     (context_length, embedding_length, block_count, feed_forward_length,
 //     attention.head_count, attention.head_count_kv, rope.freq_base,
-//     attention.layer_norm_rms_epsilon, rope.dimension_count and
-//     vocab_size for llama), general.architecture, general.name and, with
+//     attention.layer_norm_rms_epsilon, vocab_size, and
+//     rope.dimension_count for llama), general.architecture, general.name and, with
 //     WithGGUFType, general.file_type;
 //   - for rope_scaling llama3, the rope_freqs.weight tensor llama.cpp adds.
 //
@@ -292,14 +292,18 @@ func hfArchFromConfig(cfg map[string]any, name, ggufType string) (*hfArch, error
 	if kv, ok := num("num_key_value_heads"); ok {
 		a.nHeadKV = count(kv)
 	}
-	if a.arch == "llama" {
-		if v, ok := num("vocab_size"); ok {
-			kv, err := u32("vocab_size", v)
-			if err != nil {
-				return nil, err
-			}
-			a.kvs = append(a.kvs, kv)
+	// vocab_size: llama.cpp's converter writes it for llama only (others
+	// count the tokenizer's tokens); without a tokenizer it is where
+	// llama.cpp finds the vocabulary size, so it is written for every
+	// architecture.
+	if v, ok := num("vocab_size"); ok {
+		kv, err := u32("vocab_size", v)
+		if err != nil {
+			return nil, err
 		}
+		a.kvs = append(a.kvs, kv)
+	}
+	if a.arch == "llama" {
 		dim, ok := num("head_dim")
 		if !ok && hasHeads && hasHidden && heads > 0 {
 			dim, ok, found = math.Floor(hidden/heads), true, "hidden_size/num_attention_heads"

@@ -372,6 +372,9 @@ func TestGGUFArchitectures(t *testing.T) {
 	if kv, ok := f.Get("qwen2.attention.head_count_kv"); !ok || kv.Value != uint32(2) {
 		t.Errorf("qwen2.attention.head_count_kv %v", kv.Value)
 	}
+	if kv, ok := f.Get("qwen2.vocab_size"); !ok || kv.Value != uint32(32) {
+		t.Errorf("qwen2.vocab_size %v", kv.Value)
+	}
 	if !bytes.Equal(ggufData(f, b, "blk.0.attn_q.weight"), f32le(m.data["model.layers.0.self_attn.q_proj.weight"])) {
 		t.Errorf("qwen2: attn_q permuted")
 	}

@@ -23,7 +23,8 @@ import (
 const llamaCppEnv = "CKPT_LLAMACPP_LOGITS"
 
 // writeRandomLlama writes a Hugging Face Llama directory: random weights
-// (normal, std 0.1), biases on every attention projection, config as given.
+// (normal, std 0.1), biases on every attention projection (Qwen2: q, k
+// and v only), config as given.
 func writeRandomLlama(t *testing.T, dir string, config map[string]any) {
 	t.Helper()
 	h, inter, layers := int64(config["hidden_size"].(int)), int64(config["intermediate_size"].(int)), config["num_hidden_layers"].(int)
@@ -41,6 +42,11 @@ func writeRandomLlama(t *testing.T, dir string, config map[string]any) {
 			"mlp.gate_proj.weight": {inter, h}, "mlp.up_proj.weight": {inter, h}, "mlp.down_proj.weight": {h, inter},
 			"input_layernorm.weight": {h}, "post_attention_layernorm.weight": {h}} {
 			shapes[p+n] = s
+		}
+	}
+	if config["architectures"].([]string)[0] == "Qwen2ForCausalLM" {
+		for l := range layers {
+			delete(shapes, fmt.Sprintf("model.layers.%d.self_attn.o_proj.bias", l))
 		}
 	}
 	for n := range shapes {
@@ -128,6 +134,8 @@ func TestLlamaCppRunsLlama(t *testing.T) {
 		// Q8_0 weights: llama.cpp also quantizes activations to Q8_0 for
 		// its dot products; the error is quantization's, not layout's.
 		{"q8_0", nil, "q8_0", 0.05},
+		// Qwen2: llama.cpp's qwen2 (NeoX rotary, no permutation).
+		{"qwen2", map[string]any{"architectures": []string{"Qwen2ForCausalLM"}}, "", 1e-3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
