@@ -48,7 +48,10 @@ type Summary struct {
 	// readers refuse the whole file for (safetensors.Recent).
 	RecentCodes []string  `json:"recent_safetensors_codes"`
 	Dropped     []Dropped `json:"dropped"` // what the output does not carry
-	Seconds     float64   `json:"seconds"`
+	// GGUF says what a GGUF output of a Hugging Face model directory got
+	// (architecture, names, permutation, notes); nil otherwise.
+	GGUF    *GGUFReport `json:"gguf,omitempty"`
+	Seconds float64     `json:"seconds"`
 }
 
 // layout is where the output goes.
@@ -233,6 +236,11 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if c.ggufKeep, err = ggufSource(ck); err != nil {
 		return nil, err
 	}
+	if l.format == GGUF {
+		if err := c.ggufPrepare(ck); err != nil {
+			return nil, err
+		}
+	}
 	p, err := makePlan(ck, c, l.format)
 	if err != nil {
 		return nil, err
@@ -279,6 +287,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		}
 	}
 	sum := newSummary(p, l)
+	sum.GGUF = c.ggufArch.summary()
 	undoDir, err := l.makeDir()
 	if err != nil {
 		return nil, err
@@ -527,6 +536,7 @@ func (c *config) convertTo(ctx context.Context, start time.Time, p *plan, l *lay
 		}
 	}
 	sum := newSummary(p, l)
+	sum.GGUF = c.ggufArch.summary()
 	temps, total, err := c.writeOutputs(ctx, p, l, groups, finals, finals, l.index)
 	defer func() {
 		for _, t := range temps {

@@ -1,13 +1,19 @@
 package convert
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
+	"unsafe"
 
 	"github.com/ckpt-dev/ckpt/ggml"
 	"github.com/ckpt-dev/ckpt/gguf"
@@ -242,12 +248,29 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 		}
 		kvs = append(kvs, kv)
 	}
-	for _, kv := range c.ggufMeta {
+	var derived []gguf.KV
+	if c.ggufArch != nil {
+		derived = c.ggufArch.kvs
+	}
+	for _, kv := range slices.Concat(derived, c.ggufMeta) {
 		set(kv)
 	}
 	specs := make([]gguf.TensorSpec, len(items))
+	reads := make([]*item, len(items)) // what each tensor's data is read from
 	quantized := false
 	for i, it := range items {
+		// A permuted q/k tensor reads through a view of its source.
+		src, err := c.ggufPermuted(it)
+		if err != nil {
+			return 0, err
+		}
+		reads[i] = it
+		if src != it.src {
+			view := *it
+			view.src = src
+			reads[i] = &view
+			c.ggufArch.report.Permuted++
+		}
 		t, err := c.ggufOutType(it, types)
 		if err != nil {
 			return 0, &TensorError{Name: it.name, Err: err}
@@ -261,6 +284,17 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 			dims = []uint64{1} // a 0-dim tensor is written as one element
 		}
 		specs[i] = gguf.TensorSpec{Name: it.name, Dims: dims, Type: t}
+	}
+	// Tensors llama.cpp's converter adds (rope_freqs.weight), unless the
+	// input has one of that name.
+	var extra []ggufExtra
+	if c.ggufArch != nil {
+		for _, e := range c.ggufArch.extra {
+			if !slices.ContainsFunc(specs, func(s gguf.TensorSpec) bool { return s.Name == e.name }) {
+				extra = append(extra, e)
+				specs = append(specs, gguf.TensorSpec{Name: e.name, Dims: []uint64{uint64(len(e.data))}, Type: ggml.F32})
+			}
+		}
 	}
 	if quantized {
 		if _, ok := find(kvs, "general.quantization_version"); !ok {
@@ -280,12 +314,22 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 		return 0, err
 	}
 	var total int64
-	for i, it := range items {
+	for i, it := range reads {
 		n, err := c.writeGGUFTensor(ctx, gw, it, specs[i].Type)
 		total += n
 		if err != nil {
 			return total, err
 		}
+	}
+	for _, e := range extra {
+		b := make([]byte, 4*len(e.data))
+		for i, f := range e.data {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+		}
+		if err := gw.WriteTensor(bytes.NewReader(b)); err != nil {
+			return total, &TensorError{Name: e.name, Err: err}
+		}
+		total += int64(len(b))
 	}
 	return total, gw.Close()
 }
@@ -374,8 +418,10 @@ func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item,
 	}
 	chunk := max(row, ggufRows/row*row)
 	n := src.NumEl()
-	in := make([]byte, min(chunk, max(n, 1))*4)
-	fs := make([]float32, len(in)/4)
+	fs := make([]float32, min(chunk, max(n, 1)))
+	// The float32 bytes are read straight into fs (little-endian hosts;
+	// others decode in place).
+	in := unsafe.Slice((*byte)(unsafe.Pointer(&fs[0])), 4*len(fs))
 	rb, err := t.RowBytes(int64(len(fs)))
 	if err != nil {
 		return 0, &TensorError{Name: it.name, Err: err}
@@ -389,14 +435,16 @@ func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item,
 			if _, err = io.ReadFull(rc, in[:k*4]); err != nil {
 				break
 			}
-			for i := range fs[:k] {
-				fs[i] = math.Float32frombits(binary.LittleEndian.Uint32(in[4*i:]))
+			if !hostLittleEndian {
+				for i := range fs[:k] {
+					fs[i] = math.Float32frombits(binary.LittleEndian.Uint32(in[4*i:]))
+				}
 			}
 			var ob int64
 			if ob, err = t.RowBytes(k); err != nil {
 				break
 			}
-			if err = ggml.Quantize(t, fs[:k], out[:ob]); err != nil {
+			if err = ggufQuantize(t, fs[:k], out[:ob], row); err != nil {
 				break
 			}
 			_, err = pw.Write(out[:ob])
@@ -411,4 +459,43 @@ func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item,
 	}
 	size, _ := t.RowBytes(n)
 	return size, nil
+}
+
+// hostLittleEndian reports whether this machine stores numbers
+// little-endian, as GGUF and safetensors data are.
+var hostLittleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// ggufQuantize quantizes whole rows of fs (rows of row elements) into out,
+// split by rows among up to GOMAXPROCS goroutines. ggml's reference
+// quantizers work block by block, so the split changes no bit.
+func ggufQuantize(t ggml.Type, fs []float32, out []byte, row int64) error {
+	rows := int64(len(fs)) / row
+	p := min(int64(runtime.GOMAXPROCS(0)), rows)
+	if p <= 1 || len(fs) < 1<<16 {
+		return ggml.Quantize(t, fs, out)
+	}
+	per := (rows + p - 1) / p
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	for w := range p {
+		r0, r1 := w*per, min(rows, (w+1)*per)
+		if r0 >= r1 {
+			break
+		}
+		o0, err0 := t.RowBytes(r0 * row)
+		o1, err1 := t.RowBytes(r1 * row)
+		if err := errors.Join(err0, err1); err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = ggml.Quantize(t, fs[r0*row:r1*row], out[o0:o1])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

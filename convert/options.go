@@ -97,9 +97,11 @@ type config struct {
 	dest            Destination
 	ggufType        string    // WithGGUFType
 	ggufMeta        []gguf.KV // WithGGUFMetadata
+	hfDir           string    // WithHFModelDir
 
 	checks   *sourceChecks // set by Convert
 	ggufKeep *ggufKeep     // set by Convert: a GGUF input's header, for GGUF and safetensors outputs
+	ggufArch *hfArch       // set by Convert: a GGUF output's Hugging Face architecture (gguf_llama.go)
 }
 
 // progressAdd reports n bytes of progress.

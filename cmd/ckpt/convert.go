@@ -41,6 +41,7 @@ type convertOptions struct {
 	GGUFType    string   // --gguf-type
 	GGUFMeta    []string // --gguf-meta
 	GGUFMetaF   string   // --gguf-meta-file
+	GGUFHFDir   string   // --gguf-hf-dir
 }
 
 func newConvertCmd(s *streams) *cobra.Command {
@@ -114,6 +115,7 @@ directory and sharded outputs).`,
 	f.StringVar(&opts.GGUFType, "gguf-type", "", "gguf: type of the weights: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (1-D tensors and norms stay f32; default: as the input)")
 	f.StringArrayVar(&opts.GGUFMeta, "gguf-meta", nil, "gguf: metadata KEY=VALUE or KEY:TYPE=VALUE (repeatable; general.architecture is required)")
 	f.StringVar(&opts.GGUFMetaF, "gguf-meta-file", "", "gguf: metadata from a JSON file (an object of KEY: VALUE, or inspect --json's gguf.metadata list)")
+	f.StringVar(&opts.GGUFHFDir, "gguf-hf-dir", "", "gguf: Hugging Face model directory whose config.json maps a Llama/Mistral/Qwen2 model to llama.cpp's names, q/k layout and keys (default: IN itself or IN's directory; none: keep the names)")
 	f.StringVar(&opts.MapLocation, "map-location", "", "retag storages for .pth output (cpu, cuda:1, cuda:0=cuda:1,...)")
 	f.StringVar(&opts.DType, "dtype", "", "cast floating tensors: bf16, f16, f32, f64 (integer, bool and step tensors stay)")
 	f.StringArrayVar(&opts.Strip, "strip-prefix", nil, "remove this prefix from names (repeatable: module., _orig_mod.)")
@@ -287,6 +289,7 @@ func printConvert(w io.Writer, r *convertReport) {
 		}
 	}
 	fmt.Fprintf(w, "time: %s\n", durationAndRate(r.Bytes, seconds(r.Seconds)))
+	printGGUFReport(w, r.GGUF)
 	for _, f := range r.Files {
 		fmt.Fprintf(w, "wrote %s\n", clean(f))
 	}

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/ckpt-dev/ckpt/convert"
 	"github.com/ckpt-dev/ckpt/gguf"
@@ -34,5 +38,47 @@ func (o *convertOptions) ggufOptions() ([]convert.Option, error) {
 	if len(kvs) > 0 {
 		out = append(out, convert.WithGGUFMetadata(kvs...))
 	}
+	switch o.GGUFHFDir {
+	case "none":
+	case "":
+		if dir := hfModelDir(o.In); dir != "" {
+			out = append(out, convert.WithHFModelDir(dir))
+		}
+	default:
+		if _, err := os.Stat(filepath.Join(o.GGUFHFDir, "config.json")); err != nil {
+			return nil, usagef("--gguf-hf-dir: %v", err)
+		}
+		out = append(out, convert.WithHFModelDir(o.GGUFHFDir))
+	}
 	return out, nil
+}
+
+// hfModelDir returns where a local input's config.json would be: the
+// input itself when it is a directory (a Hugging Face model directory),
+// else the directory holding it; "" for a URL.
+func hfModelDir(in string) string {
+	if in == "" || strings.Contains(in, "://") {
+		return ""
+	}
+	if fi, err := os.Stat(in); err == nil && fi.IsDir() {
+		return in
+	}
+	return filepath.Dir(in)
+}
+
+// printGGUFReport prints what a GGUF output of a Hugging Face model got.
+func printGGUFReport(w io.Writer, r *convert.GGUFReport) {
+	if r == nil {
+		return
+	}
+	if r.Mapped {
+		fmt.Fprintf(w, "gguf: %s mapped to llama.cpp's %s names and hyperparameters", clean(r.HFArchitecture), clean(r.Architecture))
+		if r.Permuted > 0 {
+			fmt.Fprintf(w, ", %d q/k tensors permuted", r.Permuted)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "gguf: note: %s\n", clean(n))
+	}
 }
