@@ -29,6 +29,8 @@
 //     errors.go: CUDAError and LoadError.
 //   - inventory.go, env.go, nvml_*.go: Inventory, CUDA_VISIBLE_DEVICES /
 //     CUDA_DEVICE_ORDER, the driver release from NVML.
+//   - report.go: NewDevicesReport, what `ckpt devices` prints (JSON form
+//     included).
 //   - preflight.go: Preflight.
 //   - host.go: LoadHost (cpu-bound storages into host memory).
 //   - Upload, one job per file: upload.go (Upload and its options),

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/ckpt-dev/ckpt/internal/human"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/ckpt-dev/ckpt/internal/human"
 
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/spf13/cobra"
@@ -77,175 +77,24 @@ its report (or is interrupted), and 2 on usage errors.`,
 	return cmd
 }
 
-// devicesReport is the --json output, documented in docs/cli-json.md.
-type devicesReport struct {
-	Driver      devicesDriverJSON `json:"driver"`
-	Devices     []devicesGPUJSON  `json:"devices"`
-	Error       *devicesErrorJSON `json:"error"`
-	Environment devicesEnvJSON    `json:"environment"`
-}
-
-type devicesDriverJSON struct {
-	Found         bool   `json:"found"`
-	Release       string `json:"release"`
-	ReleaseSource string `json:"release_source"`
-	CUDAVersion   string `json:"cuda_version"`
-	Library       string `json:"library"`
-	KernelModule  bool   `json:"kernel_module"`
-}
-
-type devicesGPUJSON struct {
-	Ordinal           int               `json:"ordinal"`
-	Name              string            `json:"name"`
-	ComputeCapability string            `json:"compute_capability"`
-	TotalMemoryBytes  uint64            `json:"total_memory_bytes"`
-	FreeMemoryBytes   *uint64           `json:"free_memory_bytes"`
-	PCIBusID          string            `json:"pci_bus_id"`
-	UUID              string            `json:"uuid"`
-	MIG               bool              `json:"mig"`
-	Error             *devicesErrorJSON `json:"error"`
-}
-
-type devicesErrorJSON struct {
-	Kind    string `json:"kind"`
-	Message string `json:"message"`
-	Op      string `json:"op,omitempty"`
-	Code    int    `json:"code,omitempty"`
-	Name    string `json:"name,omitempty"`
-	Hint    string `json:"hint,omitempty"`
-}
-
-type devicesEnvJSON struct {
-	CUDAVisibleDevices *string            `json:"cuda_visible_devices"`
-	CUDADeviceOrder    *string            `json:"cuda_device_order"`
-	EffectiveOrder     string             `json:"effective_order"`
-	Visible            []devicesEnvJSONID `json:"visible"`
-	InvalidEntry       *string            `json:"invalid_entry"`
-	IgnoredEntries     []string           `json:"ignored_entries"`
-	HidesAll           bool               `json:"hides_all"`
-	Notes              []string           `json:"notes"`
-}
-
-type devicesEnvJSONID struct {
-	Ordinal int    `json:"ordinal"`
-	ID      string `json:"id"`
-	Kind    string `json:"kind"`
-	Index   *int   `json:"index"`
-}
+// The report's types are devicecopy's; these names keep the tests' decoding.
+type (
+	devicesReport  = devicecopy.DevicesReport
+	devicesGPUJSON = devicecopy.GPUReport
+)
 
 // runDevices gathers the report from src and env and writes it to w.
 func runDevices(ctx context.Context, w io.Writer, opts devicesOptions, src devicesSource, env devicecopy.Env) error {
-	rep := devicesReport{Devices: []devicesGPUJSON{}, Environment: devicesEnvironment(env)}
-	info, err := src.Driver(ctx)
-	rep.Driver.Release, rep.Driver.ReleaseSource = info.Release, string(info.ReleaseSource)
-	rep.Driver.Library, rep.Driver.KernelModule = info.Library, info.KernelModule
-	if info.CUDAVersion > 0 {
-		rep.Driver.CUDAVersion = info.CUDAVersion.String()
-	}
-	rep.Driver.Found = !errors.Is(err, devicecopy.ErrNoDriver) && !errors.Is(err, devicecopy.ErrDriverTooOld)
-	if err == nil {
-		var devs []devicecopy.DeviceInfo
-		devs, err = src.Devices(ctx)
-		reader, _ := src.(devicecopy.FreeMemoryReader)
-		for _, d := range devs {
-			if ctx.Err() != nil {
-				break
-			}
-			// The driver tells a MIG instance by its two UUIDs (see
-			// devicecopy.DeviceInfo); where it cannot, a MIG entry of
-			// CUDA_VISIBLE_DEVICES for this ordinal says the same.
-			if id := d.Ordinal; !d.MIG && id >= 0 && id < len(env.IDs) && env.IDs[id].Kind == devicecopy.IDMIG {
-				if rest, ok := strings.CutPrefix(d.UUID, "GPU-"); ok {
-					d.MIG, d.UUID = true, "MIG-"+rest
-				}
-			}
-			if d.Err == nil && !d.FreeKnown && reader != nil {
-				free, ferr := reader.FreeMemory(ctx, d.Ordinal)
-				if ferr != nil {
-					d.Err = fmt.Errorf("free memory unknown: %w", ferr)
-				} else {
-					d.FreeMemory, d.FreeKnown = free, true
-				}
-			}
-			j := devicesGPUJSON{
-				Ordinal:  d.Ordinal,
-				Name:     d.Name,
-				PCIBusID: d.PCIBusID,
-				UUID:     d.UUID,
-				MIG:      d.MIG,
-			}
-			if d.Name != "" || d.Err == nil {
-				j.ComputeCapability = fmt.Sprintf("%d.%d", d.ComputeCapability[0], d.ComputeCapability[1])
-				j.TotalMemoryBytes = d.TotalMemory
-			}
-			if d.FreeKnown {
-				free := d.FreeMemory
-				j.FreeMemoryBytes = &free
-			}
-			if d.Err != nil {
-				j.Error = devicesError(d.Err)
-			}
-			rep.Devices = append(rep.Devices, j)
-		}
-	}
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
-	}
+	rep, err := devicecopy.NewDevicesReport(ctx, src, env)
 	if err != nil {
-		rep.Error = devicesError(err)
+		return err
 	}
 	if opts.JSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	return writeDevicesText(w, rep, env)
-}
-
-func devicesError(err error) *devicesErrorJSON {
-	e := &devicesErrorJSON{Kind: "other", Message: err.Error()}
-	var ce *devicecopy.CUDAError
-	switch {
-	case errors.Is(err, devicecopy.ErrNoDriver) && !errors.As(err, &ce):
-		e.Kind = "no_driver"
-	case errors.Is(err, devicecopy.ErrDriverTooOld):
-		e.Kind = "driver_too_old"
-	case errors.As(err, &ce):
-		e.Kind = "cuda"
-		if errors.Is(err, devicecopy.ErrNoDevice) {
-			e.Kind = "no_device"
-		}
-		e.Op, e.Code, e.Name, e.Hint = ce.Op, ce.Code, ce.Name, ce.Hint
-	}
-	return e
-}
-
-func devicesEnvironment(env devicecopy.Env) devicesEnvJSON {
-	j := devicesEnvJSON{
-		EffectiveOrder: env.Order,
-		Visible:        []devicesEnvJSONID{},
-		IgnoredEntries: []string{},
-		HidesAll:       env.HidesAll,
-		Notes:          append([]string{}, env.Notes...),
-	}
-	if env.VisibleSet {
-		j.CUDAVisibleDevices = &env.Visible
-	}
-	if env.OrderSet {
-		j.CUDADeviceOrder = &env.OrderRaw
-	}
-	if env.Hidden != nil {
-		j.InvalidEntry = &env.Invalid
-		j.IgnoredEntries = append(j.IgnoredEntries, env.Hidden...)
-	}
-	for _, id := range env.IDs {
-		e := devicesEnvJSONID{Ordinal: id.Ordinal, ID: id.ID, Kind: id.Kind.String()}
-		if id.Kind == devicecopy.IDIndex {
-			e.Index = &id.Index
-		}
-		j.Visible = append(j.Visible, e)
-	}
-	return j
+	return writeDevicesText(w, *rep, env)
 }
 
 func writeDevicesText(w io.Writer, rep devicesReport, env devicecopy.Env) error {

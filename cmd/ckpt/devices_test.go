@@ -127,7 +127,7 @@ func TestDevicesJSON(t *testing.T) {
 		t.Fatalf("devices: %+v", rep.Devices)
 	}
 	rep.Devices[1].FreeMemoryBytes = nil
-	if rep.Devices[1] != (devicesGPUJSON{1, "NVIDIA H200", "9.0", 150754820096, nil, "0000:b3:00.0", "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f", false, nil}) {
+	if rep.Devices[1] != (devicesGPUJSON{Ordinal: 1, Name: "NVIDIA H200", ComputeCapability: "9.0", TotalMemoryBytes: 150754820096, PCIBusID: "0000:b3:00.0", UUID: "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"}) {
 		t.Errorf("devices: %+v", rep.Devices)
 	}
 	env := rep.Environment
