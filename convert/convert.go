@@ -225,7 +225,13 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	if err := c.validatePart(); err != nil {
+		return nil, err
+	}
 	c.checks = newSourceChecks(ck)
+	if c.format == DCP {
+		return c.convertDCP(ctx, ck, out, start)
+	}
 	l, err := resolveLayout(out, c)
 	if err != nil {
 		return nil, err

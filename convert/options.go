@@ -98,6 +98,7 @@ type config struct {
 	ggufType        string    // WithGGUFType
 	ggufMeta        []gguf.KV // WithGGUFMetadata
 
+	dcpOpt   dcpOptions    // DCP output and --part (dcp_write.go)
 	checks   *sourceChecks // set by Convert
 	ggufKeep *ggufKeep     // set by Convert: a GGUF input's header, for GGUF and safetensors outputs
 }

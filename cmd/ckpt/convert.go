@@ -41,6 +41,11 @@ type convertOptions struct {
 	GGUFType    string   // --gguf-type
 	GGUFMeta    []string // --gguf-meta
 	GGUFMetaF   string   // --gguf-meta-file
+	DCPRanks    int      // --dcp-ranks
+	Part        string   // --part
+	PartCount   int      // --part-count
+	PartWait    string   // --part-wait
+	partNote    string   // which part --part chose, and from what
 }
 
 func newConvertCmd(s *streams) *cobra.Command {
@@ -103,14 +108,17 @@ directory and sharded outputs).`,
 			if err != nil {
 				return err
 			}
-			if opts.TP != 0 || opts.Split != "" {
+			if opts.partNote != "" {
+				fmt.Fprintln(s.Err, opts.partNote)
+			}
+			if opts.TP != 0 || opts.Split != "" && opts.To != "dcp" {
 				return runConvertTP(cmd.Context(), s, opts, copts)
 			}
 			return runConvert(cmd.Context(), s, opts, copts)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.To, "to", "", "output format: safetensors, pth or gguf (default: from OUT's extension)")
+	f.StringVar(&opts.To, "to", "", "output format: safetensors, pth, gguf or dcp (default: from OUT's extension)")
 	f.StringVar(&opts.GGUFType, "gguf-type", "", "gguf: type of the weights: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (1-D tensors and norms stay f32; default: as the input)")
 	f.StringArrayVar(&opts.GGUFMeta, "gguf-meta", nil, "gguf: metadata KEY=VALUE or KEY:TYPE=VALUE (repeatable; general.architecture is required)")
 	f.StringVar(&opts.GGUFMetaF, "gguf-meta-file", "", "gguf: metadata from a JSON file (an object of KEY: VALUE, or inspect --json's gguf.metadata list)")
@@ -128,6 +136,7 @@ directory and sharded outputs).`,
 	f.BoolVar(&opts.JSON, "json", false, "print the summary as one JSON object (schema in docs/cli-json.md)")
 	f.IntVar(&opts.TP, "tensor-parallel", 0, "write W per-rank files rank-0000R-of-0000W.safetensors into the directory OUT (see --split)")
 	f.StringVar(&opts.Split, "split", "", splitHelp)
+	addPartFlags(f, opts)
 	return cmd
 }
 
@@ -169,9 +178,16 @@ func (o *convertOptions) options() ([]convert.Option, error) {
 		out = append(out, convert.WithFormat(convert.PyTorch))
 	case "gguf":
 		out = append(out, convert.WithFormat(convert.GGUF))
+	case "dcp":
+		out = append(out, convert.WithFormat(convert.DCP))
 	default:
-		return nil, usagef("--to %q: want safetensors, pth or gguf", o.To)
+		return nil, usagef("--to %q: want safetensors, pth, gguf or dcp", o.To)
 	}
+	popts, err := o.partOptions()
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, popts...)
 	gopts, err := o.ggufOptions()
 	if err != nil {
 		return nil, err
