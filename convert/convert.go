@@ -261,6 +261,9 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 			l.index = c.paths().join(l.dir, l.stem+l.ext+".index.json")
 		}
 	}
+	if err := c.checkPart(l.format); err != nil {
+		return nil, err
+	}
 	if c.dest != nil {
 		return c.convertTo(ctx, start, p, l, groups, finals)
 	}
@@ -269,6 +272,9 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	targets := make([]string, len(finals))
 	for i, f := range append(append([]string{}, finals...), l.index) {
 		if f == "" {
+			continue
+		}
+		if c.dcpOpt.part.skips(i, len(finals)) { // another part's (--part)
 			continue
 		}
 		target, err := resolveTarget(f)
@@ -309,7 +315,12 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range temps { // shards first, the index last
+	for i, t := range temps { // shards first, the index last
+		if i == len(temps)-1 && l.index != "" && c.dcpOpt.part.Index == 0 {
+			if err := c.waitOtherParts(ctx, finals); err != nil {
+				return nil, err
+			}
+		}
 		if err := t.commit(c.force); err != nil {
 			return nil, err
 		}
@@ -471,6 +482,13 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 		if i > 0 {
 			values = nil
 		}
+		if c.dcpOpt.part.skips(i, len(groups)) { // another part's (--part)
+			for _, it := range g {
+				total += it.nbytes()
+				weightMap[it.name] = path.Base(filepath.ToSlash(finals[i]))
+			}
+			continue
+		}
 		t, n, err := c.writeFile(ctx, outs[i], l.format, g, values, p.tree, md)
 		if t != nil {
 			temps = append(temps, t)
@@ -483,7 +501,7 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 			weightMap[it.name] = path.Base(filepath.ToSlash(finals[i]))
 		}
 	}
-	if l.index == "" {
+	if l.index == "" || c.dcpOpt.part.Index != 0 {
 		return temps, total, nil
 	}
 	b, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")

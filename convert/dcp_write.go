@@ -76,6 +76,44 @@ func WithPartWait(d time.Duration) Option { return func(c *config) { c.dcpOpt.pa
 // part writes.
 var ErrPartMissing = errors.New("convert: another part's output is missing")
 
+// skips reports whether file i of the outputs (n files, then the index at
+// i == n) is another part's to write.
+func (p Part) skips(i, n int) bool {
+	if p.whole() {
+		return false
+	}
+	if i == n {
+		return p.Index != 0
+	}
+	return !p.mine(i)
+}
+
+// checkPart refuses --part for outputs whose parts cannot be planned
+// alone: .pth shards share storages, so their sizes need the others.
+func (c *config) checkPart(f Format) error {
+	if !c.dcpOpt.part.whole() && f != Safetensors {
+		return fmt.Errorf("%w: --part splits safetensors and DCP outputs, not %s", ErrOption, f)
+	}
+	return nil
+}
+
+// waitOtherParts waits, in part 0, for the shards the other parts write
+// (targets[i] of shard i) before the index is committed.
+func (c *config) waitOtherParts(ctx context.Context, targets []string) error {
+	p := c.dcpOpt.part
+	if p.whole() {
+		return nil
+	}
+	var files []string
+	var want []int64
+	for i, f := range targets {
+		if p.skips(i, len(targets)) {
+			files, want = append(files, f), append(want, -1)
+		}
+	}
+	return c.waitFor(ctx, files, want)
+}
+
 // validatePart checks the Part option.
 func (c *config) validatePart() error {
 	p := c.dcpOpt.part
