@@ -134,6 +134,7 @@ func (c *config) waitFor(ctx context.Context, files []string, want []int64) erro
 		wait = DefaultPartWait
 	}
 	deadline := time.Now().Add(wait)
+	poll := 10 * time.Millisecond // doubling up to a second
 	for i, f := range files {
 		for {
 			fi, err := os.Stat(f)
@@ -149,8 +150,9 @@ func (c *config) waitFor(ctx context.Context, files []string, want []int64) erro
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(500 * time.Millisecond):
+			case <-time.After(poll):
 			}
+			poll = min(2*poll, time.Second)
 		}
 	}
 	return nil
