@@ -81,6 +81,13 @@ Anything the output cannot carry is listed.
 
 ` + tpHelp + `
 
+--to dcp writes OUT as a torch.distributed.checkpoint directory (.metadata and
+__R_0.distcp files, torch 2.6's FileSystemWriter layout) that dcp.load reads in
+any world size: --dcp-ranks R writes it as R ranks would, --split RULES chunks
+the matching tensors over the ranks. --part I/N (or auto: torchrun, Slurm, an
+Indexed Job) writes only process I's files of a DCP or sharded safetensors
+output; part 0 writes the index once the others' files exist (docs/dcp-write.md).
+
 OUT is written to a temporary file beside it and renamed into place when
 complete: an interrupted convert never leaves a partial OUT (on Linux the
 temporary file is unnamed, so even kill -9 leaves nothing). An existing OUT
@@ -96,6 +103,7 @@ directory and sharded outputs).`,
   ckpt convert --max-shard-size 5GB big.pt out/model.safetensors.index.json
   ckpt convert --compress zstd model.safetensors model.safetensors.zst
   ckpt convert ./dcp_checkpoint/ model.safetensors      # torch.distributed.checkpoint directory
+  ckpt convert model.safetensors.index.json dcp/ --to dcp --dcp-ranks 8 --part auto   # under torchrun/srun
   ckpt convert model.safetensors tp4/ --tensor-parallel 4 \
       --split '*.q_proj.weight=0,*.k_proj.weight=0,*.v_proj.weight=0,*.o_proj.weight=1'`,
 		Args: cobra.ExactArgs(2),
