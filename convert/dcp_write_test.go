@@ -251,7 +251,8 @@ func TestDCPWriteRefuses(t *testing.T) {
 // equals the input tensor for tensor and value for value, and
 // torch.distributed.checkpoint.load in 1 and 2 gloo processes (a world
 // size other than the 3 ranks written) fills a state dict of the right
-// shapes with the input's values, whole and --split chunks alike.
+// shapes with the input's values, whole and --split chunks alike, and
+// in 2 processes into DTensors sharded Shard(0) (as FSDP2 holds them).
 func TestInteropDCPWrite(t *testing.T) {
 	testenv.RequireFeature(t, "torch with torch.distributed.checkpoint.format_utils (2.2+) and safetensors",
 		"from torch.distributed.checkpoint.format_utils import dcp_to_torch_save; import safetensors")
