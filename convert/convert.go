@@ -327,7 +327,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	}
 	committed = true
 	sum.tally(p, l)
-	sum.Files, sum.Bytes = finals, total
+	sum.Files, sum.Bytes = c.dcpOpt.part.own(finals), total
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
 }

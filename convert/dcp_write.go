@@ -88,6 +88,17 @@ func (p Part) skips(i, n int) bool {
 	return !p.mine(i)
 }
 
+// own returns the files of finals this part writes.
+func (p Part) own(finals []string) []string {
+	var out []string
+	for i, f := range finals {
+		if !p.skips(i, len(finals)) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // checkPart refuses --part for outputs whose parts cannot be planned
 // alone: .pth shards share storages, so their sizes need the others.
 func (c *config) checkPart(f Format) error {

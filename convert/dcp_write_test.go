@@ -133,6 +133,8 @@ func readDir(t *testing.T, dir string) map[string][]byte {
 func runParts(t *testing.T, in, out string, count int, opts ...Option) {
 	t.Helper()
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	written := map[string]bool{}
 	errs := make([]error, count)
 	for i := range count {
 		wg.Add(1)
@@ -144,7 +146,21 @@ func runParts(t *testing.T, in, out string, count int, opts ...Option) {
 				return
 			}
 			defer ck.Close()
-			_, errs[i] = Convert(context.Background(), ck, out, append(opts, WithPart(Part{i, count}))...)
+			var sum *Summary
+			sum, errs[i] = Convert(context.Background(), ck, out, append(opts, WithPart(Part{i, count}))...)
+			if errs[i] == nil && i > 0 && sum.Index != "" && filepath.Ext(sum.Index) == ".metadata" {
+				errs[i] = fmt.Errorf("part %d reports the index %s", i, sum.Index)
+			}
+			if errs[i] == nil {
+				mu.Lock()
+				for _, f := range sum.Files {
+					if written[f] {
+						errs[i] = fmt.Errorf("%s reported by two parts", f)
+					}
+					written[f] = true
+				}
+				mu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
