@@ -128,3 +128,15 @@ func TestValueLength(t *testing.T) {
 		t.Error("an unsupported value was written")
 	}
 }
+
+// BenchmarkTensorLength measures a 256 MiB tensor's item length without
+// its data (what part 0 of a split conversion does for the others' items).
+func BenchmarkTensorLength(b *testing.B) {
+	s := TensorSpec{DType: statedict.Float32, Shape: []int64{64 << 20}}
+	b.SetBytes(s.NBytes())
+	for b.Loop() {
+		if _, err := TensorLength(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
