@@ -228,7 +228,13 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	if err := c.validatePart(); err != nil {
+		return nil, err
+	}
 	c.checks = newSourceChecks(ck)
+	if c.format == DCP {
+		return c.convertDCP(ctx, ck, out, start)
+	}
 	l, err := resolveLayout(out, c)
 	if err != nil {
 		return nil, err
@@ -263,6 +269,9 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 			l.index = c.paths().join(l.dir, l.stem+l.ext+".index.json")
 		}
 	}
+	if err := c.checkPart(l.format); err != nil {
+		return nil, err
+	}
 	if c.dest != nil {
 		return c.convertTo(ctx, start, p, l, groups, finals)
 	}
@@ -271,6 +280,9 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	targets := make([]string, len(finals))
 	for i, f := range append(append([]string{}, finals...), l.index) {
 		if f == "" {
+			continue
+		}
+		if c.dcpOpt.part.skips(i, len(finals)) { // another part's (--part)
 			continue
 		}
 		target, err := resolveTarget(f)
@@ -312,14 +324,19 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range temps { // shards first, the index last
+	for i, t := range temps { // shards first, the index last
+		if i == len(temps)-1 && l.index != "" && c.dcpOpt.part.Index == 0 {
+			if err := c.waitOtherParts(ctx, finals); err != nil {
+				return nil, err
+			}
+		}
 		if err := t.commit(c.force); err != nil {
 			return nil, err
 		}
 	}
 	committed = true
 	sum.tally(p, l)
-	sum.Files, sum.Bytes = finals, total
+	sum.Files, sum.Bytes = c.dcpOpt.part.own(finals), total
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
 }
@@ -474,6 +491,13 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 		if i > 0 {
 			values = nil
 		}
+		if c.dcpOpt.part.skips(i, len(groups)) { // another part's (--part)
+			for _, it := range g {
+				total += it.nbytes()
+				weightMap[it.name] = path.Base(filepath.ToSlash(finals[i]))
+			}
+			continue
+		}
 		t, n, err := c.writeFile(ctx, outs[i], l.format, g, values, p.tree, md)
 		if t != nil {
 			temps = append(temps, t)
@@ -486,7 +510,7 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 			weightMap[it.name] = path.Base(filepath.ToSlash(finals[i]))
 		}
 	}
-	if l.index == "" {
+	if l.index == "" || c.dcpOpt.part.Index != 0 {
 		return temps, total, nil
 	}
 	b, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")

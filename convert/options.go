@@ -99,6 +99,7 @@ type config struct {
 	ggufMeta        []gguf.KV // WithGGUFMetadata
 	hfDir           string    // WithHFModelDir
 
+	dcpOpt   dcpOptions    // DCP output and --part (dcp_write.go)
 	checks   *sourceChecks // set by Convert
 	ggufKeep *ggufKeep     // set by Convert: a GGUF input's header, for GGUF and safetensors outputs
 	ggufArch *hfArch       // set by Convert: a GGUF output's Hugging Face architecture (gguf_llama.go)

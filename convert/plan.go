@@ -341,7 +341,7 @@ func plainValue(v any, f Format, dropFloats bool) (any, string) {
 		}
 		return x, ""
 	case float64:
-		if f == PyTorch {
+		if f == PyTorch || f == DCP {
 			if dropFloats {
 				return nil, "float: dropped for torch 1.13's weights_only loader (--drop-floats)"
 			}

@@ -42,6 +42,11 @@ type convertOptions struct {
 	GGUFMeta    []string // --gguf-meta
 	GGUFMetaF   string   // --gguf-meta-file
 	GGUFHFDir   string   // --gguf-hf-dir
+	DCPRanks    int      // --dcp-ranks
+	Part        string   // --part
+	PartCount   int      // --part-count
+	PartWait    string   // --part-wait
+	partNote    string   // which part --part chose, and from what
 }
 
 func newConvertCmd(s *streams) *cobra.Command {
@@ -77,6 +82,13 @@ Anything the output cannot carry is listed.
 
 ` + tpHelp + `
 
+--to dcp writes OUT as a torch.distributed.checkpoint directory (.metadata and
+__R_0.distcp files, torch 2.6's FileSystemWriter layout) that dcp.load reads in
+any world size: --dcp-ranks R writes it as R ranks would, --split RULES chunks
+the matching tensors over the ranks. --part I/N (or auto: torchrun, Slurm, an
+Indexed Job) writes only process I's files of a DCP or sharded safetensors
+output; part 0 writes the index once the others' files exist (docs/dcp-write.md).
+
 OUT is written to a temporary file beside it and renamed into place when
 complete: an interrupted convert never leaves a partial OUT (on Linux the
 temporary file is unnamed, so even kill -9 leaves nothing). An existing OUT
@@ -92,6 +104,7 @@ directory and sharded outputs).`,
   ckpt convert --max-shard-size 5GB big.pt out/model.safetensors.index.json
   ckpt convert --compress zstd model.safetensors model.safetensors.zst
   ckpt convert ./dcp_checkpoint/ model.safetensors      # torch.distributed.checkpoint directory
+  ckpt convert model.safetensors.index.json dcp/ --to dcp --dcp-ranks 8 --part auto   # under torchrun/srun
   ckpt convert model.safetensors tp4/ --tensor-parallel 4 \
       --split '*.q_proj.weight=0,*.k_proj.weight=0,*.v_proj.weight=0,*.o_proj.weight=1'`,
 		Args: cobra.ExactArgs(2),
@@ -104,14 +117,17 @@ directory and sharded outputs).`,
 			if err != nil {
 				return err
 			}
-			if opts.TP != 0 || opts.Split != "" {
+			if opts.partNote != "" {
+				fmt.Fprintln(s.Err, opts.partNote)
+			}
+			if opts.TP != 0 || opts.Split != "" && opts.To != "dcp" {
 				return runConvertTP(cmd.Context(), s, opts, copts)
 			}
 			return runConvert(cmd.Context(), s, opts, copts)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.To, "to", "", "output format: safetensors, pth or gguf (default: from OUT's extension)")
+	f.StringVar(&opts.To, "to", "", "output format: safetensors, pth, gguf or dcp (default: from OUT's extension)")
 	f.StringVar(&opts.GGUFType, "gguf-type", "", "gguf: type of the weights: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (1-D tensors and norms stay f32; default: as the input)")
 	f.StringArrayVar(&opts.GGUFMeta, "gguf-meta", nil, "gguf: metadata KEY=VALUE or KEY:TYPE=VALUE (repeatable; general.architecture is required)")
 	f.StringVar(&opts.GGUFMetaF, "gguf-meta-file", "", "gguf: metadata from a JSON file (an object of KEY: VALUE, or inspect --json's gguf.metadata list)")
@@ -130,6 +146,7 @@ directory and sharded outputs).`,
 	f.BoolVar(&opts.JSON, "json", false, "print the summary as one JSON object (schema in docs/cli-json.md)")
 	f.IntVar(&opts.TP, "tensor-parallel", 0, "write W per-rank files rank-0000R-of-0000W.safetensors into the directory OUT (see --split)")
 	f.StringVar(&opts.Split, "split", "", splitHelp)
+	addPartFlags(f, opts)
 	return cmd
 }
 
@@ -171,9 +188,16 @@ func (o *convertOptions) options() ([]convert.Option, error) {
 		out = append(out, convert.WithFormat(convert.PyTorch))
 	case "gguf":
 		out = append(out, convert.WithFormat(convert.GGUF))
+	case "dcp":
+		out = append(out, convert.WithFormat(convert.DCP))
 	default:
-		return nil, usagef("--to %q: want safetensors, pth or gguf", o.To)
+		return nil, usagef("--to %q: want safetensors, pth, gguf or dcp", o.To)
 	}
+	popts, err := o.partOptions()
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, popts...)
 	gopts, err := o.ggufOptions()
 	if err != nil {
 		return nil, err

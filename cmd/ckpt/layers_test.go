@@ -37,7 +37,8 @@ func TestLayers(t *testing.T) {
 		"kernels":          {},
 		"scan":             {mod + "pickle", mod + "statedict", mod + "gguf", "github.com/klauspost/compress/"},
 		"torchzip":         {mod + "statedict", mod + "pickle"},
-		"convert":          {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "internal/human", "github.com/klauspost/compress/"},
+		"dcp":              {mod + "statedict", mod + "torchzip"},
+		"convert":          {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
 		// objstore is the only package that imports a cloud client:
 		// minio-go (s3://), Google's storage client and its auth
 		// (gs://), Azure's azblob (az://).

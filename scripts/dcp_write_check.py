@@ -1,0 +1,153 @@
+"""Checks a DCP directory ckpt wrote against its input with torch 2.x
+(run by convert's TestInteropDCPWrite through scripts/torch2-python).
+
+    python3 dcp_write_check.py DCPDIR INPUT WORLD [WORLD...]
+
+INPUT is the checkpoint ckpt converted (.pt/.pth or .safetensors); its
+state dict, flattened to dotted names as ckpt flattens it (dict keys and
+list indices), must equal:
+  1. torch.distributed.checkpoint.format_utils.dcp_to_torch_save(DCPDIR),
+     tensor for tensor (dtype, shape, bits) and value for value;
+  2. torch.distributed.checkpoint.load(DCPDIR) into a state dict of empty
+     tensors of the right shapes (and the values' keys), in WORLD gloo
+     processes on CPU, for each WORLD given; and, for WORLD > 1, into a
+     state dict of DTensors sharded Shard(0) over the WORLD ranks (as FSDP2
+     or tensor parallelism hold them), each rank checking its own rows.
+Prints OK and exits 0, or prints the first difference and exits 1.
+"""
+import faulthandler
+import os
+import sys
+import tempfile
+import traceback
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+import torch.multiprocessing as mp
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+
+def flatten(obj, prefix, out):
+    # As ckpt names the leaves of a nested checkpoint: dict keys and
+    # list/tuple indices joined with dots.
+    if isinstance(obj, (list, tuple)) and not isinstance(obj, torch.Size):
+        obj = dict(enumerate(obj))
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            flatten(v, f"{prefix}.{k}" if prefix else str(k), out)
+    else:
+        out[prefix] = obj
+    return out
+
+
+def reference(path):
+    if path.endswith(".safetensors"):
+        from safetensors.torch import load_file
+        return load_file(path)
+    return flatten(torch.load(path, map_location="cpu", weights_only=False), "", {})
+
+
+def same(name, want, got):
+    if isinstance(want, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            return f"{name}: got {type(got).__name__}, want a tensor"
+        if got.dtype != want.dtype or got.shape != want.shape:
+            return f"{name}: got {got.dtype}{list(got.shape)}, want {want.dtype}{list(want.shape)}"
+        a, b = want.contiguous().reshape(-1), got.contiguous().reshape(-1)
+        if a.dtype != torch.bool:
+            a, b = a.view(torch.uint8), b.view(torch.uint8)
+        if not torch.equal(a, b):
+            return f"{name}: values differ"
+        return None
+    if type(got) is not type(want) or got != want:
+        return f"{name}: got {got!r}, want {want!r}"
+    return None
+
+
+def compare(want, got, what):
+    if set(want) != set(got):
+        return f"{what}: keys differ: missing {sorted(set(want) - set(got))[:5]}, extra {sorted(set(got) - set(want))[:5]}"
+    for k in want:
+        d = same(k, want[k], got[k])
+        if d:
+            return f"{what}: {d}"
+    return None
+
+
+def load_worker(rank, world, store, ckdir, src, errs):
+    # Each process reads the reference itself: tensors handed to spawned
+    # processes go through shared-memory file descriptors, which hung now
+    # and then in the chroot.
+    want = reference(src)
+    faulthandler.dump_traceback_later(30, exit=True)  # a hang shows where, then fails
+    # A file rendezvous: no port, and no libuv (Debian's torch lacks it).
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
+    try:
+        sd = {k: (torch.empty_like(v) if isinstance(v, torch.Tensor) else None) for k, v in want.items()}
+        dcp.load(sd, checkpoint_id=ckdir)
+        d = compare(want, sd, f"dcp.load in {world} processes, rank {rank}")
+        if d:
+            errs.put(d)
+            return
+        if world > 1:
+            # As an FSDP2/tensor-parallel model's state dict: DTensors
+            # sharded on dim 0 over the world (torch.chunk's placement),
+            # each rank reading only its own rows.
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.tensor import DTensor, Shard
+            mesh = init_device_mesh("cpu", (world,))
+            sd, local = {}, {}
+            for k, v in want.items():
+                if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] >= world:
+                    parts = list(v.chunk(world, 0))
+                    mine = parts[rank] if rank < len(parts) else v[v.shape[0]:]
+                    local[k] = mine
+                    sd[k] = DTensor.from_local(torch.empty_like(mine), mesh, [Shard(0)], run_check=False,
+                                               shape=v.shape, stride=v.stride())
+                else:
+                    sd[k] = torch.empty_like(v) if isinstance(v, torch.Tensor) else None
+            if not local:
+                errs.put("no tensor to shard")
+                return
+            dcp.load(sd, checkpoint_id=ckdir)
+            got = {k: (v.to_local() if isinstance(v, DTensor) else v) for k, v in sd.items()}
+            d = compare({**want, **local}, got, f"dcp.load into DTensors Shard(0) in {world} processes, rank {rank}")
+            if d:
+                errs.put(d)
+    except BaseException:
+        errs.put(f"rank {rank} of {world}: " + traceback.format_exc())
+    finally:
+        # dist.destroy_process_group() hangs now and then with gloo in the
+        # chroot (seen at world sizes 1 and 2): every result is already in
+        # the queue's pipe, so leave without tearing gloo down.
+        os._exit(0)
+
+
+def main():
+    ckdir, src, worlds = sys.argv[1], sys.argv[2], [int(w) for w in sys.argv[3:]]
+    want = reference(src)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "full.pt")
+        dcp_to_torch_save(ckdir, out)
+        got = flatten(torch.load(out, weights_only=False), "", {})
+        d = compare(want, got, "dcp_to_torch_save")
+        if d:
+            print(d)
+            sys.exit(1)
+    # Gloo on the loopback device: looking the host name up may hang in a chroot.
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    ctx = mp.get_context("spawn")
+    for world in worlds:
+        errs = ctx.SimpleQueue()
+        with tempfile.TemporaryDirectory() as tmp:
+            store = os.path.join(tmp, "store")
+            mp.start_processes(load_worker, args=(world, store, ckdir, src, errs), nprocs=world, start_method="spawn")
+        if not errs.empty():
+            print(errs.get())
+            sys.exit(1)
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()
