@@ -6,13 +6,13 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ckpt-dev/ckpt/internal/hostile"
 
 	"github.com/ckpt-dev/ckpt/gguf"
 	"github.com/ckpt-dev/ckpt/pickle"
@@ -37,28 +37,9 @@ func polyglotSafetensors() []byte {
 	return append(p, bytes.Repeat([]byte(" "), n+8-len(p))...)
 }
 
-// v7Tar rewrites every header of a ustar archive as a pre-POSIX (v7)
-// header: no magic and version, checksum recomputed. Python's tarfile
-// reads it; torch's legacy loader takes it for a torch < 0.3 tar.
 func v7Tar(t *testing.T, b []byte) []byte {
 	t.Helper()
-	b = bytes.Clone(b)
-	for off := 0; off+512 <= len(b); {
-		h := b[off : off+512]
-		if bytes.Count(h, []byte{0}) == 512 {
-			break
-		}
-		copy(h[257:265], make([]byte, 8))
-		copy(h[148:156], "        ")
-		sum := 0
-		for _, c := range h {
-			sum += int(c)
-		}
-		copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
-		var size int64
-		fmt.Sscanf(strings.Trim(string(h[124:136]), "\x00 "), "%o", &size)
-		off += 512 + int((size+511)/512*512)
-	}
+	b = hostile.V7Tar(b)
 	if !statedict.IsTarHeader(b) || bytes.Contains(b[:512], []byte("ustar")) {
 		t.Fatal("not a v7 tar header")
 	}

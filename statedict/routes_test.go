@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/internal/hostile"
+
 	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -50,28 +52,7 @@ func rezip(t *testing.T, src string, rename func(string) string) []byte {
 	return b.Bytes()
 }
 
-// toV7 rewrites every header of a ustar archive as a pre-POSIX (v7) one.
-func toV7(t *testing.T, b []byte) []byte {
-	t.Helper()
-	b = bytes.Clone(b)
-	for off := 0; off+512 <= len(b); {
-		h := b[off : off+512]
-		if bytes.Count(h, []byte{0}) == 512 {
-			break
-		}
-		copy(h[257:265], make([]byte, 8))
-		copy(h[148:156], "        ")
-		sum := 0
-		for _, c := range h {
-			sum += int(c)
-		}
-		copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
-		var size int64
-		fmt.Sscanf(strings.Trim(string(h[124:136]), "\x00 "), "%o", &size)
-		off += 512 + int((size+511)/512*512)
-	}
-	return b
-}
+func toV7(t *testing.T, b []byte) []byte { return hostile.V7Tar(b) }
 
 // TestTorchLookupRules: files torch reads by its own lookup rules read
 // the same in ckpt, checked against torch itself where it is installed:

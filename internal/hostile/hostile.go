@@ -451,3 +451,27 @@ func Unpacked(in []byte) int64 {
 	}
 	return n
 }
+
+// V7Tar rewrites every header of a ustar archive as a pre-POSIX (v7)
+// header: no magic and version, checksum recomputed. Python's tarfile
+// reads it, so torch's legacy loader takes it for a torch < 0.3 tar.
+func V7Tar(b []byte) []byte {
+	b = bytes.Clone(b)
+	for off := 0; off+512 <= len(b); {
+		h := b[off : off+512]
+		if bytes.Count(h, []byte{0}) == 512 {
+			break
+		}
+		copy(h[257:265], make([]byte, 8))
+		copy(h[148:156], "        ")
+		sum := 0
+		for _, c := range h {
+			sum += int(c)
+		}
+		copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
+		var size int64
+		fmt.Sscanf(strings.Trim(string(h[124:136]), "\x00 "), "%o", &size)
+		off += 512 + int((size+511)/512*512)
+	}
+	return b
+}
