@@ -195,7 +195,7 @@ func TestDCPWriteParts(t *testing.T) {
 			if len(want) < 3 {
 				t.Fatalf("want several output files, got %d", len(want))
 			}
-			for n := 1; n <= 3; n++ {
+			for _, n := range []int{1, 2, 3, 8} {
 				out := filepath.Join(t.TempDir(), tc.out)
 				runParts(t, dcpFixture, out, n, tc.opts...)
 				dir := dirOf(out)

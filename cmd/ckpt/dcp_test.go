@@ -214,3 +214,32 @@ func TestVerifyDCP(t *testing.T) {
 	}
 	t.Log(out, errs)
 }
+
+// load --rank auto reads the rank from the launcher's environment, as
+// convert --part auto does, and loads what --rank R --world-size W loads.
+func TestLoadRankAuto(t *testing.T) {
+	split := "model.embed.weight=0,model.mlp.weight=1"
+	_, want, _ := runCLI(t, "load", dcpDir, "--rank", "3", "--world-size", "4", "--split", split, "--map-location", "cpu", "--dry-run", "--json")
+	for _, env := range []map[string]string{
+		{"RANK": "3", "WORLD_SIZE": "4"},
+		{"SLURM_PROCID": "3", "SLURM_NTASKS": "4"},
+	} {
+		for k, v := range env {
+			t.Setenv(k, v)
+		}
+		code, out, errs := runCLI(t, "load", dcpDir, "--rank", "auto", "--split", split, "--map-location", "cpu", "--dry-run", "--json")
+		if code != exitOK || out != want || !strings.Contains(errs, "rank 3 of 4") {
+			t.Errorf("%v: exit %d, stderr %q, same output %v", env, code, errs, out == want)
+		}
+		for k := range env {
+			os.Unsetenv(k)
+		}
+	}
+	t.Setenv("JOB_COMPLETION_INDEX", "1")
+	if code, _, errs := runCLI(t, "load", dcpDir, "--rank", "auto", "--split", split, "--map-location", "cpu", "--dry-run"); code != exitUsage || !strings.Contains(errs, "--world-size") && !strings.Contains(errs, "--part-count") {
+		t.Errorf("indexed job without a world size: exit %d %q", code, errs)
+	}
+	if code, _, errs := runCLI(t, "load", dcpDir, "--rank", "1", "--world-size", "4", "--split", split, "--map-location", "cpu", "--dry-run"); code != exitOK {
+		t.Errorf("--rank 1: exit %d %q", code, errs)
+	}
+}

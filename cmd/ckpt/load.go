@@ -25,7 +25,8 @@ type loadOptions struct {
 	DryRun      bool
 	JSON        bool
 	NoVerify    bool
-	Rank        int    // --rank
+	Rank        int    // --rank (resolved from RankSpec)
+	RankSpec    string // --rank as given: N or auto
 	WorldSize   int    // --world-size
 	Split       string // --split
 }
@@ -115,7 +116,7 @@ verification mismatch; 2 usage.`,
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and stop before the pre-flight and before reading any data")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object instead of text")
 	f.BoolVar(&opts.NoVerify, "no-verify", false, "skip the on-device checksum of what was uploaded to GPUs")
-	f.IntVar(&opts.Rank, "rank", 0, "with --world-size: load only this tensor-parallel rank's part (see --split)")
+	f.StringVar(&opts.RankSpec, "rank", "", "with --world-size: load only this tensor-parallel rank's part (see --split); auto: from torchrun (RANK, WORLD_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS) or an Indexed Job (JOB_COMPLETION_INDEX with --world-size)")
 	f.IntVar(&opts.WorldSize, "world-size", 0, "number of tensor-parallel ranks --split divides tensors over")
 	f.StringVar(&opts.Split, "split", "", splitHelp)
 	return cmd
@@ -130,6 +131,12 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 		var err error
 		if rules, err = remap.Parse(opts.MapLocation); err != nil {
 			return mapLocationError("load", opts.MapLocation, err)
+		}
+	}
+	if opts.RankSpec != "" {
+		var err error
+		if opts.Rank, opts.WorldSize, err = resolveRank(s, opts.RankSpec, opts.WorldSize); err != nil {
+			return err
 		}
 	}
 	if opts.WorldSize != 0 || opts.Split != "" || opts.Rank != 0 {

@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
 	"github.com/ckpt-dev/ckpt/internal/human"
 
 	"github.com/ckpt-dev/ckpt"
@@ -34,6 +38,29 @@ func parseSplit(split string) ([]statedict.SplitRule, error) {
 		return nil, usagef("--split: %v", err)
 	}
 	return rules, nil
+}
+
+// resolveRank turns --rank (N, or auto: read from a launcher's
+// environment, as convert's --part auto reads it) and --world-size into
+// a rank and a world size; with auto it says on stderr which launcher
+// it used.
+func resolveRank(s *streams, spec string, world int) (int, int, error) {
+	if spec != "auto" {
+		r, err := strconv.Atoi(strings.TrimSpace(spec))
+		if err != nil {
+			return 0, 0, usagef("--rank %q: want a number or auto", spec)
+		}
+		return r, world, nil
+	}
+	p, src, err := partFromEnv(os.Getenv, world)
+	if err != nil {
+		return 0, 0, usagef("--rank auto%s", strings.ReplaceAll(strings.TrimPrefix(err.Error(), "--part auto"), "--part-count", "--world-size"))
+	}
+	if world != 0 && world != p.Count {
+		return 0, 0, usagef("--rank auto: %s, but --world-size %d", src, world)
+	}
+	fmt.Fprintf(s.Err, "ckpt: rank %d of %d (%s)\n", p.Index, p.Count, src)
+	return p.Index, p.Count, nil
 }
 
 // rankOption is the ckpt option that restricts a load to one rank's part.
