@@ -112,8 +112,8 @@ peer_downloads() {
   local key=${SRC#s3://} n
   for n in $RCLONE_STREAMS; do
     [ -n "$RCLONE" ] || break
-    run "rclone copyto -> RAM ($n streams)" "$RCLONE" copyto "bench:$key" "$SHM/dl.bin" --multi-thread-streams "$n"
-    run "rclone copyto -> file ($n streams)" "$RCLONE" copyto "bench:$key" "$WORK/dl.bin" --multi-thread-streams "$n"
+    run "rclone copyto -> RAM ($n streams)" "$RCLONE" copyto "bench:$key" "$SHM/dl.bin" --multi-thread-streams "$n" --ignore-times
+    run "rclone copyto -> file ($n streams)" "$RCLONE" copyto "bench:$key" "$WORK/dl.bin" --multi-thread-streams "$n" --ignore-times
   done
   if [ -n "$AWS" ]; then
     run "aws s3 cp -> RAM" "$AWS" --endpoint-url "$AWS_ENDPOINT_URL" s3 cp --only-show-errors "$SRC" "$SHM/dl.bin"
@@ -125,7 +125,7 @@ peer_uploads() {
   local n
   for n in $RCLONE_STREAMS; do
     [ -n "$RCLONE" ] || break
-    run "rclone copyto upload ($n parts in flight)" "$RCLONE" copyto "$WORK/ref.safetensors" bench:bench/up.safetensors --s3-upload-concurrency "$n"
+    run "rclone copyto upload ($n parts in flight)" "$RCLONE" copyto "$WORK/ref.safetensors" bench:bench/up.safetensors --s3-upload-concurrency "$n" --ignore-times
   done
   if [ -n "$AWS" ]; then
     run "aws s3 cp upload" "$AWS" --endpoint-url "$AWS_ENDPOINT_URL" s3 cp --only-show-errors "$WORK/ref.safetensors" s3://bench/up.safetensors
