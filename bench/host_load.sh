@@ -14,6 +14,7 @@
 # (the overhead, which must stay bounded, not grow with the checkpoint).
 #
 # COLD=1 (root; issue 24 item 3) drops the page cache before every command
+# (CKPT_BEFORE=BINARY adds that build's cold load, compared in the same run)
 # (sync; echo 3 > /proc/sys/vm/drop_caches) and compares ckpt load and ckpt
 # convert (to a safetensors file on the same disk) with the best cold
 # sequential reads of the same file: dd iflag=direct bs=16M and cat.
@@ -40,6 +41,9 @@ if [ -n "${COLD:-}" ]; then
     bench_run "dd iflag=direct bs=16M (cold)" dd if="$IN" of=/dev/null iflag=direct bs=16M status=none
     bench_run "cat > /dev/null (cold)" sh -c 'cat "$1" > /dev/null' sh "$IN"
     bench_run "ckpt load --map-location cpu (cold)" "$WORK/ckpt" load --map-location cpu "$IN"
+    if [ -n "${CKPT_BEFORE:-}" ]; then
+      bench_run "ckpt load (before) --map-location cpu (cold)" "$CKPT_BEFORE" load --map-location cpu "$IN"
+    fi
     bench_run "ckpt convert -> safetensors (cold)" "$WORK/ckpt" convert "$IN" "$WORK/out.safetensors"
   done
   DD=$(echo "${WALLS[dd iflag=direct bs=16M (cold)]}" | bench_median)
