@@ -5,16 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ckpt-dev/ckpt/internal/human"
 	"io"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ckpt-dev/ckpt/internal/human"
+
 	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/convert"
 	"github.com/ckpt-dev/ckpt/objstore"
-	"github.com/ckpt-dev/ckpt/remap"
-	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/spf13/cobra"
 )
 
@@ -52,62 +51,11 @@ type convertOptions struct {
 func newConvertCmd(s *streams) *cobra.Command {
 	opts := &convertOptions{}
 	cmd := &cobra.Command{
-		Use:   "convert IN OUT",
-		Short: "Convert between PyTorch and safetensors, streaming, with casts, renames, retagging and sharding",
-		Long: `Convert writes IN (anything inspect reads) to OUT as safetensors or a PyTorch zip,
-tensor by tensor, in memory bounded by a few buffers plus IN's pickle, at disk
-speed: on Linux the output is written with direct I/O, so it does not fill the
-page cache, and it is synced before it is renamed into place.
-
-OUT's format comes from --to or its extension (.safetensors; .pt .pth .bin .ckpt).
-OUT may be a directory (created if missing) or a *.index.json path; with --max-shard-size the output
-is split into model-0000i-of-0000n.safetensors (or pytorch_model-...bin) shards
-plus an index.json in the Hugging Face layout.
-
-To safetensors, tied weights are stored once (dropped aliases are recorded in
-__metadata__), views are copied out contiguous (an output past
---max-materialized, by default 64x IN's storage bytes and at least 1 GiB, is
-refused before anything is written: a broadcast view made by expand() would
-be written at its full size), non-tensor values go to
-__metadata__ ("ckpt.objects") and each tensor's xxh64c digest to "ckpt.digests"
-for 'ckpt verify'. To .pth, tied weights stay tied and location tags follow
---map-location (default: as saved; "cpu" fixes "Attempting to deserialize
-object on a CUDA device"). A .pth output from a PyTorch input keeps the
-input's structure (nested dicts, int keys, lists, tuples, floats: a training
-checkpoint's ckpt["model"] and ckpt["optimizer"] load as before) unless
---strip-prefix, --rename, --only or --max-shard-size change names, which
-give a flat state dict of dotted names. torch.load(weights_only=True) reads
-floats on torch >= 2.0; --drop-floats leaves them out for torch 1.13.
-Anything the output cannot carry is listed.
-
-` + tpHelp + `
-
---to dcp writes OUT as a torch.distributed.checkpoint directory (.metadata and
-__R_0.distcp files, torch 2.6's FileSystemWriter layout) that dcp.load reads in
-any world size: --dcp-ranks R writes it as R ranks would, --split RULES chunks
-the matching tensors over the ranks. --part I/N (or auto: torchrun, Slurm, an
-Indexed Job) writes only process I's files of a DCP or sharded safetensors
-output; part 0 writes the index once the others' files exist (docs/dcp-write.md).
-
-OUT is written to a temporary file beside it and renamed into place when
-complete: an interrupted convert never leaves a partial OUT (on Linux the
-temporary file is unnamed, so even kill -9 leaves nothing). An existing OUT
-is replaced only with --force, and only if it is a regular file: a device
-(/dev/null), FIFO or socket is refused. A symbolic link at OUT is written
-through, as cp does: its target is replaced and the link kept. OUT may be an
-s3://, gs:// or az:// URL: the output is streamed to the bucket with no local
-copy, each object appearing only when complete (a prefix ending in "/" takes
-directory and sharded outputs).`,
-		Example: `  ckpt convert model.pt model.safetensors
-  ckpt convert --map-location cpu gpu_run.pt cpu_run.pt
-  ckpt convert --dtype bf16 --strip-prefix module. ddp.pt model.safetensors
-  ckpt convert --max-shard-size 5GB big.pt out/model.safetensors.index.json
-  ckpt convert --compress zstd model.safetensors model.safetensors.zst
-  ckpt convert ./dcp_checkpoint/ model.safetensors      # torch.distributed.checkpoint directory
-  ckpt convert model.safetensors.index.json dcp/ --to dcp --dcp-ranks 8 --part auto   # under torchrun/srun
-  ckpt convert model.safetensors tp4/ --tensor-parallel 4 \
-      --split '*.q_proj.weight=0,*.k_proj.weight=0,*.v_proj.weight=0,*.o_proj.weight=1'`,
-		Args: cobra.ExactArgs(2),
+		Use:     "convert IN OUT",
+		Short:   "Convert between PyTorch and safetensors, streaming, with casts, renames, retagging and sharding",
+		Long:    convertLong,
+		Example: convertExample,
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.In, opts.Out = args[0], args[1]
 			if err := opts.checkModeFlags(cmd); err != nil {
@@ -156,97 +104,6 @@ var pthOnlyFlags = []string{"map-location", "drop-floats"}
 var pthOnlyWhy = map[string]string{
 	"map-location": "safetensors has no device tags; every tensor loads where the reader puts it",
 	"drop-floats":  "safetensors keeps non-tensor values as metadata strings, which any loader reads",
-}
-
-// checkModeFlags refuses flags that would do nothing for the output format
-// known from --to or OUT's name; an output whose format only Convert finds
-// (a directory) gets a warning after the conversion instead.
-func (o *convertOptions) checkModeFlags(cmd *cobra.Command) error {
-	o.cmd = cmd
-	lower := strings.ToLower(o.Out)
-	st := o.To == "safetensors" || o.To == "" && (strings.HasSuffix(strings.TrimSuffix(strings.TrimSuffix(lower, ".zst"), ".index.json"), ".safetensors"))
-	if !st {
-		return nil
-	}
-	for _, f := range pthOnlyFlags {
-		if cmd.Flags().Changed(f) {
-			return usagef("--%s does nothing for a safetensors output (%s); leave it out, or write a .pth", f, pthOnlyWhy[f])
-		}
-	}
-	return nil
-}
-
-// options turns the flags into convert options, reporting bad values as
-// usage errors.
-func (o *convertOptions) options() ([]convert.Option, error) {
-	var out []convert.Option
-	switch o.To {
-	case "":
-	case "safetensors":
-		out = append(out, convert.WithFormat(convert.Safetensors))
-	case "pth", "pt", "torch":
-		out = append(out, convert.WithFormat(convert.PyTorch))
-	case "gguf":
-		out = append(out, convert.WithFormat(convert.GGUF))
-	case "dcp":
-		out = append(out, convert.WithFormat(convert.DCP))
-	default:
-		return nil, usagef("--to %q: want safetensors, pth, gguf or dcp", o.To)
-	}
-	popts, err := o.partOptions()
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, popts...)
-	gopts, err := o.ggufOptions()
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, gopts...)
-	if o.MapLocation != "" || o.cmd != nil && o.cmd.Flags().Changed("map-location") {
-		r, err := remap.Parse(o.MapLocation)
-		if err != nil {
-			return nil, mapLocationError("convert", o.MapLocation, err)
-		}
-		out = append(out, convert.WithRules(r))
-	}
-	if o.DType != "" {
-		d, ok := statedict.ParseDType(o.DType)
-		if !ok || (d != statedict.Float64 && d != statedict.Float32 && d != statedict.Float16 && d != statedict.BFloat16) {
-			return nil, usagef("--dtype %q: want bf16, f16, f32 or f64", o.DType)
-		}
-		out = append(out, convert.WithDType(d))
-	}
-	out = append(out, convert.WithStripPrefix(o.Strip...), convert.WithOnly(o.Only...), convert.WithForce(o.Force),
-		convert.WithDropFloats(o.DropFloats), convert.WithAttributes(o.Attributes))
-	for _, r := range o.Rename {
-		rn, err := convert.ParseRename(r)
-		if err != nil {
-			return nil, usagef("--rename: %v", err)
-		}
-		out = append(out, convert.WithRename(rn))
-	}
-	if o.MaxShard != "" {
-		n, err := convert.ParseSize(o.MaxShard)
-		if err != nil {
-			return nil, usagef("--max-shard-size: %v", err)
-		}
-		out = append(out, convert.WithMaxShardSize(n))
-	}
-	if o.MaxMat != "" {
-		n, err := convert.ParseSize(o.MaxMat)
-		if err != nil {
-			return nil, usagef("--max-materialized: %v", err)
-		}
-		out = append(out, convert.WithMaxMaterialized(n))
-	}
-	if o.Compress != "" {
-		if o.Compress != "zstd" {
-			return nil, usagef("--compress %q: only zstd", o.Compress)
-		}
-		out = append(out, convert.WithCompress(o.Compress))
-	}
-	return out, nil
 }
 
 type convertReport struct {

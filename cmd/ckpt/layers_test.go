@@ -134,9 +134,8 @@ func TestCLIIsThin(t *testing.T) {
 	envelopes := map[string]bool{
 		"convertReport": true, "tpReport": true, "verifyReport": true, "versionInfo": true,
 	}
-	// Files over the line budget today: convert.go (under change by the
-	// DCP writer work).
-	overBudget := map[string]bool{"convert.go": true}
+	// Files allowed over the line budget: none today.
+	overBudget := map[string]bool{}
 	const cliFileBudget = 250
 	files, err := filepath.Glob("*.go")
 	if err != nil {
