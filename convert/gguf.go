@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -92,8 +93,8 @@ func ParseGGUFMeta(s string) (gguf.KV, error) {
 	}
 	for _, t := range []gguf.ValueType{gguf.TypeBool, gguf.TypeUint32, gguf.TypeInt32, gguf.TypeInt64, gguf.TypeUint64, gguf.TypeFloat32} {
 		if val, err := gguf.ParseValue(t, v); err == nil {
-			if f, ok := val.(float32); ok && (math.IsInf(float64(f), 0) || math.IsNaN(float64(f))) && v != "inf" && v != "nan" {
-				continue
+			if f, ok := val.(float32); ok && (math.IsInf(float64(f), 0) || math.IsNaN(float64(f))) {
+				continue // "inf" and "nan" stay text unless KEY:float32= says otherwise
 			}
 			return gguf.KV{Key: k, Type: t, Value: val}, nil
 		}
@@ -115,7 +116,7 @@ func ParseGGUFMetaJSON(b []byte) ([]gguf.KV, error) {
 		return nil, fmt.Errorf("%w: GGUF metadata file: %v", ErrOption, err)
 	}
 	var out []gguf.KV
-	for _, k := range sortedKeys(obj) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		var s string
 		if json.Unmarshal(obj[k], &s) == nil {
 			out = append(out, gguf.KV{Key: k, Type: gguf.TypeString, Value: s})
@@ -128,21 +129,6 @@ func ParseGGUFMetaJSON(b []byte) ([]gguf.KV, error) {
 		out = append(out, kv)
 	}
 	return out, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := range keys {
-		for j := i + 1; j < len(keys); j++ {
-			if keys[j] < keys[i] {
-				keys[i], keys[j] = keys[j], keys[i]
-			}
-		}
-	}
-	return keys
 }
 
 // ggufSource returns what the input says about a GGUF to rebuild: a GGUF
@@ -199,17 +185,14 @@ func isFloat(d statedict.DType) bool {
 	return d == statedict.Float32 || d == statedict.Float16 || d == statedict.BFloat16 || d == statedict.Float64
 }
 
-var ggmlDTypes = map[ggml.Type]statedict.DType{ggml.F32: statedict.Float32, ggml.F16: statedict.Float16,
-	ggml.BF16: statedict.BFloat16, ggml.F64: statedict.Float64, ggml.I8: statedict.Int8, ggml.I16: statedict.Int16,
-	ggml.I32: statedict.Int32, ggml.I64: statedict.Int64}
-
-func ggmlDType(t ggml.Type) statedict.DType { return ggmlDTypes[t] }
+func ggmlDType(t ggml.Type) statedict.DType {
+	d, _ := statedict.GGMLDType(t)
+	return d
+}
 
 func dtypeGGML(d statedict.DType) (ggml.Type, error) {
-	for t, dt := range ggmlDTypes {
-		if dt == d {
-			return t, nil
-		}
+	if t, ok := statedict.DTypeGGML(d); ok {
+		return t, nil
 	}
 	return 0, fmt.Errorf("GGUF has no type for %s", d)
 }
@@ -297,15 +280,15 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 		}
 	}
 	if quantized {
-		if _, ok := find(kvs, "general.quantization_version"); !ok {
+		if _, ok := gguf.Lookup(kvs, "general.quantization_version"); !ok {
 			set(gguf.KV{Key: "general.quantization_version", Type: gguf.TypeUint32, Value: uint32(2)})
 		}
 	}
-	if _, ok := find(kvs, "general.architecture"); !ok {
+	if _, ok := gguf.Lookup(kvs, "general.architecture"); !ok {
 		return 0, fmt.Errorf("%w: a GGUF file needs general.architecture: pass --gguf-meta general.architecture=NAME (llama, qwen2, ...)", ErrOption)
 	}
 	if keep != nil && keep.Alignment != gguf.DefaultAlignment {
-		if _, ok := find(kvs, "general.alignment"); !ok {
+		if _, ok := gguf.Lookup(kvs, "general.alignment"); !ok {
 			set(gguf.KV{Key: "general.alignment", Type: gguf.TypeUint32, Value: uint32(keep.Alignment)})
 		}
 	}
@@ -332,15 +315,6 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 		total += int64(len(b))
 	}
 	return total, gw.Close()
-}
-
-func find(kvs []gguf.KV, key string) (gguf.KV, bool) {
-	for _, kv := range kvs {
-		if kv.Key == key {
-			return kv, true
-		}
-	}
-	return gguf.KV{}, false
 }
 
 // ggufOrder puts the tensors the kept GGUF lists in its order, others after.

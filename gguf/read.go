@@ -95,8 +95,11 @@ func (f *File) ByteOrder() binary.ByteOrder {
 }
 
 // Get returns the metadata entry key.
-func (f *File) Get(key string) (KV, bool) {
-	for _, kv := range f.KV {
+func (f *File) Get(key string) (KV, bool) { return Lookup(f.KV, key) }
+
+// Lookup returns the entry key of kvs.
+func Lookup(kvs []KV, key string) (KV, bool) {
+	for _, kv := range kvs {
 		if kv.Key == key {
 			return kv, true
 		}

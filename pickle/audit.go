@@ -171,7 +171,7 @@ func classifyDotted(mod, name string) (Verdict, string) {
 	parts := strings.Split(name, ".")
 	for _, p := range parts {
 		if p == "" || strings.HasPrefix(p, "__") {
-			return VerdictUnsafe, "dotted name walks attribute " + strconvQuote(p) + " of " + mod + ", which reaches arbitrary objects"
+			return VerdictUnsafe, "dotted name walks attribute " + strconv.Quote(p) + " of " + mod + ", which reaches arbitrary objects"
 		}
 	}
 	if v, why := classifyName(mod, name); v == VerdictUnsafe {
@@ -188,8 +188,6 @@ func classifyDotted(mod, name string) (Verdict, string) {
 	return VerdictUnknown, "dotted name resolved attribute by attribute through " + mod + ": on no list"
 }
 
-func strconvQuote(s string) string { return strconv.Quote(s) }
-
 // classifyName judges module.name with a plain (undotted) name.
 func classifyName(module, name string) (Verdict, string) {
 	mod := normalizeModule(module)
@@ -198,7 +196,7 @@ func classifyName(module, name string) (Verdict, string) {
 		return VerdictData, "a builtin that only computes a value from its arguments"
 	}
 	if strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__") && funcs[full] == nil && !dataFuncs[full] {
-		return VerdictUnsafe, "names the module's dunder attribute " + strconvQuote(name) + ", which reaches its namespace or internals"
+		return VerdictUnsafe, "names the module's dunder attribute " + strconv.Quote(name) + ", which reaches its namespace or internals"
 	}
 	if mod == "torch.serialization" && funcs[full] == nil {
 		// Everything in torch.serialization but the layout helper the

@@ -30,6 +30,23 @@ var ggufDTypes = map[ggml.Type]DType{
 	ggml.I8: Int8, ggml.I16: Int16, ggml.I32: Int32, ggml.I64: Int64,
 }
 
+// GGMLDType returns the torch dtype of a plain ggml type (F32, F16, BF16,
+// F64, I8 to I64): what its elements are read as, bit for bit.
+func GGMLDType(t ggml.Type) (DType, bool) {
+	d, ok := ggufDTypes[t]
+	return d, ok
+}
+
+// DTypeGGML is GGMLDType's inverse: the plain ggml type of a dtype.
+func DTypeGGML(d DType) (ggml.Type, bool) {
+	for t, dt := range ggufDTypes {
+		if dt == d {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
 // readGGUF adapts a GGUF file: each tensor is a contiguous cpu tensor over
 // a storage of its own, in PyTorch's order of sizes.
 func readGGUF(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {

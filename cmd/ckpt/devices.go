@@ -21,13 +21,9 @@ type devicesOptions struct {
 	JSON bool
 }
 
-// devicesSource is what `ckpt devices` needs from the machine: the device
-// inventory plus a description of the driver. devicecopy.System is the
-// real one; tests pass a fake.
-type devicesSource interface {
-	devicecopy.Inventory
-	Driver(ctx context.Context) (devicecopy.DriverInfo, error)
-}
+// devicesSource is what `ckpt devices` needs from the machine;
+// devicecopy.System is the real one, tests pass a fake.
+type devicesSource = devicecopy.ReportSource
 
 func newDevicesCmd(s *streams) *cobra.Command {
 	return devicesCommand(s, devicecopy.System{}, os.LookupEnv)
