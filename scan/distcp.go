@@ -66,12 +66,24 @@ func (s *scanner) distcp(r io.ReaderAt, size int64, path string) {
 // dcpMetadata parses the .metadata at path, nil if there is none or it
 // cannot be read (it is scanned as a file of its own anyway).
 func (s *scanner) dcpMetadata(path string) *statedict.DCPMeta {
+	if md, ok := s.dcp[path]; ok {
+		return md
+	}
+	md := parseDCPMetadata(path, s.cfg.maxPickle)
+	if s.dcp == nil {
+		s.dcp = map[string]*statedict.DCPMeta{}
+	}
+	s.dcp[path] = md
+	return md
+}
+
+func parseDCPMetadata(path string, maxPickle int64) *statedict.DCPMeta {
 	f, fi, err := statedict.OpenRegular(path)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	if fi.Size() > s.cfg.maxPickle {
+	if fi.Size() > maxPickle {
 		return nil
 	}
 	b := make([]byte, fi.Size())

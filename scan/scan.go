@@ -103,6 +103,9 @@ type scanner struct {
 	ctx context.Context
 	cfg config
 	rep *Report
+	// dcp holds each DCP .metadata parsed, by path (nil: unreadable), so
+	// that the .distcp files of one directory share one parse.
+	dcp map[string]*statedict.DCPMeta
 }
 
 func newScanner(ctx context.Context, opts []Option) *scanner {

@@ -7,8 +7,9 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
+
+	"github.com/ckpt-dev/ckpt/safetensors"
 
 	"github.com/ckpt-dev/ckpt/ggml"
 	"github.com/ckpt-dev/ckpt/gguf"
@@ -219,42 +220,28 @@ func TestConvertGGUF(t *testing.T) {
 	}
 }
 
-// writeSafetensorsF32 writes float32 tensors with the given shapes.
+// writeSafetensorsF32 writes float32 tensors with the given shapes
+// through package safetensors' writer.
 func writeSafetensorsF32(t *testing.T, p string, data map[string][]float32, shapes map[string][]int64) {
 	t.Helper()
-	var hdr bytes.Buffer
-	var body []byte
-	hdr.WriteString("{")
-	first := true
-	for _, name := range []string{"norm", "w"} {
-		v, ok := data[name]
-		if !ok {
-			continue
-		}
-		if !first {
-			hdr.WriteString(",")
-		}
-		first = false
-		sh := shapes[name]
-		shape := "["
-		for i, s := range sh {
-			if i > 0 {
-				shape += ","
-			}
-			shape += itoa(s)
-		}
-		shape += "]"
-		hdr.WriteString(`"` + name + `":{"dtype":"F32","shape":` + shape + `,"data_offsets":[` + itoa(int64(len(body))) + "," + itoa(int64(len(body)+4*len(v))) + "]}")
-		body = append(body, f32bytes(v)...)
+	var decl []safetensors.WriterTensor
+	for name := range data {
+		decl = append(decl, safetensors.WriterTensor{Name: name, DType: "F32", Shape: shapes[name]})
 	}
-	hdr.WriteString("}")
 	var b bytes.Buffer
-	binary.Write(&b, binary.LittleEndian, uint64(hdr.Len()))
-	b.Write(hdr.Bytes())
-	b.Write(body)
+	w, err := safetensors.NewWriter(&b, decl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wt := range w.Order() {
+		if _, err := w.WriteTensor(wt.Name, bytes.NewReader(f32bytes(data[wt.Name]))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
