@@ -170,6 +170,9 @@ func load(ctx context.Context, ck *statedict.Checkpoint, cfg *config) (*Model, e
 		if cfg.maxHost > 0 {
 			hopts = append(hopts, devicecopy.WithMaxHostBytes(cfg.maxHost))
 		}
+		if cfg.mapFiles {
+			hopts = append(hopts, devicecopy.WithFileMapping())
+		}
 		if cfg.progress != nil {
 			hopts = append(hopts, devicecopy.WithProgress(func(done, total int64) {
 				cfg.progress(Progress{Stage: StageHost, Done: done, Total: total})

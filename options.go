@@ -24,6 +24,7 @@ type config struct {
 	filter    func(name string) bool
 	workers   int
 	maxHost   int64
+	mapFiles  bool
 	inv       devicecopy.Inventory
 	driver    *devicecopy.Driver
 	env       *devicecopy.Env
@@ -129,6 +130,15 @@ func WithFilter(keep func(name string) bool) Option { return func(c *config) { c
 // memory, and how many goroutines hash each staging buffer of an upload
 // (default GOMAXPROCS).
 func WithConcurrency(n int) Option { return func(c *config) { c.workers = n } }
+
+// WithFileMapping makes Load take the CPU tensors' storages held
+// uncompressed in local files from a private, copy-on-write mapping of the
+// file instead of copying them into new memory (devicecopy.WithFileMapping):
+// the way torch.load(mmap=True) and safetensors load, at the cost of reading
+// the file and no more. The bytes are checked and hashed all the same. The
+// mapped data is valid until Model.Close and no longer; a later change to
+// the file may show through it.
+func WithFileMapping() Option { return func(c *config) { c.mapFiles = true } }
 
 // WithMaxHostBytes refuses (devicecopy.ErrHostLimit) a load whose CPU
 // tensors need more than n bytes of host memory, before anything is

@@ -79,6 +79,7 @@ type hostConfig struct {
 	workers  int
 	limit    int64 // 0: the memory available, when known
 	progress func(done, total int64)
+	mapFiles bool // WithFileMapping
 }
 
 // WithConcurrency sets how many storages are read at once (default
@@ -114,6 +115,8 @@ type HostResult struct {
 	// saved with the file (kind MismatchSaved). LoadHost does not know
 	// saved digests and leaves it empty; ckpt.Load fills it.
 	Mismatches []Mismatch
+
+	maps *fileMaps // WithFileMapping: the files mapped, unmapped by Release
 }
 
 // HostStorage is one storage's bytes in host memory.
@@ -129,6 +132,9 @@ type HostStorage struct {
 	Digest     digest.Value
 	CRCChecked bool     // the archive recorded a CRC32 and Data matches it
 	Tensors    []string // the tensors that view it
+	// Mapped is true when Data is a mapping of the file (WithFileMapping),
+	// not a copy: Release unmaps it.
+	Mapped bool
 }
 
 // HostTensor is a loaded tensor and the storage holding its bytes.
@@ -156,10 +162,14 @@ func (r *HostResult) Tensor(name string) (HostTensor, bool) {
 }
 
 // Release drops every buffer so that the garbage collector can free it.
-// Data slices obtained earlier stay valid while their holders keep them.
+// Copied Data slices obtained earlier stay valid while their holders keep
+// them; mapped ones (WithFileMapping) are unmapped and must not be used.
 func (r *HostResult) Release() {
 	for _, s := range r.Storages {
 		s.Data = nil
+	}
+	if r.maps != nil {
+		r.maps.release()
 	}
 }
 
@@ -299,7 +309,13 @@ func LoadHost(ctx context.Context, ck *statedict.Checkpoint, plan *remap.Plan, o
 		}
 		return res.Storages[i].Storage.Key < res.Storages[j].Storage.Key
 	})
-	if err := readAll(ctx, res.Storages, res.Bytes, &cfg); err != nil {
+	if cfg.mapFiles {
+		res.maps = &fileMaps{}
+	}
+	if err := readAll(ctx, res.Storages, res.Bytes, &cfg, res.maps); err != nil {
+		if res.maps != nil {
+			res.maps.release()
+		}
 		return nil, err
 	}
 	res.Elapsed = time.Since(start)
@@ -311,7 +327,7 @@ func LoadHost(ctx context.Context, ck *statedict.Checkpoint, plan *remap.Plan, o
 // an object store) hands it to one stream that reads such storages one
 // after the other with a constant number of segments in flight, across
 // storage boundaries, as a parallel download of the file would.
-func readAll(ctx context.Context, storages []*HostStorage, total int64, cfg *hostConfig) error {
+func readAll(ctx context.Context, storages []*HostStorage, total int64, cfg *hostConfig, maps *fileMaps) error {
 	jobs := append([]*HostStorage(nil), storages...)
 	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].Storage.NBytes > jobs[j].Storage.NBytes })
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -353,7 +369,7 @@ func readAll(ctx context.Context, storages []*HostStorage, total int64, cfg *hos
 		go func() {
 			defer wg.Done()
 			for hs := take(); hs != nil && ctx.Err() == nil; hs = take() {
-				if err := readStorage(ctx, hs, st, report); err != nil {
+				if err := readStorage(ctx, hs, st, maps, report); err != nil {
 					cancel(err)
 				}
 			}
@@ -373,13 +389,32 @@ func storageError(hs *HostStorage, err error) error {
 }
 
 // readStorage fills hs.Data from the file, checking the CRC32 and
-// computing the digest piece by piece, or hands the storage to st when it
-// is better read in large segments.
-func readStorage(ctx context.Context, hs *HostStorage, st *stream, report func(int64)) error {
+// computing the digest piece by piece, or takes it from the file's
+// mapping (maps, when not nil), or hands the storage to st when it is
+// better read in large segments.
+func readStorage(ctx context.Context, hs *HostStorage, st *stream, maps *fileMaps, report func(int64)) error {
 	s := hs.Storage
 	rc, err := s.Open()
 	if err != nil {
 		return storageError(hs, err)
+	}
+	if maps != nil {
+		if f, base, ok := localFile(rc); ok {
+			if data := maps.region(f, base, s.NBytes); data != nil {
+				rc.Close()
+				if err := hashMapped(ctx, hs, data, report); err != nil {
+					if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+						return err
+					}
+					var crcErr *CRCError
+					if errors.As(err, &crcErr) {
+						return err
+					}
+					return storageError(hs, err)
+				}
+				return nil
+			}
+		}
 	}
 	if ra, base, ok := segmented(rc); ok && s.NBytes > pieceSize {
 		select {

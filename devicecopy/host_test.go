@@ -62,102 +62,119 @@ func loadCPU(t testing.TB, ck *statedict.Checkpoint, opts ...devicecopy.HostOpti
 	return res
 }
 
+// mappedFixtures are fixtures whose every storage lies uncompressed in the
+// file, so WithFileMapping maps them all.
+var mappedFixtures = map[string]bool{"zip_basic.pt": true, "legacy.pt": true, "tied.pt": true, "model.safetensors": true, "sharded_st": true}
+
 func TestLoadHostFixtures(t *testing.T) {
 	for _, name := range hostFixtures {
-		t.Run(name, func(t *testing.T) {
-			ck := openFixture(t, name)
-			var calls, lastDone, lastTotal int64
-			res := loadCPU(t, ck, devicecopy.WithConcurrency(3), devicecopy.WithProgress(func(done, total int64) {
-				if done < lastDone || done > total {
-					t.Errorf("progress %d of %d after %d", done, total, lastDone)
-				}
-				calls++
-				lastDone, lastTotal = done, total
-			}))
-			// Every storage the tensors use, each once, with the bytes a
-			// plain read of the storage gives, and its digest.
-			want := map[*statedict.Storage][]string{}
-			var total int64
-			for _, tn := range ck.Tensors {
-				if tn.Storage == nil {
-					continue
-				}
-				if _, ok := want[tn.Storage]; !ok {
-					total += tn.Storage.NBytes
-				}
-				want[tn.Storage] = append(want[tn.Storage], tn.Name)
-			}
-			quantOnly := 0
-			for _, hs := range res.Storages {
-				users, ok := want[hs.Storage]
-				if !ok {
-					quantOnly++
-					total += hs.Storage.NBytes
-				} else if !reflect.DeepEqual(hs.Tensors, users) {
-					t.Errorf("storage %s: tensors %v, want %v", hs.Storage.Key, hs.Tensors, users)
-				}
-				rc, err := hs.Storage.Open()
-				if err != nil {
-					t.Fatal(err)
-				}
-				raw, err := io.ReadAll(rc)
-				rc.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(hs.Data, raw) || int64(len(hs.Data)) != hs.Storage.NBytes {
-					t.Errorf("storage %s: %d bytes loaded differ from the %d in the file", hs.Storage.Key, len(hs.Data), len(raw))
-				}
-				if d := digest.SumBytes(raw); hs.Digest != d {
-					t.Errorf("storage %s: digest %v, want %v", hs.Storage.Key, hs.Digest, d)
-				}
-				if hs.CRCChecked != hs.Storage.HasCRC {
-					t.Errorf("storage %s: CRCChecked %v, HasCRC %v", hs.Storage.Key, hs.CRCChecked, hs.Storage.HasCRC)
-				}
-			}
-			if len(res.Storages)-quantOnly != len(want) || res.Bytes != total {
-				t.Errorf("%d storages (%d quantizer) / %d bytes loaded, want %d / %d", len(res.Storages), quantOnly, res.Bytes, len(want), total)
-			}
-			if (name == "quantized.pt") != (quantOnly > 0) {
-				t.Errorf("%d storages outside the tensors' own", quantOnly)
-			}
-			if res.Bytes > 0 && (lastDone != res.Bytes || lastTotal != res.Bytes || calls == 0) {
-				t.Errorf("progress ended at %d of %d after %d calls; loaded %d", lastDone, lastTotal, calls, res.Bytes)
-			}
-			// Every tensor's logical bytes equal statedict's own reader.
-			loaded := 0
-			for _, tn := range ck.Tensors {
-				ht, ok := res.Tensor(tn.Name)
-				if tn.Storage == nil || tn.Meta {
-					continue
-				}
-				if !ok {
-					t.Errorf("tensor %q not loaded", tn.Name)
-					continue
-				}
-				loaded++
-				got, err := ht.Bytes()
-				if err != nil {
-					t.Fatal(err)
-				}
-				exp, err := tn.ReadAll()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, exp) {
-					t.Errorf("tensor %q: logical bytes differ from Tensor.ReadAll", tn.Name)
-				}
-			}
-			if loaded != len(res.Tensors) || len(res.Skipped)+loaded != len(ck.Tensors) {
-				t.Errorf("%d tensors loaded, %d listed, %d skipped of %d", loaded, len(res.Tensors), len(res.Skipped), len(ck.Tensors))
-			}
-			res.Release()
-			for _, ht := range res.Tensors {
-				if _, err := ht.Bytes(); ht.Tensor.NBytes() > 0 && !errors.Is(err, devicecopy.ErrReleased) {
-					t.Errorf("tensor %q after Release: %v", ht.Tensor.Name, err)
-				}
-			}
-		})
+		for _, mapped := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/mapped=%v", name, mapped), func(t *testing.T) { testLoadHostFixture(t, name, mapped) })
+		}
+	}
+}
+
+func testLoadHostFixture(t *testing.T, name string, mapped bool) {
+	ck := openFixture(t, name)
+	var calls, lastDone, lastTotal int64
+	opts := []devicecopy.HostOption{devicecopy.WithConcurrency(3), devicecopy.WithProgress(func(done, total int64) {
+		if done < lastDone || done > total {
+			t.Errorf("progress %d of %d after %d", done, total, lastDone)
+		}
+		calls++
+		lastDone, lastTotal = done, total
+	})}
+	if mapped {
+		opts = append(opts, devicecopy.WithFileMapping())
+	}
+	res := loadCPU(t, ck, opts...)
+	for _, hs := range res.Storages {
+		if hs.Mapped && !mapped || !hs.Mapped && mapped && mappedFixtures[name] && hs.Storage.NBytes > 0 {
+			t.Errorf("storage %s: Mapped %v", hs.Storage.Key, hs.Mapped)
+		}
+	}
+	// Every storage the tensors use, each once, with the bytes a
+	// plain read of the storage gives, and its digest.
+	want := map[*statedict.Storage][]string{}
+	var total int64
+	for _, tn := range ck.Tensors {
+		if tn.Storage == nil {
+			continue
+		}
+		if _, ok := want[tn.Storage]; !ok {
+			total += tn.Storage.NBytes
+		}
+		want[tn.Storage] = append(want[tn.Storage], tn.Name)
+	}
+	quantOnly := 0
+	for _, hs := range res.Storages {
+		users, ok := want[hs.Storage]
+		if !ok {
+			quantOnly++
+			total += hs.Storage.NBytes
+		} else if !reflect.DeepEqual(hs.Tensors, users) {
+			t.Errorf("storage %s: tensors %v, want %v", hs.Storage.Key, hs.Tensors, users)
+		}
+		rc, err := hs.Storage.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(hs.Data, raw) || int64(len(hs.Data)) != hs.Storage.NBytes {
+			t.Errorf("storage %s: %d bytes loaded differ from the %d in the file", hs.Storage.Key, len(hs.Data), len(raw))
+		}
+		if d := digest.SumBytes(raw); hs.Digest != d {
+			t.Errorf("storage %s: digest %v, want %v", hs.Storage.Key, hs.Digest, d)
+		}
+		if hs.CRCChecked != hs.Storage.HasCRC {
+			t.Errorf("storage %s: CRCChecked %v, HasCRC %v", hs.Storage.Key, hs.CRCChecked, hs.Storage.HasCRC)
+		}
+	}
+	if len(res.Storages)-quantOnly != len(want) || res.Bytes != total {
+		t.Errorf("%d storages (%d quantizer) / %d bytes loaded, want %d / %d", len(res.Storages), quantOnly, res.Bytes, len(want), total)
+	}
+	if (name == "quantized.pt") != (quantOnly > 0) {
+		t.Errorf("%d storages outside the tensors' own", quantOnly)
+	}
+	if res.Bytes > 0 && (lastDone != res.Bytes || lastTotal != res.Bytes || calls == 0) {
+		t.Errorf("progress ended at %d of %d after %d calls; loaded %d", lastDone, lastTotal, calls, res.Bytes)
+	}
+	// Every tensor's logical bytes equal statedict's own reader.
+	loaded := 0
+	for _, tn := range ck.Tensors {
+		ht, ok := res.Tensor(tn.Name)
+		if tn.Storage == nil || tn.Meta {
+			continue
+		}
+		if !ok {
+			t.Errorf("tensor %q not loaded", tn.Name)
+			continue
+		}
+		loaded++
+		got, err := ht.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp, err := tn.ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, exp) {
+			t.Errorf("tensor %q: logical bytes differ from Tensor.ReadAll", tn.Name)
+		}
+	}
+	if loaded != len(res.Tensors) || len(res.Skipped)+loaded != len(ck.Tensors) {
+		t.Errorf("%d tensors loaded, %d listed, %d skipped of %d", loaded, len(res.Tensors), len(res.Skipped), len(ck.Tensors))
+	}
+	res.Release()
+	for _, ht := range res.Tensors {
+		if _, err := ht.Bytes(); ht.Tensor.NBytes() > 0 && !errors.Is(err, devicecopy.ErrReleased) {
+			t.Errorf("tensor %q after Release: %v", ht.Tensor.Name, err)
+		}
 	}
 }
 
@@ -259,6 +276,12 @@ func TestLoadHostCRCMismatch(t *testing.T) {
 			var ce *devicecopy.CRCError
 			if !errors.As(err, &ce) || !errors.Is(err, devicecopy.ErrCRC) || res != nil {
 				t.Fatalf("got %v, %v", res, err)
+			}
+			// The same from a mapping of the file.
+			res, err = devicecopy.LoadHost(context.Background(), ck, plan, devicecopy.WithFileMapping())
+			var mce *devicecopy.CRCError
+			if !errors.As(err, &mce) || res != nil || mce.Got != ce.Got || mce.Want != ce.Want {
+				t.Fatalf("mapped: got %v, %v", res, err)
 			}
 			want := devicecopy.CRCError{File: path, Record: st.Record, Storage: c.key, Tensors: users, Want: st.CRC32, Got: gotCRC}
 			if !reflect.DeepEqual(*ce, want) {

@@ -62,6 +62,7 @@ func (r *HostResult) MarshalJSON() ([]byte, error) {
 		NBytes     int64    `json:"nbytes"`
 		BigEndian  bool     `json:"big_endian"`
 		CRCChecked bool     `json:"crc32_checked"`
+		Mapped     bool     `json:"mapped"`
 		Digest     string   `json:"digest"`
 		Tensors    []string `json:"tensors"`
 	}
@@ -71,16 +72,30 @@ func (r *HostResult) MarshalJSON() ([]byte, error) {
 		GBPerS     float64    `json:"gb_per_s"`
 		Tensors    int        `json:"tensors"`
 		CRCChecked int        `json:"crc_checked"`
+		Mapped     int64      `json:"mapped_bytes"`
 		Storages   []storage  `json:"storages"`
 		Mismatches []Mismatch `json:"mismatches"`
 	}{Bytes: r.Bytes, Seconds: r.Elapsed.Seconds(), GBPerS: r.GBPerSecond(), Tensors: len(r.Tensors),
 		CRCChecked: r.CRCChecked(), Storages: []storage{}, Mismatches: append([]Mismatch{}, r.Mismatches...)}
+	j.Mapped = r.MappedBytes()
 	for _, hs := range r.Storages {
 		st := hs.Storage
 		j.Storages = append(j.Storages, storage{Key: st.Key, Record: st.Record, File: st.File, NBytes: st.NBytes,
-			BigEndian: st.BigEndian, CRCChecked: hs.CRCChecked, Digest: hs.Digest.String(), Tensors: append([]string{}, hs.Tensors...)})
+			BigEndian: st.BigEndian, CRCChecked: hs.CRCChecked, Mapped: hs.Mapped, Digest: hs.Digest.String(), Tensors: append([]string{}, hs.Tensors...)})
 	}
 	return json.Marshal(j)
+}
+
+// MappedBytes is the bytes of the storages taken from a mapping of their
+// file (WithFileMapping) rather than copied.
+func (r *HostResult) MappedBytes() int64 {
+	var n int64
+	for _, hs := range r.Storages {
+		if hs.Mapped {
+			n += hs.Storage.NBytes
+		}
+	}
+	return n
 }
 
 // CRCChecked counts the storages whose bytes matched their CRC32.

@@ -25,6 +25,7 @@ type loadOptions struct {
 	DryRun      bool
 	JSON        bool
 	NoVerify    bool
+	NoMmap      bool
 	Rank        int    // --rank (resolved from RankSpec)
 	RankSpec    string // --rank as given: N or auto
 	WorldSize   int    // --world-size
@@ -52,6 +53,9 @@ needs the storage bytes plus alignment, checksums and an 8 MiB reserve.
 With the CPU as the target it reads every storage once into host memory,
 checks each zip record's CRC32 where the file has one, computes the xxh64c
 digest of every storage (docs/checksum.md) and reports bytes, time and rate.
+Storages stored uncompressed in a local file are mapped from it (as
+torch.load(mmap=True) does), not copied: the load costs what reading the
+file costs; --no-mmap copies them into new memory instead.
 
 With GPU targets (cuda:N) it uploads every storage once per device into one
 allocation per GPU, through page-locked staging buffers, checking CRC32s and
@@ -116,6 +120,7 @@ verification mismatch; 2 usage.`,
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and stop before the pre-flight and before reading any data")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object instead of text")
 	f.BoolVar(&opts.NoVerify, "no-verify", false, "skip the on-device checksum of what was uploaded to GPUs")
+	f.BoolVar(&opts.NoMmap, "no-mmap", false, "copy local files into new host memory instead of mapping them (cpu targets)")
 	f.StringVar(&opts.RankSpec, "rank", "", "with --world-size: load only this tensor-parallel rank's part (see --split); auto: from torchrun (RANK, WORLD_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS) or an Indexed Job (JOB_COMPLETION_INDEX with --world-size)")
 	f.IntVar(&opts.WorldSize, "world-size", 0, "number of tensor-parallel ranks --split divides tensors over")
 	f.StringVar(&opts.Split, "split", "", splitHelp)
@@ -159,6 +164,9 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 	}
 	if opts.DryRun {
 		lopts = append(lopts, ckpt.WithDryRun())
+	}
+	if !opts.NoMmap {
+		lopts = append(lopts, ckpt.WithFileMapping())
 	}
 	var st *objstore.Store
 	lopts = append(lopts, ckpt.WithObjectStore(func(s *objstore.Store) { st = s }))

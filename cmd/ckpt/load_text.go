@@ -57,6 +57,9 @@ func writeLoadText(w io.Writer, rep *ckpt.LoadReport) error {
 			human.Bytes(h.Bytes), len(h.Storages), len(h.Tensors), timeAndRate(h.Bytes, h.Elapsed))
 		fmt.Fprintf(&b, "CRC32 checked: %d of %d storages (the others have no CRC32 in the file); xxh64c digests computed for all\n",
 			h.CRCChecked(), len(h.Storages))
+		if mapped := h.MappedBytes(); mapped > 0 {
+			fmt.Fprintf(&b, "Mapped from the file, not copied: %s (--no-mmap copies)\n", human.Bytes(mapped))
+		}
 		if len(h.Mismatches) > 0 {
 			fmt.Fprintf(&b, "\nVerification FAILED: %d mismatch(es) with the digests saved in the file\n", len(h.Mismatches))
 			for _, m := range h.Mismatches {
