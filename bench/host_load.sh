@@ -41,6 +41,7 @@ if [ -n "${COLD:-}" ]; then
     bench_run "dd iflag=direct bs=16M (cold)" dd if="$IN" of=/dev/null iflag=direct bs=16M status=none
     bench_run "cat > /dev/null (cold)" sh -c 'cat "$1" > /dev/null' sh "$IN"
     bench_run "ckpt load --map-location cpu (cold)" "$WORK/ckpt" load --map-location cpu "$IN"
+    bench_run "ckpt load --map-location cpu --no-mmap (cold)" "$WORK/ckpt" load --map-location cpu --no-mmap "$IN"
     if [ -n "${CKPT_BEFORE:-}" ]; then
       bench_run "ckpt load (before) --map-location cpu (cold)" "$CKPT_BEFORE" load --map-location cpu "$IN"
     fi
@@ -64,7 +65,9 @@ cat "$IN" > /dev/null   # warm the page cache for every command alike
 for ((r = 1; r <= ROUNDS; r++)); do
   bench_run "plain read (os.ReadFile)" "$WORK/hostload" readfile "$IN"
   bench_run "ckpt.Load (library, map cpu)" "$WORK/hostload" ckpt "$IN"
-  bench_run "ckpt load --map-location cpu (CLI)" "$WORK/ckpt" load --map-location cpu --json "$IN"
+  bench_run "ckpt.Load (library, map cpu, WithFileMapping)" "$WORK/hostload" ckpt-mmap "$IN"
+  bench_run "ckpt load --map-location cpu (CLI, maps the file)" "$WORK/ckpt" load --map-location cpu --json "$IN"
+  bench_run "ckpt load --map-location cpu --no-mmap (CLI, copies)" "$WORK/ckpt" load --map-location cpu --no-mmap --json "$IN"
 done
 
 READ=$(echo "${WALLS[plain read (os.ReadFile)]}" | bench_median)

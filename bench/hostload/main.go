@@ -4,6 +4,7 @@
 // bytes held and the time taken.
 //
 //	hostload ckpt FILE       ckpt.Load(ctx, FILE, ckpt.WithMapLocation("cpu"))
+//	hostload ckpt-mmap FILE  the same with ckpt.WithFileMapping()
 //	hostload readfile FILE   os.ReadFile(FILE)
 //
 // HOSTLOAD_CPUPROFILE=FILE and HOSTLOAD_BLOCKPROFILE=FILE write pprof CPU and
@@ -54,8 +55,12 @@ func main() {
 	start := time.Now()
 	var held int64
 	switch os.Args[1] {
-	case "ckpt":
-		m, err := ckpt.Load(context.Background(), os.Args[2], ckpt.WithMapLocation("cpu"))
+	case "ckpt", "ckpt-mmap":
+		opts := []ckpt.Option{ckpt.WithMapLocation("cpu")}
+		if os.Args[1] == "ckpt-mmap" {
+			opts = append(opts, ckpt.WithFileMapping())
+		}
+		m, err := ckpt.Load(context.Background(), os.Args[2], opts...)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "hostload:", err)
 			os.Exit(1)
