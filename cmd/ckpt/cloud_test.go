@@ -96,7 +96,7 @@ func TestCloudFixturesRoundTrip(t *testing.T) {
 			for _, name := range fixtureNames(t) {
 				u := scheme + "://fxb/" + name
 				same(t, fx+name, u, "inspect", "--json", "--stats")
-				same(t, fx+name, u, "load", "--map-location", "cpu", "--json")
+				same(t, fx+name, u, "load", "--map-location", "cpu", "--no-mmap", "--json")
 			}
 		})
 	}

@@ -153,8 +153,23 @@ func TestLoadCPUJSON(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	h := rep.Loaded
-	if h.Bytes != 56 || h.Tensors != 5 || h.CRCChecked != 4 || len(h.Storages) != 4 {
+	if h.Bytes != 56 || h.Tensors != 5 || h.CRCChecked != 4 || len(h.Storages) != 4 || h.Mapped != 56 {
 		t.Errorf("loaded %+v", h)
+	}
+	// --no-mmap copies: the same report but for mapped.
+	out2, code, errs := loadExec(t, loadFakeInventory{err: errors.New("inventory must not be asked")}, nil, cudaTagged, "--map-location", "cpu", "--no-mmap", "--json")
+	var rep2 loadReport
+	if err := json.Unmarshal([]byte(out2), &rep2); code != exitOK || err != nil {
+		t.Fatalf("--no-mmap: exit %d, %v: %s", code, err, errs)
+	}
+	if h2 := rep2.Loaded; h2.Mapped != 0 || len(h2.Storages) != len(h.Storages) {
+		t.Errorf("--no-mmap: loaded %+v", h2)
+	} else {
+		for i, s := range h2.Storages {
+			if s.Mapped || !h.Storages[i].Mapped || s.Digest != h.Storages[i].Digest {
+				t.Errorf("storage %d: mapped %+v, copied %+v", i, h.Storages[i], s)
+			}
+		}
 	}
 	// Each digest is the xxh64c of the storage's bytes as digest.Sum reads
 	// them from the file.

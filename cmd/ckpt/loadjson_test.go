@@ -54,6 +54,7 @@ type loadHostJSON struct {
 	GBPerS     float64           `json:"gb_per_s"`
 	Tensors    int               `json:"tensors"`
 	CRCChecked int               `json:"crc_checked"`
+	Mapped     int64             `json:"mapped_bytes"`
 	Storages   []loadStorageJSON `json:"storages"`
 	Mismatches []loadMismatch    `json:"mismatches"`
 }
@@ -65,6 +66,7 @@ type loadStorageJSON struct {
 	NBytes     int64    `json:"nbytes"`
 	BigEndian  bool     `json:"big_endian"`
 	CRCChecked bool     `json:"crc32_checked"`
+	Mapped     bool     `json:"mapped"`
 	Digest     string   `json:"digest"`
 	Tensors    []string `json:"tensors"`
 }

@@ -179,7 +179,7 @@ func TestURLFixturesRoundTrip(t *testing.T) {
 					src = fx + name
 				}
 				same(t, src, u, "inspect", "--json", "--stats")
-				same(t, src, u, "load", "--map-location", "cpu", "--json")
+				same(t, src, u, "load", "--map-location", "cpu", "--no-mmap", "--json")
 				same(t, src, u, "verify", "--json")
 				dir := t.TempDir()
 				lc, _, lerr := runCLI(t, "convert", src, filepath.Join(dir, "l.safetensors"))
