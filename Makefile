@@ -27,6 +27,8 @@ vet:
 	@echo "== vet: gofmt -l and go vet ./..."
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@if git grep -n -E '^(<<<<<<<|>>>>>>>)( |$$)' -- . ':!*.pt' ':!*.bin' 2>/dev/null; then \
+	  echo "merge conflict markers committed (above)"; exit 1; fi
 	$(GO) vet ./...
 
 # What the interop tests will do, said before they run.
