@@ -287,7 +287,7 @@ func TestCloudFaultsRetried(t *testing.T) {
 		} else {
 			t.Setenv("AZURE_STORAGE_CONNECTION_STRING", strings.Replace(azSrv.ConnectionString(), azSrv.Addr, strings.TrimPrefix(p.URL, "http://"), 1))
 		}
-		st, obj := openObject(t, c.url("f"), WithChunkSize(1<<20), WithConcurrency(1), WithRetries(5, time.Millisecond))
+		st, obj := openObject(t, c.url("f"), WithChunkSize(1<<20), WithDirectGetSize(1<<20), WithConcurrency(1), WithRetries(5, time.Millisecond))
 		got := make([]byte, len(data))
 		if _, err := obj.ReadAt(got, 0); err != nil {
 			t.Fatal(err)

@@ -93,7 +93,7 @@ func TestS3RetriesThroughFaults(t *testing.T) {
 		return ""
 	})
 	t.Setenv("AWS_ENDPOINT_URL", p.URL)
-	st, obj := openObject(t, "s3://"+bucket+"/k", WithChunkSize(1<<20), WithConcurrency(1), WithRetries(5, time.Millisecond))
+	st, obj := openObject(t, "s3://"+bucket+"/k", WithChunkSize(1<<20), WithDirectGetSize(1<<20), WithConcurrency(1), WithRetries(5, time.Millisecond))
 	got := make([]byte, len(data))
 	if _, err := obj.ReadAt(got, 0); err != nil {
 		t.Fatal(err)

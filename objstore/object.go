@@ -136,9 +136,10 @@ func (o *Object) fetch(ctx context.Context, off int64, dst []byte) error {
 	})
 }
 
-// ReadAt reads len(p) bytes at off. Reads of at least ChunkSize go
-// straight into p, ChunkSize at a time, in parallel; smaller ones go
-// through the cache of windows and chunks.
+// ReadAt reads len(p) bytes at off. Reads of at least the chunk size go
+// straight into p, in parallel GETs of up to the direct GET size
+// (WithDirectGetSize) from chunk boundary to chunk boundary; smaller ones
+// go through the cache of windows and chunks.
 func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &Error{Op: "read", URL: o.URL(), Err: fmt.Errorf("negative offset %d", off)}
@@ -192,8 +193,9 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 // ReadAtPieces is ReadAt for bulk readers, which calls landed with each
 // piece of p as its bytes arrive (statedict.PieceReaderAt). A read of at
 // least 1 MiB goes straight into p, whatever its size, with ranged GETs in
-// parallel that start at multiples of ChunkSize in the object (a read
-// starting there makes no GET that ends inside a chunk but the last); every
+// parallel of up to the direct GET size (WithDirectGetSize) that start at
+// multiples of the chunk size in the object (a read starting there makes
+// no GET that ends inside a chunk but the last); every
 // 1 MiB of each GET, counted from its start, is reported from the
 // goroutine that made the request, so that a checksum over the piece runs
 // while it is in the CPU's cache and in parallel with the other requests.
@@ -217,12 +219,14 @@ func (o *Object) ReadAtPieces(p []byte, off int64, landed func(piece []byte, off
 	return len(p), nil
 }
 
-// readDirect fills p from off with parallel chunk-sized GETs, reporting
-// the pieces of each to landed (when not nil) as they arrive.
+// readDirect fills p from off with parallel GETs of up to the direct GET
+// size, reporting the pieces of each to landed (when not nil) as they
+// arrive.
 func (o *Object) readDirect(p []byte, off int64, landed func(piece []byte, off int64)) error {
 	ctx, cancel := context.WithCancel(o.ctx)
 	defer cancel()
 	chunk := o.s.cfg.chunk
+	step := max(chunk, o.s.cfg.directGet/chunk*chunk)
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error
@@ -232,7 +236,7 @@ func (o *Object) readDirect(p []byte, off int64, landed func(piece []byte, off i
 	// a block costs the server the whole block. Unaligned 8 MiB ranges cost
 	// MinIO about an eighth more CPU than aligned ones.
 	for i := int64(0); i < int64(len(p)); {
-		end := min((off+i)/chunk*chunk+chunk-off, int64(len(p)))
+		end := min((off+i)/chunk*chunk+step-off, int64(len(p)))
 		part := p[i:end]
 		i = end
 		wg.Add(1)

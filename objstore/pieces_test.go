@@ -30,8 +30,8 @@ func TestReadAtPieces(t *testing.T) {
 		return ""
 	})
 	t.Setenv("AWS_ENDPOINT_URL", p.URL)
-	const chunk = 2 << 20
-	_, obj := openObject(t, "s3://"+bucket+"/k", WithChunkSize(chunk), WithRetries(5, time.Millisecond))
+	const chunk, direct = 1 << 20, 3<<20 + 5
+	_, obj := openObject(t, "s3://"+bucket+"/k", WithChunkSize(chunk), WithDirectGetSize(direct), WithRetries(5, time.Millisecond))
 
 	const off = 12345
 	got := make([]byte, len(data)-off-100)
@@ -64,15 +64,22 @@ func TestReadAtPieces(t *testing.T) {
 		}
 	}
 	// The first request (Open) reads the head; the read's first GET starts
-	// at off, every other at a multiple of the chunk size.
+	// at off, every other at a multiple of the chunk size; each is at most
+	// the direct GET size rounded down to chunks (3 MiB) and ends at a
+	// chunk boundary or the read's end.
+	longest := int64(0)
 	for _, r := range ranges[1:] {
 		var lo, hi int64
 		if _, err := fmt.Sscanf(r, "bytes=%d-%d", &lo, &hi); err != nil {
 			t.Fatalf("range %q: %v", r, err)
 		}
-		if lo != off && lo%chunk != 0 || hi-lo+1 > chunk {
-			t.Errorf("GET of bytes %d-%d: not within one %d-byte chunk of the object", lo, hi, chunk)
+		longest = max(longest, hi-lo+1)
+		if lo != off && lo%chunk != 0 || hi-lo+1 > 3*chunk || (hi+1)%chunk != 0 && hi+1 != off+int64(len(got)) {
+			t.Errorf("GET of bytes %d-%d: not within 3 chunks from a chunk boundary to a chunk boundary", lo, hi)
 		}
+	}
+	if longest != 3*chunk {
+		t.Errorf("longest GET %d bytes, want %d", longest, 3*chunk)
 	}
 	if p.n.Load() < 5 {
 		t.Fatalf("%d requests: the cut bodies were not met", p.n.Load())
