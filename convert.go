@@ -68,6 +68,11 @@ func (d *storeDestination) Create(ctx context.Context, name string, head int64) 
 	return w, nil
 }
 
+// Size is a HEAD request (SizeDestination, for --part).
+func (d *storeDestination) Size(ctx context.Context, name string) (int64, bool, error) {
+	return d.st.Size(ctx, name)
+}
+
 func (d *storeDestination) Remove(ctx context.Context, name string) error {
 	return d.st.Remove(ctx, name)
 }
