@@ -21,6 +21,12 @@ import (
 // aborted and the objects this call already committed removed, so
 // nothing is left behind. Existing objects are replaced only with
 // convert.WithForce(true); https:// outputs are refused.
+//
+// A DCP output (convert.WithFormat(convert.DCP)) goes under the prefix
+// out as objects __R_0.distcp, then .metadata. With convert.WithPart each
+// process writes its own objects and part 0 writes the index or .metadata
+// once it has seen (HEAD requests, polling up to convert.WithPartWait)
+// every other part's objects with their planned sizes.
 func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...convert.Option) (*convert.Summary, error) {
 	if !objstore.IsURL(out) {
 		return convert.Convert(ctx, ck, out, opts...)
