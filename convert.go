@@ -21,6 +21,12 @@ import (
 // aborted and the objects this call already committed removed, so
 // nothing is left behind. Existing objects are replaced only with
 // convert.WithForce(true); https:// outputs are refused.
+//
+// A DCP output (convert.WithFormat(convert.DCP)) goes under the prefix
+// out as objects __R_0.distcp, then .metadata. With convert.WithPart each
+// process writes its own objects and part 0 writes the index or .metadata
+// once it has seen (HEAD requests, polling up to convert.WithPartWait)
+// every other part's objects with their planned sizes.
 func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...convert.Option) (*convert.Summary, error) {
 	if !objstore.IsURL(out) {
 		return convert.Convert(ctx, ck, out, opts...)
@@ -66,6 +72,11 @@ func (d *storeDestination) Create(ctx context.Context, name string, head int64) 
 		return nil, err
 	}
 	return w, nil
+}
+
+// Size is a HEAD request (SizeDestination, for --part).
+func (d *storeDestination) Size(ctx context.Context, name string) (int64, bool, error) {
+	return d.st.Size(ctx, name)
 }
 
 func (d *storeDestination) Remove(ctx context.Context, name string) error {

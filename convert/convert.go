@@ -326,7 +326,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	}
 	for i, t := range temps { // shards first, the index last
 		if i == len(temps)-1 && l.index != "" && c.dcpOpt.part.Index == 0 {
-			if err := c.waitOtherParts(ctx, finals); err != nil {
+			if err := c.waitOtherParts(ctx, p, l, groups, finals); err != nil {
 				return nil, err
 			}
 		}
@@ -471,18 +471,9 @@ func (c *config) writeFile(ctx context.Context, final string, f Format, items []
 // and those made so far on error, for the caller to discard.
 func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups [][]*item, outs, finals []string, index string) ([]*tempFile, int64, error) {
 	var temps []*tempFile
-	md, err := p.metadata()
+	md, err := c.outputMeta(p, l)
 	if err != nil {
 		return nil, 0, err
-	}
-	if c.ggufKeep != nil && l.format == Safetensors {
-		// A GGUF input's header rides along, for a GGUF rebuilt from
-		// this output (see GGUFKey).
-		b, err := json.Marshal(c.ggufKeep)
-		if err != nil {
-			return nil, 0, err
-		}
-		md[GGUFKey] = string(b)
 	}
 	weightMap := map[string]string{}
 	var total int64
@@ -532,6 +523,25 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 	return temps, total, t.finish()
 }
 
+// outputMeta returns the metadata of the output files: the plan's, and
+// for safetensors from a GGUF input that input's header.
+func (c *config) outputMeta(p *plan, l *layout) (map[string]string, error) {
+	md, err := p.metadata()
+	if err != nil {
+		return nil, err
+	}
+	if c.ggufKeep != nil && l.format == Safetensors {
+		// A GGUF input's header rides along, for a GGUF rebuilt from
+		// this output (see GGUFKey).
+		b, err := json.Marshal(c.ggufKeep)
+		if err != nil {
+			return nil, err
+		}
+		md[GGUFKey] = string(b)
+	}
+	return md, nil
+}
+
 // destName returns how messages name the output final.
 func (c *config) destName(final string) string {
 	if c.dest == nil {
@@ -546,8 +556,8 @@ func (c *config) destName(final string) string {
 // committed removed.
 func (c *config) convertTo(ctx context.Context, start time.Time, p *plan, l *layout, groups [][]*item, finals []string) (*Summary, error) {
 	if !c.force {
-		for _, f := range append(append([]string{}, finals...), l.index) {
-			if f == "" {
+		for i, f := range append(append([]string{}, finals...), l.index) {
+			if f == "" || c.dcpOpt.part.skips(i, len(finals)) { // another part's (--part)
 				continue
 			}
 			ok, err := c.dest.Exists(ctx, f)
@@ -571,7 +581,15 @@ func (c *config) convertTo(ctx context.Context, start time.Time, p *plan, l *lay
 		return nil, err
 	}
 	for i, t := range temps { // shards first, the index last
-		if err := t.out.Commit(ctx); err != nil {
+		var err error
+		if i == len(temps)-1 && l.index != "" && c.dcpOpt.part.Index == 0 {
+			// Once the other parts' shards are there (--part).
+			err = c.waitOtherParts(ctx, p, l, groups, finals)
+		}
+		if err == nil {
+			err = t.out.Commit(ctx)
+		}
+		if err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			for _, done := range temps[:i] {
@@ -585,9 +603,9 @@ func (c *config) convertTo(ctx context.Context, start time.Time, p *plan, l *lay
 		t.out = nil // committed: nothing to discard
 	}
 	sum.tally(p, l)
-	sum.Files = make([]string, len(finals))
-	for i, f := range finals {
-		sum.Files[i] = c.dest.Name(f)
+	sum.Files = []string{}
+	for _, f := range c.dcpOpt.part.own(finals) {
+		sum.Files = append(sum.Files, c.dest.Name(f))
 	}
 	if l.index != "" {
 		sum.Index = c.dest.Name(l.index)

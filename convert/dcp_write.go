@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -109,17 +107,22 @@ func (c *config) checkPart(f Format) error {
 }
 
 // waitOtherParts waits, in part 0, for the shards the other parts write
-// (targets[i] of shard i) before the index is committed.
-func (c *config) waitOtherParts(ctx context.Context, targets []string) error {
+// (targets[i] of shard i, with the sizes shardSizes plans) before the
+// index is committed.
+func (c *config) waitOtherParts(ctx context.Context, pl *plan, l *layout, groups [][]*item, targets []string) error {
 	p := c.dcpOpt.part
 	if p.whole() {
 		return nil
+	}
+	sizes, err := c.shardSizes(pl, l, groups)
+	if err != nil {
+		return err
 	}
 	var files []string
 	var want []int64
 	for i, f := range targets {
 		if p.skips(i, len(targets)) {
-			files, want = append(files, f), append(want, -1)
+			files, want = append(files, f), append(want, sizes[i])
 		}
 	}
 	return c.waitFor(ctx, files, want)
@@ -131,8 +134,8 @@ func (c *config) validatePart() error {
 	if p.Count < 0 || p.Count > 0 && (p.Index < 0 || p.Index >= p.Count) {
 		return fmt.Errorf("%w: part %d of %d", ErrOption, p.Index, p.Count)
 	}
-	if !p.whole() && c.dest != nil {
-		return fmt.Errorf("%w: --part writes local outputs only", ErrOption)
+	if _, ok := c.dest.(SizeDestination); !p.whole() && c.dest != nil && !ok {
+		return fmt.Errorf("%w: --part needs a destination that reports sizes (convert.SizeDestination)", ErrOption)
 	}
 	return nil
 }
@@ -148,15 +151,18 @@ func (c *config) waitFor(ctx context.Context, files []string, want []int64) erro
 	poll := 10 * time.Millisecond // doubling up to a second
 	for i, f := range files {
 		for {
-			fi, err := os.Stat(f)
-			if err == nil && (want[i] < 0 || fi.Size() == want[i]) {
+			size, ok, err := c.outSize(ctx, f)
+			if err != nil {
+				return err
+			}
+			if ok && (want[i] < 0 || size == want[i]) {
 				break
 			}
-			if err == nil && fi.Size() > want[i] {
-				return fmt.Errorf("%w: %s has %d bytes, the plan says %d (another conversion's output?)", ErrPartMissing, f, fi.Size(), want[i])
+			if ok && size > want[i] {
+				return fmt.Errorf("%w: %s has %d bytes, the plan says %d (another conversion's output?)", ErrPartMissing, c.destName(f), size, want[i])
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%w: %s not there after %s", ErrPartMissing, f, wait)
+				return fmt.Errorf("%w: %s not there after %s", ErrPartMissing, c.destName(f), wait)
 			}
 			select {
 			case <-ctx.Done():
@@ -251,9 +257,6 @@ func (c *config) dcpPlan(p *plan) (*dcp.Metadata, []*dcpPiece, error) {
 // convertDCP is Convert for a DCP output: the directory out gets
 // .metadata and one __R_0.distcp per rank.
 func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out string, start time.Time) (*Summary, error) {
-	if c.dest != nil {
-		return nil, fmt.Errorf("%w: a DCP output goes to a local directory (write it there, then upload)", ErrOption)
-	}
 	if c.compress != "" || c.shard > 0 {
 		return nil, fmt.Errorf("%w: a DCP output has no --compress or --max-shard-size (use --dcp-ranks)", ErrOption)
 	}
@@ -272,9 +275,9 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	}
 	files := make([]string, R)
 	for r := range files {
-		files[r] = filepath.Join(out, dcp.FileName(r))
+		files[r] = c.paths().join(out, dcp.FileName(r))
 	}
-	metaPath := filepath.Join(out, dcp.MetadataFile)
+	metaPath := c.paths().join(out, dcp.MetadataFile)
 	writeMeta := part.Index == 0
 	var check []string
 	for r, f := range files {
@@ -285,27 +288,18 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	if writeMeta {
 		check = append(check, metaPath)
 	}
-	if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
-		return nil, fmt.Errorf("convert: output directory %s: not a directory", out)
-	}
-	for _, f := range check {
-		if _, err := os.Lstat(f); err == nil && !c.force {
-			return nil, fmt.Errorf("%w: %s", ErrExists, f)
-		}
-	}
-	l := &layout{format: DCP, dir: out, mkdir: true}
-	undoDir, err := l.makeDir()
+	dst, err := c.prepareDCP(ctx, out, check) // local directory or Destination (dcp_dest.go)
 	if err != nil {
 		return nil, err
 	}
 	var temps []*tempFile
-	committed := false
+	done := false
 	defer func() {
 		for _, t := range temps {
 			t.discard()
 		}
-		if !committed {
-			undoDir()
+		if !done {
+			dst.undo(ctx)
 		}
 	}()
 	byRank := make([][]*dcpPiece, R)
@@ -320,8 +314,7 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 		var t *tempFile
 		var bw outWriter
 		if mine {
-			removeStale(files[r])
-			if t, err = c.create(ctx, files[r], 0); err != nil {
+			if t, err = dst.create(ctx, files[r]); err != nil {
 				return nil, err
 			}
 			temps = append(temps, t)
@@ -373,13 +366,12 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	md.Order = order
 	sum := newSummary(p, &layout{format: DCP})
 	for _, t := range temps {
-		if err := t.commit(c.force); err != nil {
+		if err := dst.commit(ctx, t); err != nil {
 			return nil, err
 		}
 		sum.Files = append(sum.Files, t.final)
 	}
 	temps = nil
-	committed = true
 	if writeMeta {
 		if !part.whole() {
 			var others []string
@@ -397,8 +389,7 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 		if err != nil {
 			return nil, err
 		}
-		removeStale(metaPath)
-		t, err := c.create(ctx, metaPath, 0)
+		t, err := dst.create(ctx, metaPath)
 		if err != nil {
 			return nil, err
 		}
@@ -413,15 +404,16 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 		if err := t.finish(); err != nil {
 			return nil, err
 		}
-		if err := t.commit(c.force); err != nil {
+		if err := dst.commit(ctx, t); err != nil {
 			return nil, err
 		}
 		temps = nil
-		sum.Index = metaPath
+		sum.Index = c.destName(metaPath)
 	}
 	sum.tally(p, &layout{format: DCP})
 	sum.Bytes = total
 	sum.Seconds = time.Since(start).Seconds()
+	done = true
 	return sum, nil
 }
 

@@ -30,6 +30,18 @@ type Destination interface {
 	Name(name string) string
 }
 
+// SizeDestination is a Destination that can also tell the size of what
+// is at a name: WithPart needs it, for part 0 to see the other parts'
+// outputs complete (present, with the planned size) before it writes the
+// index. A separate interface, so that other Destinations keep
+// compiling; they are refused with WithPart.
+type SizeDestination interface {
+	Destination
+	// Size returns the size of name and whether it exists; a missing
+	// name is not an error.
+	Size(ctx context.Context, name string) (int64, bool, error)
+}
+
 // Output is one output being written to a Destination. Write appends;
 // WriteAt rewrites bytes within the head given to Create; Finish is
 // called once everything is written, to send what the output holds and

@@ -17,7 +17,10 @@
 // the Destination's Outputs, which stream the bytes with no local copy; a
 // safetensors header is rewritten at the end within the Output's held
 // head. Outputs are committed at the end, shards first and the index
-// last, and taken back on failure, as local temporary files are.
+// last, and taken back on failure, as local temporary files are. DCP
+// outputs go there too (the .distcp objects, then .metadata), and so do
+// WithPart's shares when the Destination is a SizeDestination: part 0
+// polls the other parts' outputs for their planned sizes (dcp_dest.go).
 //
 // # Input checks
 //

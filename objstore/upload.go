@@ -60,28 +60,46 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 
 // Exists reports whether the object key exists.
 func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
+	_, ok, err := s.Size(ctx, key)
+	return ok, err
+}
+
+// Size returns the size of the object key and whether it exists (a HEAD
+// request, or its backend's equivalent; a one-byte read over http).
+// Objects appear only when complete, so an object of the expected size is
+// one a writer committed.
+func (s *Store) Size(ctx context.Context, key string) (int64, bool, error) {
+	var size int64
 	err := s.do("stat", key, func(rctx context.Context) error {
 		switch b := s.b.(type) {
 		case *s3Backend:
-			_, err := b.core.StatObject(ctx, b.bucket, key, minio.StatObjectOptions{})
+			info, err := b.core.StatObject(ctx, b.bucket, key, minio.StatObjectOptions{})
+			size = info.Size
 			return err
 		case *gcsBackend:
-			_, err := b.h.Object(key).Attrs(ctx)
+			attrs, err := b.h.Object(key).Attrs(ctx)
+			if err == nil {
+				size = attrs.Size
+			}
 			return err
 		case *azureBackend:
-			_, err := b.c.NewBlobClient(key).GetProperties(ctx, nil)
+			props, err := b.c.NewBlobClient(key).GetProperties(ctx, nil)
+			if err == nil && props.ContentLength != nil {
+				size = *props.ContentLength
+			}
 			return err
 		}
-		_, _, _, err := s.b.get(ctx, key, 0, make([]byte, 1), version{})
+		_, n, _, err := s.b.get(ctx, key, 0, make([]byte, 1), version{})
+		size = n
 		return err
 	})
 	if errors.Is(err, ErrNotFound) {
-		return false, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
-	return true, nil
+	return size, true, nil
 }
 
 // abortStale aborts the multipart uploads left pending for exactly key by

@@ -34,7 +34,8 @@ __R_0.distcp files, torch 2.6's FileSystemWriter layout) that dcp.load reads in
 any world size: --dcp-ranks R writes it as R ranks would, --split RULES chunks
 the matching tensors over the ranks. --part I/N (or auto: torchrun, Slurm, an
 Indexed Job) writes only process I's files of a DCP or sharded safetensors
-output; part 0 writes the index once the others' files exist (docs/dcp-write.md).
+output, to a directory or an s3://, gs:// or az:// prefix; part 0 writes the
+index once the others' files exist with their planned sizes (docs/dcp-write.md).
 
 OUT is written to a temporary file beside it and renamed into place when
 complete: an interrupted convert never leaves a partial OUT (on Linux the
@@ -53,6 +54,6 @@ const convertExample = `  ckpt convert model.pt model.safetensors
   ckpt convert --max-shard-size 5GB big.pt out/model.safetensors.index.json
   ckpt convert --compress zstd model.safetensors model.safetensors.zst
   ckpt convert ./dcp_checkpoint/ model.safetensors      # torch.distributed.checkpoint directory
-  ckpt convert model.safetensors.index.json dcp/ --to dcp --dcp-ranks 8 --part auto   # under torchrun/srun
+  ckpt convert model.safetensors.index.json s3://bucket/dcp/ --to dcp --dcp-ranks 8 --part auto   # under torchrun/srun
   ckpt convert model.safetensors tp4/ --tensor-parallel 4 \
       --split '*.q_proj.weight=0,*.k_proj.weight=0,*.v_proj.weight=0,*.o_proj.weight=1'`

@@ -1,0 +1,151 @@
+package convert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Where a DCP output and the parts of a split conversion go: local
+// files, or a Destination (an s3://, gs:// or az:// prefix, issue 23).
+// The conversions themselves (convertDCP, convertTo) are the same for
+// both; what differs is here.
+
+// dcpOutputs is where a DCP conversion puts its files, and what it takes
+// back when it fails.
+type dcpOutputs struct {
+	c       *config
+	undoDir func() // local: removes the directory it created, if empty
+	// committed lists the Destination names committed by this call,
+	// removed if a later step fails (the Destination contract).
+	committed []string
+}
+
+// prepareDCP checks, before anything is written, that the outputs in
+// check may be written (missing, or WithForce), and makes the local
+// directory out.
+func (c *config) prepareDCP(ctx context.Context, out string, check []string) (*dcpOutputs, error) {
+	o := &dcpOutputs{c: c, undoDir: func() {}}
+	if c.dest == nil {
+		if fi, err := os.Stat(out); err == nil && !fi.IsDir() {
+			return nil, fmt.Errorf("convert: output directory %s: not a directory", out)
+		}
+	}
+	for _, f := range check {
+		if c.force {
+			break
+		}
+		if c.dest == nil {
+			if _, err := os.Lstat(f); err == nil {
+				return nil, fmt.Errorf("%w: %s", ErrExists, f)
+			}
+			continue
+		}
+		ok, err := c.dest.Exists(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return nil, fmt.Errorf("%w: %s", ErrExists, c.dest.Name(f))
+		}
+	}
+	if c.dest != nil {
+		return o, nil
+	}
+	l := &layout{format: DCP, dir: out, mkdir: true}
+	undo, err := l.makeDir()
+	if err != nil {
+		return nil, err
+	}
+	o.undoDir = undo
+	return o, nil
+}
+
+// create starts the output f (for a local file, after removing what a
+// killed conversion left beside it).
+func (o *dcpOutputs) create(ctx context.Context, f string) (*tempFile, error) {
+	if o.c.dest == nil {
+		removeStale(f)
+	}
+	return o.c.create(ctx, f, 0)
+}
+
+// commit puts the finished output t in place.
+func (o *dcpOutputs) commit(ctx context.Context, t *tempFile) error {
+	if t.out == nil {
+		return t.commit(o.c.force)
+	}
+	if err := t.out.Commit(ctx); err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("convert: interrupted; %s not written: %w", t.final, err)
+		}
+		return err
+	}
+	t.out = nil // committed: nothing to abort
+	o.committed = append(o.committed, t.key)
+	return nil
+}
+
+// undo takes back what a failed conversion made: the local directory if
+// it created it and nothing is in it (files a part committed stay, for a
+// rerun to replace with WithForce), or every output committed to the
+// Destination, so that a failed call leaves nothing there.
+func (o *dcpOutputs) undo(ctx context.Context) {
+	if o.c.dest == nil {
+		o.undoDir()
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	for _, k := range o.committed {
+		o.c.dest.Remove(rctx, k)
+	}
+}
+
+// outSize returns the size of the output f, and whether it is there
+// (see waitFor): a local file, or a name in a SizeDestination.
+func (c *config) outSize(ctx context.Context, f string) (int64, bool, error) {
+	if c.dest == nil {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return 0, false, nil // not there (yet)
+		}
+		return fi.Size(), true, nil
+	}
+	sd, ok := c.dest.(SizeDestination)
+	if !ok { // refused by validatePart
+		return 0, false, fmt.Errorf("%w: --part needs a destination that reports sizes", ErrOption)
+	}
+	return sd.Size(ctx, f)
+}
+
+// shardSizes returns the size of each shard of a split safetensors output
+// as writeSafetensors writes it: its header, digests included (their
+// length does not depend on their values), then the tensors' bytes; -1
+// (any size) for other outputs.
+func (c *config) shardSizes(p *plan, l *layout, groups [][]*item) ([]int64, error) {
+	sizes := make([]int64, len(groups))
+	if l.format != Safetensors || c.compress != "" {
+		for i := range sizes {
+			sizes[i] = -1
+		}
+		return sizes, nil
+	}
+	md, err := c.outputMeta(p, l)
+	if err != nil {
+		return nil, err
+	}
+	for i, g := range groups {
+		n, err := safetensorsHeadLen(g, md)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range g {
+			n += it.nbytes()
+		}
+		sizes[i] = n
+	}
+	return sizes, nil
+}
