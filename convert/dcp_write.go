@@ -189,7 +189,7 @@ func (c *config) dcpPlan(p *plan) (*dcp.Metadata, []*dcpPiece, error) {
 	var pieces, whole []*dcpPiece
 	load := make([]int64, R)
 	for _, it := range p.items {
-		e := dcp.Entry{FQN: it.name, Tensor: true, DType: it.dtype, Size: it.src.Shape, RequiresGrad: it.src.RequiresGrad}
+		e := dcp.Entry{FQN: it.name, Path: it.path, Tensor: true, DType: it.dtype, Size: it.src.Shape, RequiresGrad: it.src.RequiresGrad}
 		ei := len(md.Entries)
 		dim := -1
 		if R > 1 && len(c.dcpOpt.split) > 0 && len(it.src.Shape) > 0 {
@@ -243,9 +243,24 @@ func (c *config) dcpPlan(p *plan) (*dcp.Metadata, []*dcpPiece, error) {
 		load[r] += pc.it.nbytes()
 	}
 	for _, v := range p.values {
-		md.Entries = append(md.Entries, dcp.Entry{FQN: v.name, Value: dcp.Location{File: dcp.FileName(0)}})
+		md.Entries = append(md.Entries, dcp.Entry{FQN: v.name, Path: v.path, Value: dcp.Location{File: dcp.FileName(0)}})
 	}
 	return md, pieces, nil
+}
+
+// nested reports whether a DCP output keeps some nesting of its input.
+func (p *plan) nested() bool {
+	for _, it := range p.items {
+		if len(it.path) > 1 {
+			return true
+		}
+	}
+	for _, v := range p.values {
+		if len(v.path) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // convertDCP is Convert for a DCP output: the directory out gets
@@ -264,6 +279,9 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	part := c.dcpOpt.part
 	p, err := makePlan(ck, c, DCP)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.nestDCP(ck, p); err != nil {
 		return nil, err
 	}
 	md, pieces, err := c.dcpPlan(p)
@@ -372,6 +390,9 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	}
 	md.Order = order
 	sum := newSummary(p, &layout{format: DCP})
+	if p.nested() {
+		sum.Structure = "tree"
+	}
 	for _, t := range temps {
 		if err := t.commit(c.force); err != nil {
 			return nil, err
