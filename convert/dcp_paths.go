@@ -3,12 +3,15 @@ package convert
 import (
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
 // Nested DCP outputs: the keys and planner_data paths that
@@ -224,6 +227,11 @@ func (c *config) nestDCP(ck *statedict.Checkpoint, p *plan) error {
 	var values []value
 	var dropped []Dropped
 	vc := &valueCheck{c: c, done: map[any]string{}, busy: map[any]bool{}}
+	byName := map[string]*item{}
+	for _, it := range p.items {
+		byName[it.src.Name] = it
+	}
+	inValue := map[*item]bool{} // tensors written inside a value
 	for _, l := range leaves {
 		if _, ok := l.v.(*pickle.Tensor); ok {
 			tensorPath[l.name] = l.path
@@ -233,8 +241,16 @@ func (c *config) nestDCP(ck *statedict.Checkpoint, p *plan) error {
 			continue // flat leaves below it that --only names stay as they were
 		}
 		why := vc.why(l.v, 0)
+		var tensors []*item
+		v := l.v
 		if why == whyTensor {
-			continue // its tensors and values stay flat
+			if v, tensors = tensorValue(l, byName); v == nil || vc.why(v, 0) != "" {
+				continue // its tensors and values stay flat
+			}
+			why = ""
+			for _, it := range tensors {
+				inValue[it] = true
+			}
 		}
 		handled[l.name] = true
 		if why != "" {
@@ -242,8 +258,9 @@ func (c *config) nestDCP(ck *statedict.Checkpoint, p *plan) error {
 			continue
 		}
 		name := c.newName(l.name)
-		values = append(values, value{name: name, v: l.v, src: l.name, path: renamedPath(l.path, l.name, name)})
+		values = append(values, value{name: name, v: v, src: l.name, path: renamedPath(l.path, l.name, name), tensors: tensors})
 	}
+	p.items = slices.DeleteFunc(p.items, func(it *item) bool { return inValue[it] })
 	for _, v := range p.values {
 		if !under(v.src, handled) {
 			values = append(values, v)
@@ -327,6 +344,8 @@ func (vc *valueCheck) why(v any, depth int) string {
 			return statedict.TypeName(v) + ": torch 1.13's weights_only loader cannot read it (--drop-floats)"
 		}
 		return ""
+	case *torchzip.TensorRef: // a tensor of tensorValue's copy
+		return ""
 	case *pickle.Tensor, *pickle.StorageRef:
 		return whyTensor
 	case *pickle.Object, *pickle.Foreign:
@@ -390,4 +409,69 @@ func (vc *valueCheck) container(v any, depth int) string {
 		}
 	}
 	return worst
+}
+
+// tensorValue returns the copy of a leaf holding tensors that torch saves
+// whole (a tuple of tensors): each tensor, found among the plan's items by
+// the name ckpt gives it, becomes a contiguous torchzip.TensorRef over a
+// storage of its own, keyed by its index in tensors. nil when a tensor is
+// not written (left out, or a storage saved as a value), or the leaf holds
+// an object ckpt does not write.
+func tensorValue(l torchLeaf, byName map[string]*item) (any, []*item) {
+	var tensors []*item
+	var cp func(v any, name string, depth int) (any, bool)
+	seq := func(items []any, name string, depth int) ([]any, bool) {
+		out := make([]any, len(items))
+		for i, x := range items {
+			var ok bool
+			if out[i], ok = cp(x, join(name, strconv.Itoa(i)), depth+1); !ok {
+				return nil, false
+			}
+		}
+		return out, true
+	}
+	cp = func(v any, name string, depth int) (any, bool) {
+		if depth > 1000 {
+			return nil, false
+		}
+		switch x := v.(type) {
+		case *pickle.Tensor:
+			it := byName[name]
+			if it == nil {
+				return nil, false
+			}
+			spec := dcp.TensorSpec{DType: it.dtype, Shape: it.src.Shape, RequiresGrad: it.src.RequiresGrad}
+			tensors = append(tensors, it)
+			return spec.Ref(strconv.Itoa(len(tensors) - 1)), true
+		case *pickle.StorageRef, *pickle.Object, *pickle.Foreign, *pickle.Set:
+			return nil, false
+		case *pickle.List:
+			items, ok := seq(*x, name, depth)
+			l := pickle.List(items)
+			return &l, ok
+		case *pickle.Tuple:
+			items, ok := seq(*x, name, depth)
+			t := pickle.Tuple(items)
+			return &t, ok
+		case *pickle.Dict:
+			if x.State != nil {
+				return nil, false
+			}
+			out := &pickle.Dict{Class: x.Class}
+			for _, e := range x.Entries {
+				val, ok := cp(e.Value, join(name, statedict.KeyName(e.Key)), depth+1)
+				if !ok {
+					return nil, false
+				}
+				out.Entries = append(out.Entries, pickle.DictEntry{Key: e.Key, Value: val})
+			}
+			return out, true
+		}
+		return v, true
+	}
+	out, ok := cp(l.v, l.name, 0)
+	if !ok || len(tensors) == 0 {
+		return nil, nil
+	}
+	return out, tensors
 }

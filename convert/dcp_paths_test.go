@@ -1,7 +1,9 @@
 package convert
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +11,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -243,4 +246,73 @@ func seqShape(items []any) string {
 		s += treeShape(it) + ", "
 	}
 	return s + "]"
+}
+
+// TestDCPWriteTensorValue: a leaf torch saves whole although it holds
+// tensors (a tuple of tensors, a list of such tuples) is one value item,
+// the torch.save of the leaf with its tensors, at its own path; ckpt reads
+// its tensors back under the input's names, byte for byte, and the parts
+// of a split conversion, which size such values without their data, add
+// up to the single process's output.
+func TestDCPWriteTensorValue(t *testing.T) {
+	dir := t.TempDir()
+	specs := []dcp.TensorSpec{
+		{DType: statedict.Float32, Shape: []int64{2, 3}},
+		{DType: statedict.Int64, Shape: []int64{4}},
+		{DType: statedict.BFloat16, Shape: []int64{3}, RequiresGrad: true},
+	}
+	pair := pickle.Tuple{specs[0].Ref("0"), int64(1)}
+	inner := pickle.Tuple{specs[2].Ref("2")}
+	opt := pickle.List{&inner}
+	tree := &pickle.Dict{Entries: []pickle.DictEntry{
+		{Key: "pair", Value: &pair},
+		{Key: "w", Value: specs[1].Ref("1")},
+		{Key: "x", Value: &pickle.Dict{Entries: []pickle.DictEntry{{Key: "opt", Value: &opt}}}},
+	}}
+	src := filepath.Join(dir, "src.pt")
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dcp.WriteValueTensors(f, tree, specs, func(i int) (io.Reader, error) {
+		b := make([]byte, specs[i].NBytes())
+		for j := range b {
+			b[j] = byte(17*i + j)
+		}
+		return bytes.NewReader(b), nil
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	one := filepath.Join(dir, "one")
+	sum := convert(t, src, one, WithFormat(DCP), WithDCPRanks(2))
+	if sum.Tensors != 1 || sum.Bytes != specs[0].NBytes()+specs[1].NBytes()+specs[2].NBytes() {
+		t.Errorf("%d tensors, %d bytes", sum.Tensors, sum.Bytes)
+	}
+	b, err := os.ReadFile(filepath.Join(one, ".metadata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := statedict.ParseDCPMetadata(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, it := range md.Items {
+		kinds[it.Name] = it.IsTensor
+	}
+	if !reflect.DeepEqual(kinds, map[string]bool{"pair": false, "w": true, "x.opt": false}) ||
+		!reflect.DeepEqual(md.Paths["x.opt"], []any{"x", "opt"}) {
+		t.Errorf("items %v, paths %v", kinds, md.Paths)
+	}
+	compareFiles(t, src, one)
+	if want, got := objects(t, src), objects(t, one); !reflect.DeepEqual(want, got) {
+		t.Errorf("values differ:\n got %v\nwant %v", got, want)
+	}
+	parts := filepath.Join(dir, "parts")
+	runParts(t, src, parts, 2, WithFormat(DCP), WithDCPRanks(2))
+	want, got := readDir(t, one), readDir(t, parts)
+	if !reflect.DeepEqual(want, got) {
+		t.Error("2 parts differ from one process")
+	}
 }

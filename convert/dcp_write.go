@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -351,11 +352,18 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 				ei := len(p.items) + i
 				var n int64
 				if mine {
-					n, err = dcp.WriteValue(bw, v.v)
+					n, err = c.writeDCPValue(ctx, bw, v)
+					for _, it := range v.tensors {
+						total += it.nbytes()
+					}
 				} else {
-					n, err = dcp.ValueLength(v.v)
+					n, err = dcp.ValueTensorsLength(v.v, v.specs())
 				}
 				if err != nil {
+					var te *TensorError
+					if errors.As(err, &te) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+						return nil, err
+					}
 					return nil, fmt.Errorf("convert: value %q: %w", v.name, err)
 				}
 				md.Entries[ei].Value = dcp.Location{File: dcp.FileName(0), Offset: off, Length: n}
@@ -463,6 +471,55 @@ func (c *config) writeDCPTensor(ctx context.Context, w outWriter, pc *dcpPiece) 
 	}
 	if err := cr.verify(0); err != nil {
 		return 0, err
+	}
+	return n, nil
+}
+
+// specs returns the tensor specs of a value's tensors.
+func (v *value) specs() []dcp.TensorSpec {
+	var out []dcp.TensorSpec
+	for _, it := range v.tensors {
+		out = append(out, dcp.TensorSpec{DType: it.dtype, Shape: it.src.Shape, RequiresGrad: it.src.RequiresGrad})
+	}
+	return out
+}
+
+// writeDCPValue writes one value item, streaming the bytes of the tensors
+// it holds from the source and checking the source's checksums.
+func (c *config) writeDCPValue(ctx context.Context, w outWriter, v value) (int64, error) {
+	if len(v.tensors) == 0 {
+		return dcp.WriteValue(w, v.v)
+	}
+	var open []io.Closer
+	var checks []*checkedReader
+	defer func() {
+		for _, rc := range open {
+			rc.Close()
+		}
+	}()
+	cur := -1
+	n, err := dcp.WriteValueTensors(w, v.v, v.specs(), func(i int) (io.Reader, error) {
+		cur = i
+		rc, cr, err := c.itemReader(ctx, v.tensors[i])
+		if err != nil {
+			return nil, err
+		}
+		open, checks = append(open, rc), append(checks, cr)
+		return rc, nil
+	}, c.bufSize)
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return 0, fmt.Errorf("convert: interrupted: %w", err)
+		}
+		if cur >= 0 {
+			return 0, &TensorError{Name: v.tensors[cur].src.Name, Err: err}
+		}
+		return 0, err
+	}
+	for _, cr := range checks {
+		if err := cr.verify(0); err != nil {
+			return 0, err
+		}
 	}
 	return n, nil
 }

@@ -41,6 +41,9 @@ type value struct {
 	v    any
 	src  string // its name in the input
 	path []any  // DCP: its planner_data path (nestDCP); nil: (name,)
+	// DCP: the tensors of a value torch saves whole (a tuple of tensors):
+	// v holds them as tensors[i]'s dcp.TensorSpec.Ref(i) (tensorValue).
+	tensors []*item
 }
 
 // plan is everything decided before a byte is written.

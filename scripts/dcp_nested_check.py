@@ -7,7 +7,8 @@ TestInteropDCPNested through scripts/torch2-python).
         state_dict() after one step (int-keyed state, param_groups a list
         of dicts with a betas tuple and a params list), "step": 7,
         "extra": nested lists, tuples and dicts of values, a list mixing a
-        tensor and a value, an empty list and an empty dict}; and
+        tensor and a value, a tuple holding a tensor, an empty list and an
+        empty dict}; and
         torch.distributed.checkpoint.save the same dict to TORCHDCP, in one
         process, with the default planner.
 
@@ -60,6 +61,7 @@ def training_state(seed):
             "shape": (3, (4, 5), [6]),
             "groups": [{"a": 1}, {"b": [2, 3], "c": (True, 1.5)}],
             "mixed": [torch.ones(2, dtype=torch.float16), 3],
+            "pair": (torch.arange(3, dtype=torch.int32), 1),
             "empty": [],
             "nothing": {},
         },
