@@ -286,7 +286,7 @@ func TestDCPWriteTensorValue(t *testing.T) {
 	f.Close()
 	one := filepath.Join(dir, "one")
 	sum := convert(t, src, one, WithFormat(DCP), WithDCPRanks(2))
-	if sum.Tensors != 1 || sum.Bytes != specs[0].NBytes()+specs[1].NBytes()+specs[2].NBytes() {
+	if sum.Tensors != 3 || sum.Bytes != specs[0].NBytes()+specs[1].NBytes()+specs[2].NBytes() {
 		t.Errorf("%d tensors, %d bytes", sum.Tensors, sum.Bytes)
 	}
 	b, err := os.ReadFile(filepath.Join(one, ".metadata"))

@@ -449,6 +449,9 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 		sum.Index = metaPath
 	}
 	sum.tally(p, &layout{format: DCP})
+	for _, v := range p.values {
+		sum.Tensors += len(v.tensors) // written inside a value
+	}
 	sum.Bytes = total
 	sum.Seconds = time.Since(start).Seconds()
 	return sum, nil
