@@ -222,6 +222,25 @@ func (c *config) nestDCP(ck *statedict.Checkpoint, p *plan) error {
 	if !ok {
 		return nil
 	}
+	leafPos := map[string]int{} // source name -> its leaf's place in torch's order
+	for i, l := range leaves {
+		leafPos[l.name] = i + 1
+	}
+	// pos: the place of the leaf a source name is, or lies below (a tensor
+	// of a tuple kept flat); after every leaf when none.
+	pos := func(name string) int {
+		if i, ok := leafPos[name]; ok {
+			return i
+		}
+		for i := len(name) - 1; i > 0; i-- {
+			if name[i] == '.' {
+				if p, ok := leafPos[name[:i]]; ok {
+					return p
+				}
+			}
+		}
+		return len(leaves) + 1
+	}
 	tensorPath := map[string][]any{}
 	handled := map[string]bool{} // source names of values decided from the tree
 	var values []value
@@ -258,11 +277,12 @@ func (c *config) nestDCP(ck *statedict.Checkpoint, p *plan) error {
 			continue
 		}
 		name := c.newName(l.name)
-		values = append(values, value{name: name, v: v, src: l.name, path: renamedPath(l.path, l.name, name), tensors: tensors})
+		values = append(values, value{name: name, v: v, src: l.name, path: renamedPath(l.path, l.name, name), pos: leafPos[l.name], tensors: tensors})
 	}
 	p.items = slices.DeleteFunc(p.items, func(it *item) bool { return inValue[it] })
 	for _, v := range p.values {
 		if !under(v.src, handled) {
+			v.pos = pos(v.src)
 			values = append(values, v)
 		}
 	}
@@ -274,6 +294,7 @@ func (c *config) nestDCP(ck *statedict.Checkpoint, p *plan) error {
 	names := map[string]string{} // output name -> source name
 	var paths [][]any
 	for _, it := range p.items {
+		it.pos = pos(it.src.Name)
 		names[it.name] = it.src.Name
 		if path, ok := tensorPath[it.src.Name]; ok {
 			it.path = renamedPath(path, it.src.Name, it.name)

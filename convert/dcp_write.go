@@ -184,19 +184,43 @@ func (pc *dcpPiece) spec() dcp.TensorSpec {
 }
 
 // dcpPlan places the tensors of p on ranks.
-func (c *config) dcpPlan(p *plan) (*dcp.Metadata, []*dcpPiece, error) {
+// Its entries are in torch's order of the input's leaves (item and value
+// pos, tensors before values where equal); valueEntry[i] is the entry of
+// p.values[i].
+func (c *config) dcpPlan(p *plan) (md *dcp.Metadata, pieces []*dcpPiece, valueEntry []int, err error) {
 	R := max(c.dcpOpt.ranks, 1)
-	md := &dcp.Metadata{}
-	var pieces, whole []*dcpPiece
+	md = &dcp.Metadata{}
+	var whole []*dcpPiece
 	load := make([]int64, R)
+	type ent struct {
+		it  *item
+		val int // index in p.values when it is nil
+		pos int
+	}
+	var seq []ent
 	for _, it := range p.items {
+		seq = append(seq, ent{it: it, pos: it.pos})
+	}
+	for i, v := range p.values {
+		seq = append(seq, ent{val: i, pos: v.pos})
+	}
+	sort.SliceStable(seq, func(i, j int) bool { return seq[i].pos < seq[j].pos })
+	valueEntry = make([]int, len(p.values))
+	for _, en := range seq {
+		it := en.it
+		if it == nil {
+			v := p.values[en.val]
+			valueEntry[en.val] = len(md.Entries)
+			md.Entries = append(md.Entries, dcp.Entry{FQN: v.name, Path: v.path, Value: dcp.Location{File: dcp.FileName(0)}})
+			continue
+		}
 		e := dcp.Entry{FQN: it.name, Path: it.path, Tensor: true, DType: it.dtype, Size: it.src.Shape, RequiresGrad: it.src.RequiresGrad}
 		ei := len(md.Entries)
 		dim := -1
 		if R > 1 && len(c.dcpOpt.split) > 0 && len(it.src.Shape) > 0 {
 			d, err := statedict.SplitDim(c.dcpOpt.split, it.src)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			dim = d
 		}
@@ -218,7 +242,7 @@ func (c *config) dcpPlan(p *plan) (*dcp.Metadata, []*dcpPiece, error) {
 				ranges[dim] = rg
 				s, err := it.src.Slice(ranges...)
 				if err != nil {
-					return nil, nil, err
+					return nil, nil, nil, err
 				}
 				off := make([]int64, len(it.src.Shape))
 				off[dim] = rg.Start
@@ -243,10 +267,7 @@ func (c *config) dcpPlan(p *plan) (*dcp.Metadata, []*dcpPiece, error) {
 		pc.rank = r
 		load[r] += pc.it.nbytes()
 	}
-	for _, v := range p.values {
-		md.Entries = append(md.Entries, dcp.Entry{FQN: v.name, Path: v.path, Value: dcp.Location{File: dcp.FileName(0)}})
-	}
-	return md, pieces, nil
+	return md, pieces, valueEntry, nil
 }
 
 // nested reports whether a DCP output keeps some nesting of its input.
@@ -285,7 +306,7 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	if err := c.nestDCP(ck, p); err != nil {
 		return nil, err
 	}
-	md, pieces, err := c.dcpPlan(p)
+	md, pieces, valueEntry, err := c.dcpPlan(p)
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +370,7 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 		var off int64
 		if r == 0 { // values first, as torch writes byte items first
 			for i, v := range p.values {
-				ei := len(p.items) + i
+				ei := valueEntry[i]
 				var n int64
 				if mine {
 					n, err = c.writeDCPValue(ctx, bw, v)

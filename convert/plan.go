@@ -30,6 +30,7 @@ type item struct {
 	src   *statedict.Tensor // source tensor
 	dtype statedict.DType   // output dtype (src.DType or the cast target)
 	path  []any             // DCP: its planner_data path (nestDCP); nil: (name,)
+	pos   int               // DCP: its place in torch's order of the input's leaves (nestDCP)
 }
 
 // nbytes is the item's size in the output, contiguous.
@@ -41,6 +42,7 @@ type value struct {
 	v    any
 	src  string // its name in the input
 	path []any  // DCP: its planner_data path (nestDCP); nil: (name,)
+	pos  int    // DCP: its place in torch's order of the input's leaves (nestDCP)
 	// DCP: the tensors of a value torch saves whole (a tuple of tensors):
 	// v holds them as tensors[i]'s dcp.TensorSpec.Ref(i) (tensorValue).
 	tensors []*item
