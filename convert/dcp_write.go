@@ -18,7 +18,11 @@ import (
 // in torch.distributed.checkpoint's FileSystemWriter layout (package dcp).
 
 // DCP is torch.distributed.checkpoint's FileSystemWriter layout: a
-// directory with .metadata and __R_0.distcp files (see WithDCPRanks).
+// directory with .metadata and __R_0.distcp files (see WithDCPRanks). A
+// nested input ({"model": ..., "optim": ...} saved with torch.save, or a
+// DCP directory) keeps its nesting: the fqns, planner_data paths and
+// whole-leaf values torch's default save planner would give it
+// (Summary.Structure "tree"; docs/dcp-write.md).
 const DCP Format = "dcp"
 
 // dcpOptions are the options of a DCP output and of split (--part)
