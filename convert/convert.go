@@ -21,7 +21,8 @@ import (
 type Summary struct {
 	Format Format `json:"format"`
 	// Structure is "tree" when a .pth output keeps the source's object tree
-	// (nested dicts, lists, tuples, int keys, as saved) and "flat" for a
+	// (nested dicts, lists, tuples, int keys, as saved), or a DCP output
+	// the nesting torch's dcp.save gives it (planner_data), and "flat" for a
 	// flat state dict of dotted names (safetensors, and .pth output renamed,
 	// filtered or sharded, or from a source without a tree).
 	Structure string            `json:"structure"`

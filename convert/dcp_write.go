@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"time"
 
@@ -15,7 +16,11 @@ import (
 // in torch.distributed.checkpoint's FileSystemWriter layout (package dcp).
 
 // DCP is torch.distributed.checkpoint's FileSystemWriter layout: a
-// directory with .metadata and __R_0.distcp files (see WithDCPRanks).
+// directory with .metadata and __R_0.distcp files (see WithDCPRanks). A
+// nested input ({"model": ..., "optim": ...} saved with torch.save, or a
+// DCP directory) keeps its nesting: the fqns, planner_data paths and
+// whole-leaf values torch's default save planner would give it
+// (Summary.Structure "tree"; docs/dcp-write.md).
 const DCP Format = "dcp"
 
 // dcpOptions are the options of a DCP output and of split (--part)
@@ -189,19 +194,43 @@ func (pc *dcpPiece) spec() dcp.TensorSpec {
 }
 
 // dcpPlan places the tensors of p on ranks.
-func (c *config) dcpPlan(p *plan) (*dcp.Metadata, []*dcpPiece, error) {
+// Its entries are in torch's order of the input's leaves (item and value
+// pos, tensors before values where equal); valueEntry[i] is the entry of
+// p.values[i].
+func (c *config) dcpPlan(p *plan) (md *dcp.Metadata, pieces []*dcpPiece, valueEntry []int, err error) {
 	R := max(c.dcpOpt.ranks, 1)
-	md := &dcp.Metadata{}
-	var pieces, whole []*dcpPiece
+	md = &dcp.Metadata{}
+	var whole []*dcpPiece
 	load := make([]int64, R)
+	type ent struct {
+		it  *item
+		val int // index in p.values when it is nil
+		pos int
+	}
+	var seq []ent
 	for _, it := range p.items {
-		e := dcp.Entry{FQN: it.name, Tensor: true, DType: it.dtype, Size: it.src.Shape, RequiresGrad: it.src.RequiresGrad}
+		seq = append(seq, ent{it: it, pos: it.pos})
+	}
+	for i, v := range p.values {
+		seq = append(seq, ent{val: i, pos: v.pos})
+	}
+	sort.SliceStable(seq, func(i, j int) bool { return seq[i].pos < seq[j].pos })
+	valueEntry = make([]int, len(p.values))
+	for _, en := range seq {
+		it := en.it
+		if it == nil {
+			v := p.values[en.val]
+			valueEntry[en.val] = len(md.Entries)
+			md.Entries = append(md.Entries, dcp.Entry{FQN: v.name, Path: v.path, Value: dcp.Location{File: dcp.FileName(0)}})
+			continue
+		}
+		e := dcp.Entry{FQN: it.name, Path: it.path, Tensor: true, DType: it.dtype, Size: it.src.Shape, RequiresGrad: it.src.RequiresGrad}
 		ei := len(md.Entries)
 		dim := -1
 		if R > 1 && len(c.dcpOpt.split) > 0 && len(it.src.Shape) > 0 {
 			d, err := statedict.SplitDim(c.dcpOpt.split, it.src)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			dim = d
 		}
@@ -223,7 +252,7 @@ func (c *config) dcpPlan(p *plan) (*dcp.Metadata, []*dcpPiece, error) {
 				ranges[dim] = rg
 				s, err := it.src.Slice(ranges...)
 				if err != nil {
-					return nil, nil, err
+					return nil, nil, nil, err
 				}
 				off := make([]int64, len(it.src.Shape))
 				off[dim] = rg.Start
@@ -248,10 +277,22 @@ func (c *config) dcpPlan(p *plan) (*dcp.Metadata, []*dcpPiece, error) {
 		pc.rank = r
 		load[r] += pc.it.nbytes()
 	}
-	for _, v := range p.values {
-		md.Entries = append(md.Entries, dcp.Entry{FQN: v.name, Value: dcp.Location{File: dcp.FileName(0)}})
+	return md, pieces, valueEntry, nil
+}
+
+// nested reports whether a DCP output keeps some nesting of its input.
+func (p *plan) nested() bool {
+	for _, it := range p.items {
+		if len(it.path) > 1 {
+			return true
+		}
 	}
-	return md, pieces, nil
+	for _, v := range p.values {
+		if len(v.path) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // convertDCP is Convert for a DCP output: the directory out gets
@@ -269,7 +310,10 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	if err != nil {
 		return nil, err
 	}
-	md, pieces, err := c.dcpPlan(p)
+	if err := c.nestDCP(ck, p); err != nil {
+		return nil, err
+	}
+	md, pieces, valueEntry, err := c.dcpPlan(p)
 	if err != nil {
 		return nil, err
 	}
@@ -323,14 +367,21 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 		var off int64
 		if r == 0 { // values first, as torch writes byte items first
 			for i, v := range p.values {
-				ei := len(p.items) + i
+				ei := valueEntry[i]
 				var n int64
 				if mine {
-					n, err = dcp.WriteValue(bw, v.v)
+					n, err = c.writeDCPValue(ctx, bw, v)
+					for _, it := range v.tensors {
+						total += it.nbytes()
+					}
 				} else {
-					n, err = dcp.ValueLength(v.v)
+					n, err = dcp.ValueTensorsLength(v.v, v.specs())
 				}
 				if err != nil {
+					var te *TensorError
+					if errors.As(err, &te) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+						return nil, err
+					}
 					return nil, fmt.Errorf("convert: value %q: %w", v.name, err)
 				}
 				md.Entries[ei].Value = dcp.Location{File: dcp.FileName(0), Offset: off, Length: n}
@@ -365,6 +416,9 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	}
 	md.Order = order
 	sum := newSummary(p, &layout{format: DCP})
+	if p.nested() {
+		sum.Structure = "tree"
+	}
 	for _, t := range temps {
 		if err := dst.commit(ctx, t); err != nil {
 			return nil, err
@@ -411,6 +465,9 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 		sum.Index = c.destName(metaPath)
 	}
 	sum.tally(p, &layout{format: DCP})
+	for _, v := range p.values {
+		sum.Tensors += len(v.tensors) // written inside a value
+	}
 	sum.Bytes = total
 	sum.Seconds = time.Since(start).Seconds()
 	done = true
@@ -434,6 +491,55 @@ func (c *config) writeDCPTensor(ctx context.Context, w outWriter, pc *dcpPiece) 
 	}
 	if err := cr.verify(0); err != nil {
 		return 0, err
+	}
+	return n, nil
+}
+
+// specs returns the tensor specs of a value's tensors.
+func (v *value) specs() []dcp.TensorSpec {
+	var out []dcp.TensorSpec
+	for _, it := range v.tensors {
+		out = append(out, dcp.TensorSpec{DType: it.dtype, Shape: it.src.Shape, RequiresGrad: it.src.RequiresGrad})
+	}
+	return out
+}
+
+// writeDCPValue writes one value item, streaming the bytes of the tensors
+// it holds from the source and checking the source's checksums.
+func (c *config) writeDCPValue(ctx context.Context, w outWriter, v value) (int64, error) {
+	if len(v.tensors) == 0 {
+		return dcp.WriteValue(w, v.v)
+	}
+	var open []io.Closer
+	var checks []*checkedReader
+	defer func() {
+		for _, rc := range open {
+			rc.Close()
+		}
+	}()
+	cur := -1
+	n, err := dcp.WriteValueTensors(w, v.v, v.specs(), func(i int) (io.Reader, error) {
+		cur = i
+		rc, cr, err := c.itemReader(ctx, v.tensors[i])
+		if err != nil {
+			return nil, err
+		}
+		open, checks = append(open, rc), append(checks, cr)
+		return rc, nil
+	}, c.bufSize)
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return 0, fmt.Errorf("convert: interrupted: %w", err)
+		}
+		if cur >= 0 {
+			return 0, &TensorError{Name: v.tensors[cur].src.Name, Err: err}
+		}
+		return 0, err
+	}
+	for _, cr := range checks {
+		if err := cr.verify(0); err != nil {
+			return 0, err
+		}
 	}
 	return n, nil
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -265,10 +267,12 @@ func TestDCPWriteRefuses(t *testing.T) {
 
 // TestInteropDCPWrite: torch 2.x loads ckpt's DCP output: dcp_to_torch_save
 // equals the input tensor for tensor and value for value, and
-// torch.distributed.checkpoint.load in 1 and 2 gloo processes (a world
-// size other than the 3 ranks written) fills a state dict of the right
-// shapes with the input's values, whole and --split chunks alike, and
-// in 2 processes into DTensors sharded Shard(0) (as FSDP2 holds them).
+// torch.distributed.checkpoint.load in 1, 2 and 4 gloo processes (world
+// sizes other than the 3 ranks written) fills a state dict of the input's
+// structure (nested for the .pt) with the input's tensors and values,
+// whole and --split chunks alike, and in 2 and 4 processes into DTensors
+// sharded Shard(0) (as FSDP2 holds them, uneven and empty shards
+// included).
 func TestInteropDCPWrite(t *testing.T) {
 	testenv.RequireFeature(t, "torch with torch.distributed.checkpoint.format_utils (2.2+) and safetensors",
 		"from torch.distributed.checkpoint.format_utils import dcp_to_torch_save; import safetensors")
@@ -278,7 +282,7 @@ func TestInteropDCPWrite(t *testing.T) {
 		convert(t, in, out, WithFormat(DCP), WithDCPRanks(3), WithSplit(rules))
 		abs, _ := filepath.Abs(in)
 		var stderr bytes.Buffer
-		cmd := exec.Command(testenv.Python(), "../scripts/dcp_write_check.py", out, abs, "1", "2")
+		cmd := exec.Command(testenv.Python(), "../scripts/dcp_write_check.py", out, abs, "1", "2", "4")
 		cmd.Stderr = &stderr
 		got, err := cmd.Output()
 		if err != nil {
@@ -286,4 +290,59 @@ func TestInteropDCPWrite(t *testing.T) {
 		}
 		t.Logf("%s: %s", in, got)
 	}
+}
+
+// TestInteropDCPNested: a nested training checkpoint (a small model's
+// state_dict, AdamW's after one step, a step counter, nested lists, tuples
+// and dicts of values) that torch 2.x saved with torch.save converts to a
+// DCP whose .metadata has the planner_data and state_dict_metadata keys
+// torch's own dcp.save of the same dict writes (as does the conversion of
+// torch's DCP itself), and that dcp.load reads into a freshly built nested
+// dict of the same structure with every tensor and value of the input; 1
+// and 2 ranks, and 3 with --split '*=0'. ckpt reads every output back as
+// the input's tensors and values, and in the tree it reads torch's DCP as.
+func TestInteropDCPNested(t *testing.T) {
+	testenv.RequireFeature(t, "torch with torch.distributed.checkpoint.format_utils (2.2+)",
+		"from torch.distributed.checkpoint.format_utils import dcp_to_torch_save")
+	dir := t.TempDir()
+	src, torchDCP := filepath.Join(dir, "src.pt"), filepath.Join(dir, "torch_dcp")
+	script := func(args ...string) {
+		t.Helper()
+		var stderr bytes.Buffer
+		cmd := exec.Command(testenv.Python(), append([]string{"../scripts/dcp_nested_check.py"}, args...)...)
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("dcp_nested_check.py %s: %v\n%s%s", args[0], err, out, stderr.String())
+		}
+	}
+	script("make", src, torchDCP)
+	rules, _ := statedict.ParseSplitRules("*=0")
+	outs := map[string][]Option{
+		"r1":       {WithFormat(DCP)},
+		"r2":       {WithFormat(DCP), WithDCPRanks(2)},
+		"r3split":  {WithFormat(DCP), WithDCPRanks(3), WithSplit(rules)},
+		"fromdcp2": {WithFormat(DCP), WithDCPRanks(2)},
+	}
+	args := []string{"check", src, torchDCP}
+	wantTree := treeShape(open(t, torchDCP).Root)
+	for _, name := range slices.Sorted(maps.Keys(outs)) {
+		in := src
+		if name == "fromdcp2" {
+			in = torchDCP
+		}
+		out := filepath.Join(dir, name)
+		if sum := convert(t, in, out, outs[name]...); sum.Structure != "tree" {
+			t.Errorf("%s: structure %q", name, sum.Structure)
+		}
+		args = append(args, out)
+		compareFiles(t, src, out)
+		if want, got := objects(t, src), objects(t, out); !reflect.DeepEqual(want, got) {
+			t.Errorf("%s: values differ:\n got %v\nwant %v", name, got, want)
+		}
+		if got := treeShape(open(t, out).Root); got != wantTree {
+			t.Errorf("%s: tree read back\n got %s\nwant %s (torch's DCP)", name, got, wantTree)
+		}
+	}
+	script(args...)
 }

@@ -29,6 +29,8 @@ type item struct {
 	name  string            // output name
 	src   *statedict.Tensor // source tensor
 	dtype statedict.DType   // output dtype (src.DType or the cast target)
+	path  []any             // DCP: its planner_data path (nestDCP); nil: (name,)
+	pos   int               // DCP: its place in torch's order of the input's leaves (nestDCP)
 }
 
 // nbytes is the item's size in the output, contiguous.
@@ -38,6 +40,12 @@ func (it *item) nbytes() int64 { return it.src.NumEl() * int64(it.dtype.Size()) 
 type value struct {
 	name string
 	v    any
+	src  string // its name in the input
+	path []any  // DCP: its planner_data path (nestDCP); nil: (name,)
+	pos  int    // DCP: its place in torch's order of the input's leaves (nestDCP)
+	// DCP: the tensors of a value torch saves whole (a tuple of tensors):
+	// v holds them as tensors[i]'s dcp.TensorSpec.Ref(i) (tensorValue).
+	tensors []*item
 }
 
 // plan is everything decided before a byte is written.
@@ -304,7 +312,7 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 		if err := claim(name, o.Name); err != nil {
 			return nil, err
 		}
-		p.values = append(p.values, value{name, v})
+		p.values = append(p.values, value{name: name, v: v, src: o.Name})
 	}
 	for _, group := range [][]statedict.Object{ck.Opaque, ck.Foreign} {
 		for _, o := range group {

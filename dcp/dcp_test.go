@@ -25,7 +25,9 @@ func TestMetadataParses(t *testing.T) {
 		{FQN: "s", Tensor: true, DType: statedict.Float32, Size: []int64{}, Chunks: []Chunk{
 			{Offsets: []int64{}, Sizes: []int64{}, Location: Location{"__0_0.distcp", 1000, 900}},
 		}},
-		{FQN: "opt.step", Path: []string{"opt", "step"}, Value: Location{"__0_0.distcp", 1900, 864}},
+		{FQN: "opt.step", Path: []any{"opt", "step"}, Value: Location{"__0_0.distcp", 1900, 864}},
+		{FQN: "opt.groups.0.lr", Path: []any{"opt", "groups", int64(0), "lr"}, Value: Location{"__0_0.distcp", 2764, 800}},
+		{FQN: "opt.groups.300.lr", Path: []any{"opt", "groups", 300, "lr"}, Value: Location{"__0_0.distcp", 3564, 800}},
 	}}
 	b, err := m.Encode()
 	if err != nil {
@@ -35,7 +37,7 @@ func TestMetadataParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(md.Items) != 3 {
+	if len(md.Items) != 5 {
 		t.Fatalf("%d items", len(md.Items))
 	}
 	w := md.Items[0]
@@ -48,7 +50,9 @@ func TestMetadataParses(t *testing.T) {
 	if v := md.Items[2]; v.IsTensor || v.File != "__0_0.distcp" || v.Begin != 1900 || v.Length != 864 {
 		t.Errorf("value: %+v", v)
 	}
-	if !reflect.DeepEqual(md.Paths["opt.step"], []any{"opt", "step"}) || !reflect.DeepEqual(md.Paths["w"], []any{"w"}) {
+	if !reflect.DeepEqual(md.Paths["opt.step"], []any{"opt", "step"}) || !reflect.DeepEqual(md.Paths["w"], []any{"w"}) ||
+		!reflect.DeepEqual(md.Paths["opt.groups.0.lr"], []any{"opt", "groups", int64(0), "lr"}) ||
+		!reflect.DeepEqual(md.Paths["opt.groups.300.lr"], []any{"opt", "groups", int64(300), "lr"}) {
 		t.Errorf("paths %v", md.Paths)
 	}
 	// Equal metadata, equal bytes (the save_id comes from the content).

@@ -4,7 +4,8 @@
 // one "__R_0.distcp" file per rank R, each a concatenation of items. A
 // tensor item is the torch.save zip of one contiguous CPU tensor (a whole
 // tensor or one chunk of it); a non-tensor value is the torch.save zip of
-// the value (BytesStorageMetadata).
+// the value (BytesStorageMetadata), with the tensors it holds when torch's
+// planner saves it whole (a tuple of tensors: WriteValueTensors).
 //
 // The package only encodes: which tensor goes to which rank, and the bytes
 // of each tensor, are the caller's (package convert plans and streams

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
@@ -30,6 +31,12 @@ func (s TensorSpec) NBytes() int64 {
 }
 
 func (s TensorSpec) pickle() ([]byte, error) {
+	return torchzip.EncodeTree(s.Ref("0"))
+}
+
+// Ref returns the tensor s, contiguous on the CPU, over a storage of its
+// own keyed key ("0": record data/0), for an object tree WriteValue writes.
+func (s TensorSpec) Ref(key string) *torchzip.TensorRef {
 	strides := make([]int64, len(s.Shape))
 	st := int64(1)
 	for d := len(s.Shape) - 1; d >= 0; d-- {
@@ -40,12 +47,12 @@ func (s TensorSpec) pickle() ([]byte, error) {
 	for _, d := range s.Shape {
 		numel *= d
 	}
-	return torchzip.EncodeTree(&torchzip.TensorRef{
-		Storage:      &torchzip.StorageRef{Key: "0", DType: s.DType, Location: "cpu", NumEl: numel},
+	return &torchzip.TensorRef{
+		Storage:      &torchzip.StorageRef{Key: key, DType: s.DType, Location: "cpu", NumEl: numel},
 		Shape:        s.Shape,
 		Strides:      strides,
 		RequiresGrad: s.RequiresGrad,
-	})
+	}
 }
 
 // countWriter counts what passes; with discard set it keeps nothing.
@@ -127,17 +134,40 @@ func TensorLength(s TensorSpec) (int64, error) {
 // value torchzip.EncodeTree writes: nil, bool, int64, *big.Int, float64,
 // string, []byte, containers of them), and returns its length.
 func WriteValue(w io.Writer, v any) (int64, error) {
+	return WriteValueTensors(w, v, nil, nil, 4096)
+}
+
+// WriteValueTensors writes one non-tensor item whose object tree v also
+// holds tensors (a tuple of tensors, which torch's planner saves whole):
+// v's tensors are tensors[i].Ref(strconv.Itoa(i)), and tensor i's data,
+// tensors[i].NBytes() bytes in C order, little-endian, is read from
+// data(i), after data.pkl and byteorder, as records data/0, data/1, ...
+// bufSize is the copy buffer's size (0: torchzip's default).
+func WriteValueTensors(w io.Writer, v any, tensors []TensorSpec, data func(i int) (io.Reader, error), bufSize int) (int64, error) {
 	pkl, err := torchzip.EncodeTree(v)
 	if err != nil {
 		return 0, fmt.Errorf("dcp: value: %w", err)
 	}
 	cw := &countWriter{w: w}
-	zw := torchzip.NewWriter(cw, torchzip.WithBufferSize(4096))
+	var opts []torchzip.Option
+	if bufSize > 0 {
+		opts = append(opts, torchzip.WithBufferSize(bufSize))
+	}
+	zw := torchzip.NewWriter(cw, opts...)
 	if err := zw.WriteRecord("data.pkl", int64(len(pkl)), bytes.NewReader(pkl)); err != nil {
 		return cw.n, err
 	}
 	if err := zw.WriteRecord("byteorder", 6, bytes.NewReader([]byte("little"))); err != nil {
 		return cw.n, err
+	}
+	for i, s := range tensors {
+		r, err := data(i)
+		if err != nil {
+			return cw.n, err
+		}
+		if err := zw.WriteRecord("data/"+strconv.Itoa(i), s.NBytes(), r); err != nil {
+			return cw.n, err
+		}
 	}
 	err = zw.Close()
 	return cw.n, err
@@ -145,3 +175,11 @@ func WriteValue(w io.Writer, v any) (int64, error) {
 
 // ValueLength returns the length WriteValue writes for v.
 func ValueLength(v any) (int64, error) { return WriteValue(nil, v) }
+
+// ValueTensorsLength returns the length WriteValueTensors writes for v
+// and its tensors, without their data (see TensorLength).
+func ValueTensorsLength(v any, tensors []TensorSpec) (int64, error) {
+	return WriteValueTensors(nil, v, tensors, func(i int) (io.Reader, error) {
+		return io.LimitReader(zeros{}, tensors[i].NBytes()), nil
+	}, 1<<20)
+}

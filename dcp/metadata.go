@@ -42,9 +42,10 @@ type Chunk struct {
 type Entry struct {
 	FQN string
 	// Path is the key's place in the nested state dict that was saved
-	// (planner_data): the dict keys from the root. Empty means []{FQN}, a
-	// key of a flat state dict.
-	Path         []string
+	// (planner_data): from the root, a string for each dict key and an
+	// int64 (or int) for each list index, as torch's flatten_state_dict
+	// records it. Empty means []any{FQN}, a key of a flat state dict.
+	Path         []any
 	Tensor       bool
 	DType        statedict.DType
 	Size         []int64
@@ -127,11 +128,18 @@ func (m *Metadata) Encode() ([]byte, error) {
 		p.str(e.FQN)
 		path := e.Path
 		if len(path) == 0 {
-			path = []string{e.FQN}
+			path = []any{e.FQN}
 		}
 		p.op(opMark)
 		for _, k := range path {
-			p.str(k)
+			switch k := k.(type) {
+			case string:
+				p.str(k)
+			case int64:
+				p.integer(k)
+			case int:
+				p.integer(int64(k))
+			}
 		}
 		p.op(opTuple)
 	}
@@ -221,8 +229,21 @@ func (m *Metadata) validate() error {
 		}
 		seen[e.FQN] = true
 		for _, k := range e.Path {
-			if !utf8.ValidString(k) {
-				return bad(e.FQN, "path key not UTF-8")
+			switch k := k.(type) {
+			case string:
+				if !utf8.ValidString(k) {
+					return bad(e.FQN, "path key not UTF-8")
+				}
+			case int64:
+				if k < 0 {
+					return bad(e.FQN, "negative list index %d in its path", k)
+				}
+			case int:
+				if k < 0 {
+					return bad(e.FQN, "negative list index %d in its path", k)
+				}
+			default:
+				return bad(e.FQN, "path element of type %T (a string key or an int index)", k)
 			}
 		}
 		locs := []Location{e.Value}

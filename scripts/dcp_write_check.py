@@ -4,15 +4,18 @@
     python3 dcp_write_check.py DCPDIR INPUT WORLD [WORLD...]
 
 INPUT is the checkpoint ckpt converted (.pt/.pth or .safetensors); its
-state dict, flattened to dotted names as ckpt flattens it (dict keys and
-list indices), must equal:
+state dict, as torch.load gives it (nested dicts, lists, tuples) and
+flattened to dotted names for the comparison, must equal:
   1. torch.distributed.checkpoint.format_utils.dcp_to_torch_save(DCPDIR),
      tensor for tensor (dtype, shape, bits) and value for value;
-  2. torch.distributed.checkpoint.load(DCPDIR) into a state dict of empty
-     tensors of the right shapes (and the values' keys), in WORLD gloo
-     processes on CPU, for each WORLD given; and, for WORLD > 1, into a
-     state dict of DTensors sharded Shard(0) over the WORLD ranks (as FSDP2
-     or tensor parallelism hold them), each rank checking its own rows.
+  2. torch.distributed.checkpoint.load(DCPDIR) into a nested state dict of
+     INPUT's structure, its tensors empty and its other values None, in
+     WORLD gloo processes on CPU, for each WORLD given; and, for WORLD > 1,
+     into the same structure with every tensor of 2 or more rows a DTensor
+     sharded Shard(0) over the WORLD ranks (torch.chunk's placement, as
+     FSDP2 or tensor parallelism hold them: uneven, and empty on the last
+     ranks when there are fewer rows than ranks), each rank checking its
+     own rows.
 Prints OK and exits 0, or prints the first difference and exits 1.
 """
 import faulthandler
@@ -41,11 +44,31 @@ def flatten(obj, prefix, out):
     return out
 
 
-def reference(path):
+def reference_tree(path):
     if path.endswith(".safetensors"):
         from safetensors.torch import load_file
         return load_file(path)
-    return flatten(torch.load(path, map_location="cpu", weights_only=False), "", {})
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def reference(path):
+    return flatten(reference_tree(path), "", {})
+
+
+def remap(obj, prefix, leaf):
+    # obj's structure (dicts, lists, tuples) with each leaf replaced by
+    # leaf(name, value), names as flatten gives them.
+    if isinstance(obj, dict):
+        return {k: remap(v, f"{prefix}.{k}" if prefix else str(k), leaf) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) and not isinstance(obj, torch.Size):
+        items = [remap(v, f"{prefix}.{i}" if prefix else str(i), leaf) for i, v in enumerate(obj)]
+        return items if isinstance(obj, list) else tuple(items)
+    return leaf(prefix, obj)
+
+
+def blank(obj):
+    # A fresh state dict of obj's structure: empty tensors, values None.
+    return remap(obj, "", lambda _, v: torch.empty_like(v) if isinstance(v, torch.Tensor) else None)
 
 
 def same(name, want, got):
@@ -79,14 +102,15 @@ def load_worker(rank, world, store, ckdir, src, errs):
     # Each process reads the reference itself: tensors handed to spawned
     # processes go through shared-memory file descriptors, which hung now
     # and then in the chroot.
-    want = reference(src)
-    faulthandler.dump_traceback_later(30, exit=True)  # a hang shows where, then fails
+    tree = reference_tree(src)
+    want = flatten(tree, "", {})
+    faulthandler.dump_traceback_later(60, exit=True)  # a hang shows where, then fails
     # A file rendezvous: no port, and no libuv (Debian's torch lacks it).
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
     try:
-        sd = {k: (torch.empty_like(v) if isinstance(v, torch.Tensor) else None) for k, v in want.items()}
+        sd = blank(tree)
         dcp.load(sd, checkpoint_id=ckdir)
-        d = compare(want, sd, f"dcp.load in {world} processes, rank {rank}")
+        d = compare(want, flatten(sd, "", {}), f"dcp.load in {world} processes, rank {rank}")
         if d:
             errs.put(d)
             return
@@ -97,21 +121,25 @@ def load_worker(rank, world, store, ckdir, src, errs):
             from torch.distributed.device_mesh import init_device_mesh
             from torch.distributed.tensor import DTensor, Shard
             mesh = init_device_mesh("cpu", (world,))
-            sd, local = {}, {}
-            for k, v in want.items():
-                if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] >= world:
-                    parts = list(v.chunk(world, 0))
-                    mine = parts[rank] if rank < len(parts) else v[v.shape[0]:]
-                    local[k] = mine
-                    sd[k] = DTensor.from_local(torch.empty_like(mine), mesh, [Shard(0)], run_check=False,
-                                               shape=v.shape, stride=v.stride())
-                else:
-                    sd[k] = torch.empty_like(v) if isinstance(v, torch.Tensor) else None
+            local = {}
+
+            def shard(k, v):
+                if not isinstance(v, torch.Tensor):
+                    return None
+                if v.dim() == 0 or v.shape[0] < 2:
+                    return torch.empty_like(v)
+                parts = list(v.chunk(world, 0))
+                mine = parts[rank] if rank < len(parts) else v[v.shape[0]:]
+                local[k] = mine
+                return DTensor.from_local(torch.empty_like(mine), mesh, [Shard(0)], run_check=False,
+                                          shape=v.shape, stride=v.stride())
+            sd = remap(tree, "", shard)
             if not local:
                 errs.put("no tensor to shard")
                 return
             dcp.load(sd, checkpoint_id=ckdir)
-            got = {k: (v.to_local() if isinstance(v, DTensor) else v) for k, v in sd.items()}
+            got = remap(sd, "", lambda _, v: v.to_local() if isinstance(v, DTensor) else v)
+            got = flatten(got, "", {})
             d = compare({**want, **local}, got, f"dcp.load into DTensors Shard(0) in {world} processes, rank {rank}")
             if d:
                 errs.put(d)

@@ -32,7 +32,8 @@ Anything the output cannot carry is listed.
 --to dcp writes OUT as a torch.distributed.checkpoint directory (.metadata and
 __R_0.distcp files, torch 2.6's FileSystemWriter layout) that dcp.load reads in
 any world size: --dcp-ranks R writes it as R ranks would, --split RULES chunks
-the matching tensors over the ranks. --part I/N (or auto: torchrun, Slurm, an
+the matching tensors over the ranks; a nested input ({"model": ..., "optim":
+...}) keeps the nesting dcp.save gives it. --part I/N (or auto: torchrun, Slurm, an
 Indexed Job) writes only process I's files of a DCP or sharded safetensors
 output, to a directory or an s3://, gs:// or az:// prefix; part 0 writes the
 index once the others' files exist with their planned sizes (docs/dcp-write.md).

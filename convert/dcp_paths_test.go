@@ -1,0 +1,318 @@
+package convert
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/dcp"
+	"github.com/ckpt-dev/ckpt/pickle"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// TestTorchFlatten: the leaves and planner paths of a nested state dict
+// are those of torch 2.6's flatten_state_dict: str(key) for every dict key
+// (int keys included), int indices into lists holding a tensor, a dict or
+// such a list; tuples, lists of scalars and empty lists are one leaf each,
+// empty dicts none.
+func TestTorchFlatten(t *testing.T) {
+	tn := func() *pickle.Tensor { return &pickle.Tensor{DType: "float32"} }
+	d := func(kv ...any) *pickle.Dict {
+		out := &pickle.Dict{}
+		for i := 0; i < len(kv); i += 2 {
+			out.Entries = append(out.Entries, pickle.DictEntry{Key: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	list := func(v ...any) *pickle.List { l := pickle.List(v); return &l }
+	tup := func(v ...any) *pickle.Tuple { l := pickle.Tuple(v); return &l }
+	model := d("fc.weight", tn(), "fc.bias", tn())
+	model.Class = "collections.OrderedDict"
+	root := d(
+		"model", model,
+		"optim", d(
+			"state", d(int64(0), d("step", tn(), "exp_avg", tn())),
+			"param_groups", list(d("lr", 0.1, "betas", tup(0.9, 0.99), "params", list(int64(0), int64(1))))),
+		"step", int64(7),
+		"hist", list(int64(1), 2.5),
+		"mixed", list(tn(), int64(3)),
+		"deep", list(list(int64(1)), list(tn())),
+		"scalars", list(list(int64(1)), list()),
+		"tup", tup(tn(), int64(1)),
+		"empty", d(),
+		"none", list(),
+		true, nil,
+	)
+	leaves, ok := torchFlatten(root)
+	if !ok {
+		t.Fatal("not flattened")
+	}
+	type leaf struct {
+		name   string
+		path   []any
+		tensor bool
+	}
+	var got []leaf
+	for _, l := range leaves {
+		_, isT := l.v.(*pickle.Tensor)
+		got = append(got, leaf{l.name, l.path, isT})
+	}
+	want := []leaf{
+		{"model.fc.weight", []any{"model", "fc.weight"}, true},
+		{"model.fc.bias", []any{"model", "fc.bias"}, true},
+		{"optim.state.0.step", []any{"optim", "state", "0", "step"}, true},
+		{"optim.state.0.exp_avg", []any{"optim", "state", "0", "exp_avg"}, true},
+		{"optim.param_groups.0.lr", []any{"optim", "param_groups", int64(0), "lr"}, false},
+		{"optim.param_groups.0.betas", []any{"optim", "param_groups", int64(0), "betas"}, false},
+		{"optim.param_groups.0.params", []any{"optim", "param_groups", int64(0), "params"}, false},
+		{"step", []any{"step"}, false},
+		{"hist", []any{"hist"}, false},
+		{"mixed.0", []any{"mixed", int64(0)}, true},
+		{"mixed.1", []any{"mixed", int64(1)}, false},
+		{"deep.0", []any{"deep", int64(0)}, false},
+		{"deep.1.0", []any{"deep", int64(1), int64(0)}, true},
+		{"scalars", []any{"scalars"}, false},
+		{"tup", []any{"tup"}, false},
+		{"none", []any{"none"}, false},
+		{"True", []any{"True"}, false},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("leaves:\n got %v\nwant %v", got, want)
+	}
+	// Not a dict, or a list holding itself: no nesting (torch cannot save it).
+	if _, ok := torchFlatten(list(tn())); ok {
+		t.Error("a list root flattened")
+	}
+	cyc := list(int64(1))
+	*cyc = append(*cyc, cyc)
+	if _, ok := torchFlatten(d("c", cyc)); ok {
+		t.Error("a cyclic list flattened")
+	}
+}
+
+// TestRenamedPath: a renamed leaf keeps the longest part of its path that
+// still begins its new name.
+func TestRenamedPath(t *testing.T) {
+	for _, tc := range []struct {
+		path     []any
+		old, new string
+		want     []any
+	}{
+		{[]any{"model", "fc.weight"}, "model.fc.weight", "model.fc.weight", []any{"model", "fc.weight"}},
+		{[]any{"model", "fc.weight"}, "model.fc.weight", "model.head.weight", []any{"model", "head.weight"}},
+		{[]any{"model", "fc.weight"}, "model.fc.weight", "fc.weight", []any{"fc.weight"}},
+		{[]any{"model", "fc.weight"}, "model.fc.weight", "modelx.fc.weight", []any{"modelx.fc.weight"}},
+		{[]any{"o", "g", int64(0), "lr"}, "o.g.0.lr", "o.g.0.rate", []any{"o", "g", int64(0), "rate"}},
+		{[]any{"o", "g", int64(0), "lr"}, "o.g.0.lr", "o.g.x", []any{"o", "g", "x"}},
+	} {
+		if got := renamedPath(tc.path, tc.old, tc.new); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%v %s -> %s: got %v, want %v", tc.path, tc.old, tc.new, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		paths [][]any
+		ok    bool
+	}{
+		{[][]any{{"a", "b"}, {"a", "c"}, {"l", int64(0)}, {"l", int64(2), "x"}}, true},
+		{[][]any{{"a", "b"}, {"a"}}, false},
+		{[][]any{{"a"}, {"a", "b"}}, false},
+		{[][]any{{"l", int64(0)}, {"l", "x"}}, false},
+		{[][]any{{"a"}, {"a"}}, false},
+	} {
+		if got := consistentPaths(tc.paths); got != tc.ok {
+			t.Errorf("%v: consistent %v, want %v", tc.paths, got, tc.ok)
+		}
+	}
+}
+
+// plannerPaths returns the planner_data of a DCP directory.
+func plannerPaths(t *testing.T, dir string) (map[string][]any, []string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, ".metadata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := statedict.ParseDCPMetadata(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, it := range md.Items {
+		names = append(names, it.Name)
+	}
+	slices.Sort(names)
+	return md.Paths, names
+}
+
+// TestDCPWriteNested: a DCP input's planner_data (torch's own dcp.save)
+// carries through a DCP -> DCP conversion key for key and path for path;
+// a training .pt becomes the nesting torch would save (optimizer state
+// under str(int) keys, param_groups a list, betas one tuple value), which
+// ckpt reads back as the same tree; renames follow renamedPath; a flat
+// input stays flat.
+func TestDCPWriteNested(t *testing.T) {
+	rules, _ := statedict.ParseSplitRules("*=0")
+	wantPaths, wantNames := plannerPaths(t, dcpFixture)
+	for _, opts := range [][]Option{{WithFormat(DCP)}, {WithFormat(DCP), WithDCPRanks(3), WithSplit(rules)}} {
+		out := filepath.Join(t.TempDir(), "dcp")
+		sum := convert(t, dcpFixture, out, opts...)
+		paths, names := plannerPaths(t, out)
+		if !reflect.DeepEqual(names, wantNames) || !reflect.DeepEqual(paths, wantPaths) {
+			t.Errorf("DCP -> DCP:\n got %v %v\nwant %v %v", names, paths, wantNames, wantPaths)
+		}
+		if sum.Structure != "tree" {
+			t.Errorf("structure %q", sum.Structure)
+		}
+	}
+
+	out := filepath.Join(t.TempDir(), "dcp")
+	convert(t, fixtures+"cuda_training.pt", out, WithFormat(DCP), WithDCPRanks(2))
+	paths, _ := plannerPaths(t, out)
+	for name, want := range map[string][]any{
+		"model.0.weight":                 {"model", "0.weight"},
+		"optimizer.state.1.exp_avg":      {"optimizer", "state", "1", "exp_avg"},
+		"optimizer.param_groups.0.betas": {"optimizer", "param_groups", int64(0), "betas"},
+		"optimizer.param_groups.0.lr":    {"optimizer", "param_groups", int64(0), "lr"},
+		"epoch":                          {"epoch"},
+	} {
+		if !reflect.DeepEqual(paths[name], want) {
+			t.Errorf("%s: path %#v, want %#v", name, paths[name], want)
+		}
+	}
+	if _, ok := paths["optimizer.param_groups.0.betas.0"]; ok {
+		t.Error("betas written item by item")
+	}
+	in, back := open(t, fixtures+"cuda_training.pt"), open(t, out)
+	if got, want := treeShape(back.Root), treeShape(in.Root); got != want {
+		t.Errorf("tree read back:\n got %s\nwant %s", got, want)
+	}
+
+	out = filepath.Join(t.TempDir(), "dcp")
+	convert(t, fixtures+"cuda_training.pt", out, WithFormat(DCP), WithStripPrefix("model."),
+		WithRename(Rename{regexp.MustCompile(`^optimizer\.param_groups\.0\.lr$`), "optimizer.param_groups.0.rate"}))
+	paths, _ = plannerPaths(t, out)
+	for name, want := range map[string][]any{
+		"0.weight":                      {"0.weight"},
+		"optimizer.state.1.exp_avg":     {"optimizer", "state", "1", "exp_avg"},
+		"optimizer.param_groups.0.rate": {"optimizer", "param_groups", int64(0), "rate"},
+	} {
+		if !reflect.DeepEqual(paths[name], want) {
+			t.Errorf("renamed %s: path %#v, want %#v", name, paths[name], want)
+		}
+	}
+
+	out = filepath.Join(t.TempDir(), "dcp")
+	if sum := convert(t, fixtures+"model.safetensors", out, WithFormat(DCP)); sum.Structure != "flat" {
+		t.Errorf("safetensors: structure %q", sum.Structure)
+	}
+	paths, _ = plannerPaths(t, out)
+	for name, p := range paths {
+		if !reflect.DeepEqual(p, []any{name}) {
+			t.Errorf("safetensors %s: path %v", name, p)
+		}
+	}
+}
+
+// treeShape writes a tree's containers and key types, tensors as "T" and
+// values as their Python repr (tuples as lists: a DCP value read back
+// keeps them, the input's too).
+func treeShape(v any) string {
+	switch x := v.(type) {
+	case *pickle.Dict:
+		s := "{"
+		for _, e := range x.Entries {
+			s += fmt.Sprintf("%s: %s, ", pickle.Repr(statedict.KeyName(e.Key)), treeShape(e.Value))
+		}
+		return s + "}"
+	case *pickle.List:
+		return seqShape(*x)
+	case *pickle.Tuple:
+		return seqShape(*x)
+	case *pickle.Tensor:
+		return "T"
+	}
+	return pickle.Repr(v)
+}
+
+func seqShape(items []any) string {
+	s := "["
+	for _, it := range items {
+		s += treeShape(it) + ", "
+	}
+	return s + "]"
+}
+
+// TestDCPWriteTensorValue: a leaf torch saves whole although it holds
+// tensors (a tuple of tensors, a list of such tuples) is one value item,
+// the torch.save of the leaf with its tensors, at its own path; ckpt reads
+// its tensors back under the input's names, byte for byte, and the parts
+// of a split conversion, which size such values without their data, add
+// up to the single process's output.
+func TestDCPWriteTensorValue(t *testing.T) {
+	dir := t.TempDir()
+	specs := []dcp.TensorSpec{
+		{DType: statedict.Float32, Shape: []int64{2, 3}},
+		{DType: statedict.Int64, Shape: []int64{4}},
+		{DType: statedict.BFloat16, Shape: []int64{3}, RequiresGrad: true},
+	}
+	pair := pickle.Tuple{specs[0].Ref("0"), int64(1)}
+	inner := pickle.Tuple{specs[2].Ref("2")}
+	opt := pickle.List{&inner}
+	tree := &pickle.Dict{Entries: []pickle.DictEntry{
+		{Key: "pair", Value: &pair},
+		{Key: "w", Value: specs[1].Ref("1")},
+		{Key: "x", Value: &pickle.Dict{Entries: []pickle.DictEntry{{Key: "opt", Value: &opt}}}},
+	}}
+	src := filepath.Join(dir, "src.pt")
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dcp.WriteValueTensors(f, tree, specs, func(i int) (io.Reader, error) {
+		b := make([]byte, specs[i].NBytes())
+		for j := range b {
+			b[j] = byte(17*i + j)
+		}
+		return bytes.NewReader(b), nil
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	one := filepath.Join(dir, "one")
+	sum := convert(t, src, one, WithFormat(DCP), WithDCPRanks(2))
+	if sum.Tensors != 3 || sum.Bytes != specs[0].NBytes()+specs[1].NBytes()+specs[2].NBytes() {
+		t.Errorf("%d tensors, %d bytes", sum.Tensors, sum.Bytes)
+	}
+	b, err := os.ReadFile(filepath.Join(one, ".metadata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := statedict.ParseDCPMetadata(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, it := range md.Items {
+		kinds[it.Name] = it.IsTensor
+	}
+	if !reflect.DeepEqual(kinds, map[string]bool{"pair": false, "w": true, "x.opt": false}) ||
+		!reflect.DeepEqual(md.Paths["x.opt"], []any{"x", "opt"}) {
+		t.Errorf("items %v, paths %v", kinds, md.Paths)
+	}
+	compareFiles(t, src, one)
+	if want, got := objects(t, src), objects(t, one); !reflect.DeepEqual(want, got) {
+		t.Errorf("values differ:\n got %v\nwant %v", got, want)
+	}
+	parts := filepath.Join(dir, "parts")
+	runParts(t, src, parts, 2, WithFormat(DCP), WithDCPRanks(2))
+	want, got := readDir(t, one), readDir(t, parts)
+	if !reflect.DeepEqual(want, got) {
+		t.Error("2 parts differ from one process")
+	}
+}
