@@ -23,6 +23,9 @@ type dcpTensor struct {
 	cfg     *config
 	ck      *Checkpoint
 	mu      *sync.Mutex // guards ck.closers
+	// pieceOf opens a chunk held as a tensor of a safetensors file
+	// (dcp_hf.go); nil for chunks that are torch.save zips.
+	pieceOf func(Chunk) (*piece, error)
 
 	pmu    sync.Mutex
 	pieces []*piece // by chunk, nil until its header is read
