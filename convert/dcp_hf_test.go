@@ -1,0 +1,263 @@
+package convert
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/safetensors"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// hfDCPOpts are the options of a safetensors DCP output of ranks ranks.
+func hfDCPOpts(t *testing.T, ranks int, split string) []Option {
+	opts := []Option{WithFormat(DCP), WithDCPSerialization(DCPSafetensors), WithDCPRanks(ranks)}
+	if split != "" {
+		rules, err := statedict.ParseSplitRules(split)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, WithSplit(rules))
+	}
+	return opts
+}
+
+// hfAssemble rebuilds global tensors from the safetensors files of dir the
+// way torch's HuggingFaceStorageReader and consolidate_safetensors_files
+// do, independently of package statedict: every *.safetensors file, each
+// tensor placed at its DCP_SHARDING_INFO saved_offsets, the global shape
+// the largest offset+size per dimension. It checks the header metadata
+// the writer puts in every file.
+func hfAssemble(t *testing.T, dir string) (map[string][]byte, map[string][]int64, map[string]string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if len(files) == 0 {
+		t.Fatalf("no safetensors files in %s", dir)
+	}
+	type chunk struct {
+		off, shape []int64
+		data       []byte
+		es         int64
+	}
+	chunks := map[string][]chunk{}
+	dtypes := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf, err := safetensors.Parse(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if sf.Metadata["DCP_VERSION"] != "1.0" || sf.Metadata["format"] != "pt" {
+			t.Errorf("%s: metadata %v lacks DCP_VERSION 1.0 or format pt", f, sf.Metadata)
+		}
+		var info map[string]struct {
+			SavedOffsets []int64 `json:"saved_offsets"`
+		}
+		if err := json.Unmarshal([]byte(sf.Metadata["DCP_SHARDING_INFO"]), &info); err != nil {
+			t.Fatalf("%s: DCP_SHARDING_INFO: %v", f, err)
+		}
+		if len(info) != len(sf.Tensors) {
+			t.Errorf("%s: DCP_SHARDING_INFO lists %d tensors, the file holds %d", f, len(info), len(sf.Tensors))
+		}
+		for _, ti := range sf.Tensors {
+			e, ok := info[ti.Name]
+			if !ok || len(e.SavedOffsets) != len(ti.Shape) {
+				t.Fatalf("%s: %s: saved_offsets %v for shape %v", f, ti.Name, e.SavedOffsets, ti.Shape)
+			}
+			es, _ := safetensors.ElementSize(ti.DType)
+			chunks[ti.Name] = append(chunks[ti.Name], chunk{e.SavedOffsets, ti.Shape, b[sf.DataOffset+ti.Begin : sf.DataOffset+ti.End], int64(es)})
+			dtypes[ti.Name] = ti.DType
+		}
+	}
+	out, shapes := map[string][]byte{}, map[string][]int64{}
+	for name, cs := range chunks {
+		shape := slices.Clone(cs[0].shape)
+		for _, c := range cs {
+			for d := range shape {
+				shape[d] = max(shape[d], c.off[d]+c.shape[d])
+			}
+		}
+		n := cs[0].es
+		for _, s := range shape {
+			n *= s
+		}
+		full := make([]byte, n)
+		for _, c := range cs {
+			// Element by element: the chunk's C-order index -> global index.
+			idx := make([]int64, len(shape))
+			for i := int64(0); i*c.es < int64(len(c.data)); i++ {
+				g := int64(0)
+				for d := range shape {
+					g = g*shape[d] + c.off[d] + idx[d]
+				}
+				copy(full[g*c.es:(g+1)*c.es], c.data[i*c.es:(i+1)*c.es])
+				for d := len(idx) - 1; d >= 0; d-- {
+					if idx[d]++; idx[d] < c.shape[d] {
+						break
+					}
+					idx[d] = 0
+				}
+			}
+		}
+		out[name], shapes[name] = full, shape
+	}
+	return out, shapes, dtypes
+}
+
+// checkAssembled compares hfAssemble's tensors with the input's.
+func checkAssembled(t *testing.T, in, dir string) {
+	t.Helper()
+	got, shapes, _ := hfAssemble(t, dir)
+	ck := open(t, in)
+	n := 0
+	for _, tn := range ck.Tensors {
+		if unsupported(tn, Safetensors) != "" {
+			continue
+		}
+		n++
+		want, err := tn.ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(shapes[tn.Name], tn.Shape) || !bytes.Equal(got[tn.Name], want) {
+			t.Errorf("%s: assembled %v %d bytes, want %v %d bytes (equal: %v)", tn.Name, shapes[tn.Name], len(got[tn.Name]), tn.Shape, len(want), bytes.Equal(got[tn.Name], want))
+		}
+	}
+	if len(got) != n {
+		t.Errorf("%d tensors assembled, the input has %d", len(got), n)
+	}
+}
+
+// TestDCPSafetensorsOneRank: one rank writes model-00001-of-00001.safetensors
+// with zero saved_offsets and model.safetensors.index.json whose
+// weight_map names that file for every tensor and whose total_size is the
+// tensor bytes, as HuggingFaceStorageWriter saves a rank-0 state dict;
+// the files reassemble (by upstream's rule) to the input, and ckpt reads
+// the output back equal.
+func TestDCPSafetensorsOneRank(t *testing.T) {
+	for _, in := range dcpInputs {
+		t.Run(filepath.Base(in), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "hf")
+			sum := convert(t, in, out, hfDCPOpts(t, 1, "")...)
+			file := filepath.Join(out, "model-00001-of-00001.safetensors")
+			index := filepath.Join(out, "model.safetensors.index.json")
+			if !slices.Equal(sum.Files, []string{file}) || sum.Index != index {
+				t.Fatalf("files %v index %q", sum.Files, sum.Index)
+			}
+			var idx struct {
+				Metadata  map[string]int64  `json:"metadata"`
+				WeightMap map[string]string `json:"weight_map"`
+			}
+			b, err := os.ReadFile(index)
+			if err != nil || json.Unmarshal(b, &idx) != nil {
+				t.Fatalf("index: %v %s", err, b)
+			}
+			got, _, _ := hfAssemble(t, out)
+			var total int64
+			for name, data := range got {
+				total += int64(len(data))
+				if idx.WeightMap[name] != "model-00001-of-00001.safetensors" {
+					t.Errorf("weight_map[%s] = %q", name, idx.WeightMap[name])
+				}
+			}
+			if len(idx.WeightMap) != len(got) || idx.Metadata["total_size"] != total || sum.Bytes != total {
+				t.Errorf("index %+v, %d tensors of %d bytes, summary %d bytes", idx, len(got), total, sum.Bytes)
+			}
+			checkAssembled(t, in, out)
+			compareFiles(t, in, out)
+		})
+	}
+}
+
+// TestDCPSafetensorsRanks: several ranks write one
+// shard-RRRRR-model-00001-of-00001.safetensors per rank holding something
+// (RRRRR the rank plus one) and no index, chunked by --split rules or
+// whole; the chunks reassemble at their saved_offsets to the input, and
+// ckpt reads the directory back as a DCP checkpoint equal to the input.
+func TestDCPSafetensorsRanks(t *testing.T) {
+	name := regexp.MustCompile(`^shard-0000[1-4]-model-00001-of-00001\.safetensors$`)
+	for _, in := range dcpInputs {
+		for _, tc := range []struct {
+			ranks int
+			split string
+		}{{2, ""}, {3, "*=0"}, {4, "*.weight=-1"}} {
+			t.Run(fmt.Sprintf("%s/%d%s", filepath.Base(in), tc.ranks, tc.split), func(t *testing.T) {
+				out := filepath.Join(t.TempDir(), "hf")
+				sum := convert(t, in, out, hfDCPOpts(t, tc.ranks, tc.split)...)
+				if len(sum.Files) == 0 || len(sum.Files) > tc.ranks || sum.Index != "" {
+					t.Errorf("files %v index %q", sum.Files, sum.Index)
+				}
+				for _, f := range sum.Files {
+					if !name.MatchString(filepath.Base(f)) {
+						t.Errorf("file name %s", f)
+					}
+				}
+				if _, err := os.Stat(filepath.Join(out, "model.safetensors.index.json")); err == nil {
+					t.Error("an index beside per-rank files")
+				}
+				checkAssembled(t, in, out)
+				compareFiles(t, in, out)
+				ck := open(t, out)
+				if ck.Format != statedict.FormatDCP || ck.ShardFormat != statedict.FormatSafetensors {
+					t.Errorf("read back as %s/%s", ck.Format, ck.ShardFormat)
+				}
+			})
+		}
+	}
+}
+
+// TestDCPSafetensorsParts: --part I/N writes only its ranks' files; all
+// parts together equal a whole conversion, byte for byte.
+func TestDCPSafetensorsParts(t *testing.T) {
+	in := fixtures + "model.safetensors"
+	dir := t.TempDir()
+	whole := filepath.Join(dir, "whole")
+	convert(t, in, whole, hfDCPOpts(t, 3, "*=0")...)
+	parts := filepath.Join(dir, "parts")
+	for i := range 2 {
+		sum := convert(t, in, parts, append(hfDCPOpts(t, 3, "*=0"), WithPart(Part{Index: i, Count: 2}))...)
+		for _, f := range sum.Files {
+			r := 0
+			fmt.Sscanf(filepath.Base(f), "shard-%05d", &r)
+			if (r-1)%2 != i {
+				t.Errorf("part %d wrote %s", i, f)
+			}
+		}
+	}
+	want, _ := filepath.Glob(filepath.Join(whole, "*"))
+	for _, w := range want {
+		a, _ := os.ReadFile(w)
+		b, err := os.ReadFile(filepath.Join(parts, filepath.Base(w)))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s: parts differ from the whole conversion (%v)", filepath.Base(w), err)
+		}
+	}
+}
+
+// TestDCPSafetensorsDropsValues: non-tensor values, which safetensors
+// cannot hold, are listed as dropped; an existing output needs force.
+func TestDCPSafetensorsDropsValues(t *testing.T) {
+	in := fixtures + "cuda_training.pt"
+	if len(objects(t, in)) == 0 {
+		t.Fatal("fixture has no values")
+	}
+	out := filepath.Join(t.TempDir(), "hf")
+	sum := convert(t, in, out, hfDCPOpts(t, 1, "")...)
+	if len(sum.Values) != 0 || len(sum.Dropped) < len(objects(t, in)) {
+		t.Errorf("values %v dropped %v", sum.Values, sum.Dropped)
+	}
+	if _, err := Convert(t.Context(), open(t, in), out, hfDCPOpts(t, 1, "")...); err == nil {
+		t.Error("overwrote an existing output without force")
+	}
+	if _, err := Convert(t.Context(), open(t, in), out, WithFormat(DCP), WithDCPSerialization("json")); err == nil {
+		t.Error("unknown serialization accepted")
+	}
+}
