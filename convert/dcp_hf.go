@@ -89,6 +89,18 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 	if err != nil {
 		return nil, err
 	}
+	// A tensor split on a dimension of size 0 has no chunk at all; a
+	// safetensors DCP lists tensors only through its files' chunks, so it
+	// goes whole (empty) to rank 0.
+	placed := map[string]bool{}
+	for _, pc := range pieces {
+		placed[pc.it.name] = true
+	}
+	for _, it := range p.items {
+		if !placed[it.name] {
+			pieces = append(pieces, &dcpPiece{it: it, offset: make([]int64, len(it.src.Shape))})
+		}
+	}
 	byRank := make([][]*dcpPiece, R)
 	for _, pc := range pieces {
 		byRank[pc.rank] = append(byRank[pc.rank], pc)

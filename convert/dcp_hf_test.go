@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -259,5 +261,50 @@ func TestDCPSafetensorsDropsValues(t *testing.T) {
 	}
 	if _, err := Convert(t.Context(), open(t, in), out, WithFormat(DCP), WithDCPSerialization("json")); err == nil {
 		t.Error("unknown serialization accepted")
+	}
+}
+
+// hfPy runs testdata/dcp_hf_interop.py.
+func hfPy(t *testing.T, args ...string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(testenv.Python(), append([]string{"testdata/dcp_hf_interop.py"}, args...)...)
+	cmd.Stderr = &stderr
+	if out, err := cmd.Output(); err != nil {
+		t.Fatalf("dcp_hf_interop.py %v: %v\n%s%s", args, err, out, stderr.String())
+	}
+}
+
+// TestInteropDCPSafetensors checks the safetensors DCP layout against the
+// safetensors library and torch 2.x (no torch 2.8 here: the script stands
+// in for its writer and reader with the layout facts of docs/dcp-write.md).
+// ckpt's output of interop.py's model (tied, non-contiguous, empty, 0-dim,
+// bool, bf16, ... tensors), for 1 rank and for 3 ranks chunked on
+// dimension 0 and on the last one, loads with the library, and its
+// chunks placed at their saved_offsets equal torch.load's tensors; files
+// the script writes with the library as a two-rank save_distributed save
+// and as a consolidated one read in ckpt equal to the whole tensors.
+func TestInteropDCPSafetensors(t *testing.T) {
+	testenv.Require(t, "torch", "numpy", "safetensors")
+	dir := t.TempDir()
+	py(t, "make", dir)
+	orig := filepath.Join(dir, "orig.pt")
+	for _, tc := range []struct {
+		ranks int
+		split string
+	}{{1, ""}, {3, "*=0"}, {3, "*=-1"}} {
+		out := filepath.Join(dir, fmt.Sprintf("hf%d%s", tc.ranks, tc.split))
+		convert(t, orig, out, hfDCPOpts(t, tc.ranks, tc.split)...)
+		hfPy(t, "check", out, orig)
+	}
+	made := filepath.Join(dir, "made")
+	hfPy(t, "make", made)
+	full := filepath.Join(made, "full.pt")
+	for _, sub := range []string{"sharded", "consolidated"} {
+		compareFiles(t, full, filepath.Join(made, sub))
+	}
+	ck := open(t, filepath.Join(made, "sharded"))
+	if ck.Format != statedict.FormatDCP || len(ck.Shards) != 2 {
+		t.Errorf("sharded: %s with shards %v", ck.Format, ck.Shards)
 	}
 }
