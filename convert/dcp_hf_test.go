@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -306,5 +308,143 @@ func TestInteropDCPSafetensors(t *testing.T) {
 	ck := open(t, filepath.Join(made, "sharded"))
 	if ck.Format != statedict.FormatDCP || len(ck.Shards) != 2 {
 		t.Errorf("sharded: %s with shards %v", ck.Format, ck.Shards)
+	}
+}
+
+// TestDCPSafetensorsDistcp: a directory as FileSystemWriter with
+// serialization_format=SerializationFormat.SAFETENSORS (torch >= 2.8)
+// writes it: .metadata as ever, and each __R_0.distcp holding its byte
+// items (torch.save of the values) first, then one safetensors file of the
+// rank's tensor chunks (names the fqns, DCP_SHARDING_INFO their offsets)
+// where every tensor item's storage offset points. ckpt reads it: values,
+// and tensors assembled from the safetensors chunks equal the input; a
+// safetensors chunk whose saved_offsets disagree with the .metadata is
+// flagged on read.
+func TestDCPSafetensorsDistcp(t *testing.T) {
+	in := fixtures + "model.safetensors"
+	src := open(t, in)
+	for _, bad := range []bool{false, true} {
+		dir := t.TempDir()
+		md := &dcp.Metadata{}
+		type chunk struct {
+			name      string
+			off, size []int64
+			data      []byte
+		}
+		ranks := make([][]chunk, 2)
+		for _, tn := range src.Tensors {
+			full, err := tn.ReadAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := dcp.Entry{FQN: tn.Name, Tensor: true, DType: tn.DType, Size: tn.Shape}
+			if len(tn.Shape) == 0 || tn.Shape[0] < 2 {
+				ranks[0] = append(ranks[0], chunk{tn.Name, make([]int64, len(tn.Shape)), tn.Shape, full})
+				e.Chunks = []dcp.Chunk{{Offsets: make([]int64, len(tn.Shape)), Sizes: tn.Shape}}
+			} else {
+				half := tn.Shape[0] / 2
+				row := int64(len(full)) / tn.Shape[0]
+				for r, rg := range [][2]int64{{0, half}, {half, tn.Shape[0]}} {
+					off := make([]int64, len(tn.Shape))
+					off[0] = rg[0]
+					size := slices.Clone(tn.Shape)
+					size[0] = rg[1] - rg[0]
+					ranks[r] = append(ranks[r], chunk{tn.Name, off, size, full[rg[0]*row : rg[1]*row]})
+					e.Chunks = append(e.Chunks, dcp.Chunk{Offsets: off, Sizes: size})
+				}
+			}
+			md.Entries = append(md.Entries, e)
+		}
+		md.Entries = append(md.Entries, dcp.Entry{FQN: "step"})
+		for r, cs := range ranks {
+			var file bytes.Buffer
+			if r == 0 {
+				n, err := dcp.WriteValue(&file, int64(7))
+				if err != nil {
+					t.Fatal(err)
+				}
+				md.Entries[len(md.Entries)-1].Value = dcp.Location{File: dcp.FileName(0), Offset: 0, Length: n}
+			}
+			begin := int64(file.Len())
+			var decl []safetensors.WriterTensor
+			info := map[string]map[string][]int64{}
+			data := map[string][]byte{}
+			for _, c := range cs {
+				code, _ := src.Tensors[0].DType.Safetensors()
+				for _, tn := range src.Tensors {
+					if tn.Name == c.name {
+						code, _ = tn.DType.Safetensors()
+					}
+				}
+				decl = append(decl, safetensors.WriterTensor{Name: c.name, DType: code, Shape: c.size})
+				off := c.off
+				if bad && r == 1 {
+					off = make([]int64, len(c.off)) // disagrees with the .metadata
+				}
+				info[c.name] = map[string][]int64{"saved_offsets": off}
+				data[c.name] = c.data
+				for i := range md.Entries {
+					if md.Entries[i].FQN != c.name {
+						continue
+					}
+					for j := range md.Entries[i].Chunks {
+						if slices.Equal(md.Entries[i].Chunks[j].Offsets, c.off) {
+							md.Entries[i].Chunks[j].Location = dcp.Location{File: dcp.FileName(r), Offset: begin, Length: int64(len(c.data))}
+						}
+					}
+				}
+			}
+			js, _ := json.Marshal(info)
+			w, err := safetensors.NewWriter(&file, decl, map[string]string{"DCP_SHARDING_INFO": string(js), "DCP_VERSION": "1.0", "format": "pt"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, wt := range w.Order() {
+				if _, err := w.WriteTensor(wt.Name, bytes.NewReader(data[wt.Name])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, dcp.FileName(r)), file.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := md.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ".metadata"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ck := open(t, dir)
+		if v := objects(t, dir)["step"]; v != int64(7) {
+			t.Errorf("value step = %v", v)
+		}
+		var failed int
+		for _, tn := range ck.Tensors {
+			got, err := tn.ReadAll()
+			if bad {
+				if err != nil && strings.Contains(err.Error(), "saved_offsets") {
+					failed++
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", tn.Name, err)
+			}
+			for _, st := range src.Tensors {
+				if st.Name == tn.Name {
+					want, _ := st.ReadAll()
+					if !bytes.Equal(got, want) || !slices.Equal(st.Shape, tn.Shape) {
+						t.Errorf("%s differs", tn.Name)
+					}
+				}
+			}
+		}
+		if bad && failed == 0 {
+			t.Error("no read failed on saved_offsets that disagree with the .metadata")
+		}
 	}
 }

@@ -1,12 +1,14 @@
 package statedict
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -271,4 +273,68 @@ func safetensorsMetadata(r io.ReaderAt, size int64, cfg *config) (map[string]str
 		return nil, err
 	}
 	return ck.Metadata, nil
+}
+
+// stBlob is a safetensors file inside a .distcp file.
+type stBlob struct {
+	ck      *Checkpoint
+	offsets map[string][]int64 // DCP_SHARDING_INFO; nil when absent
+	err     error
+}
+
+// safetensorsChunk opens chunk c of a .distcp file that FileSystemWriter
+// wrote with SerializationFormat.SAFETENSORS (torch >= 2.8): the file
+// holds its byte items first, then one safetensors file of its tensor
+// items, where each tensor item's storage offset points. isST is false
+// (and nothing is read but 9 bytes) when the bytes at c.Begin do not start
+// a safetensors header. The chunk is the blob's tensor named dt.name; its
+// dtype, shape and DCP_SHARDING_INFO saved_offsets must agree with the
+// .metadata.
+func (dt *dcpTensor) safetensorsChunk(o *dcpOpened, c Chunk) (p *piece, isST bool, err error) {
+	var head [9]byte
+	if c.Begin < 0 || c.Begin > o.size-9 {
+		return nil, false, nil
+	}
+	if _, err := o.f.ReadAt(head[:], c.Begin); err != nil {
+		return nil, false, nil
+	}
+	n := binary.LittleEndian.Uint64(head[:8])
+	if head[8] != '{' || n > uint64(o.size-c.Begin-8) {
+		return nil, false, nil
+	}
+	o.stMu.Lock()
+	b := o.st[c.Begin]
+	if b == nil {
+		b = &stBlob{}
+		cfg := *dt.cfg
+		b.ck, b.err = readSafetensors(io.NewSectionReader(o.f, c.Begin, o.size-c.Begin), o.size-c.Begin, &cfg)
+		if b.err == nil {
+			b.offsets, _, b.err = HFDCPOffsets(b.ck.Metadata)
+		}
+		if o.st == nil {
+			o.st = map[int64]*stBlob{}
+		}
+		o.st[c.Begin] = b
+	}
+	o.stMu.Unlock()
+	if b.err != nil {
+		return nil, true, b.err
+	}
+	var t *Tensor
+	for _, x := range b.ck.Tensors {
+		if x.Name == dt.name {
+			t = x
+			break
+		}
+	}
+	switch {
+	case t == nil:
+		return nil, true, fmt.Errorf("%w: the safetensors data has no tensor %q", ErrMissingRecord, dt.name)
+	case t.DType != dt.dtype || !slices.Equal(t.Shape, c.Sizes):
+		return nil, true, fmt.Errorf("%w: it holds %s%v, the metadata says %s%v", ErrMalformed, t.DType, t.Shape, dt.dtype, c.Sizes)
+	case b.offsets != nil && !slices.Equal(b.offsets[dt.name], c.Offsets):
+		return nil, true, fmt.Errorf("%w: its %s are %v, the metadata says %v", ErrMalformed, dcpSavedOffsets, b.offsets[dt.name], c.Offsets)
+	}
+	p, err = hfPiece(hfChunkSource{t: t, file: dt.cfg.display(dt.cfg.join(dt.dir, c.File))}, c)
+	return p, true, err
 }

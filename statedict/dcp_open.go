@@ -35,6 +35,11 @@ type dcpOpened struct {
 	f    dcpFile
 	size int64
 	err  error
+	// A .distcp that FileSystemWriter wrote with
+	// SerializationFormat.SAFETENSORS: its safetensors blob, by the byte
+	// offset it starts at (dcp_hf.go).
+	stMu sync.Mutex
+	st   map[int64]*stBlob
 }
 
 // openDCP reads the .metadata of the DCP checkpoint in dir (local, or in

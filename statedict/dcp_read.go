@@ -58,6 +58,12 @@ func (dt *dcpTensor) openChunk(c Chunk) (*piece, error) {
 		return p, nil
 	}
 	o := dt.files[c.File]
+	if p, isST, err := dt.safetensorsChunk(o, c); isST {
+		if err != nil {
+			return nil, fail(err)
+		}
+		return p, nil
+	}
 	cfg := *dt.cfg
 	sub, err := readZip(io.NewSectionReader(o.f, c.Begin, c.Length), c.Length, &cfg)
 	if err != nil {
