@@ -93,22 +93,29 @@ func hfDCPFiles(dir string, cfg *config) []string {
 		if err != nil {
 			continue
 		}
-		offs, ok, err := HFDCPOffsets(md)
-		if !ok {
-			continue
-		}
-		if len(files) > 1 || err != nil {
+		_, ok, err := HFDCPOffsets(md)
+		if ok && (len(files) > 1 || err != nil || hfChunksAway(md)) {
 			return files
-		}
-		for _, o := range offs {
-			for _, v := range o {
-				if v != 0 {
-					return files
-				}
-			}
 		}
 	}
 	return nil
+}
+
+// hfChunksAway reports whether a safetensors file's metadata places a
+// chunk of a safetensors DCP checkpoint away from the origin.
+func hfChunksAway(md map[string]string) bool {
+	offs, _, err := HFDCPOffsets(md)
+	if err != nil {
+		return false
+	}
+	for _, o := range offs {
+		for _, v := range o {
+			if v != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hfChunkSource is one chunk of a safetensors DCP tensor: the safetensors

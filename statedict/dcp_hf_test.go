@@ -378,3 +378,30 @@ func FuzzHFDCPShardingInfo(f *testing.F) {
 		}
 	})
 }
+
+// TestHFDCPOneFile: one rank's file opened alone is a safetensors file of
+// its chunks, with a warning that the directory holds the whole tensors;
+// a directory holding only that file opens as a DCP checkpoint whose
+// tensors show the gap.
+func TestHFDCPOneFile(t *testing.T) {
+	dir := t.TempDir()
+	files, _, _ := hfLayout(t)
+	name := "shard-00002-model-00001-of-00001.safetensors"
+	writeFiles(t, dir, map[string][]byte{name: files[name]})
+	ck, err := Open(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if ck.Format != FormatSafetensors || len(ck.Warnings) != 1 || !strings.Contains(ck.Warnings[0], "open its directory") {
+		t.Errorf("format %s, warnings %q", ck.Format, ck.Warnings)
+	}
+	ckd, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ckd.Close()
+	if ckd.Format != FormatDCP || !errors.Is(named(ckd, "col").Problem(), ErrTiling) {
+		t.Errorf("directory: format %s, col problem %v", ckd.Format, named(ckd, "col").Problem())
+	}
+}
