@@ -30,6 +30,8 @@ type dcpOptions struct {
 	split    []statedict.SplitRule // WithSplit
 	part     Part                  // WithPart
 	partWait time.Duration         // WithPartWait
+	// serialization is WithDCPSerialization's layout (dcp_hf.go).
+	serialization DCPSerialization
 }
 
 // Part is one process's share of a conversion split over Count processes
@@ -303,6 +305,9 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	}
 	if c.dcpOpt.ranks < 0 || c.dcpOpt.ranks > 1<<16 {
 		return nil, fmt.Errorf("%w: %d DCP ranks", ErrOption, c.dcpOpt.ranks)
+	}
+	if c.dcpOpt.serialization != "" && c.dcpOpt.serialization != DCPTorchSave {
+		return c.convertDCPSafetensors(ctx, ck, out, start)
 	}
 	R := max(c.dcpOpt.ranks, 1)
 	part := c.dcpOpt.part

@@ -23,6 +23,9 @@ type dcpTensor struct {
 	cfg     *config
 	ck      *Checkpoint
 	mu      *sync.Mutex // guards ck.closers
+	// pieceOf opens a chunk held as a tensor of a safetensors file
+	// (dcp_hf.go); nil for chunks that are torch.save zips.
+	pieceOf func(Chunk) (*piece, error)
 
 	pmu    sync.Mutex
 	pieces []*piece // by chunk, nil until its header is read
@@ -32,6 +35,11 @@ type dcpOpened struct {
 	f    dcpFile
 	size int64
 	err  error
+	// A .distcp that FileSystemWriter wrote with
+	// SerializationFormat.SAFETENSORS: its safetensors blob, by the byte
+	// offset it starts at (dcp_hf.go).
+	stMu sync.Mutex
+	st   map[int64]*stBlob
 }
 
 // openDCP reads the .metadata of the DCP checkpoint in dir (local, or in

@@ -47,9 +47,22 @@ func chunkMeets(c Chunk, lo, hi []int64) bool {
 }
 
 func (dt *dcpTensor) openChunk(c Chunk) (*piece, error) {
-	o := dt.files[c.File]
 	fail := func(err error) error {
 		return &contextError{fmt.Sprintf("chunk at %v in %s bytes %d+%d", c.Offsets, c.File, c.Begin, c.Length), err}
+	}
+	if dt.pieceOf != nil {
+		p, err := dt.pieceOf(c)
+		if err != nil {
+			return nil, fail(err)
+		}
+		return p, nil
+	}
+	o := dt.files[c.File]
+	if p, isST, err := dt.safetensorsChunk(o, c); isST {
+		if err != nil {
+			return nil, fail(err)
+		}
+		return p, nil
 	}
 	cfg := *dt.cfg
 	sub, err := readZip(io.NewSectionReader(o.f, c.Begin, c.Length), c.Length, &cfg)

@@ -27,7 +27,10 @@
 //     dcp_tiling.go (checking that the chunks tile each tensor),
 //     dcp_fs.go (finding and opening the directory's files, local or in
 //     an FS), dcp_open.go (assembling the Checkpoint and its nested tree),
-//     dcp_read.go (opening the chunks a read needs).
+//     dcp_read.go (opening the chunks a read needs), dcp_hf.go (torch
+//     >= 2.8's safetensors-backed DCP: per-rank safetensors files whose
+//     DCP_SHARDING_INFO places their chunks, and .distcp files holding a
+//     safetensors blob).
 //   - data.go, gather.go, slice.go: reading tensor bytes: whole storages,
 //     pieces assembled into a logical tensor, slices of a tensor.
 //   - stats.go: per-tensor statistics.

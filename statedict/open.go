@@ -396,12 +396,20 @@ func isIndexJSON(r io.ReaderAt, size int64) bool {
 
 // openDir opens the checkpoint a directory holds: a torch.distributed.checkpoint
 // (DCP) directory when it has a .metadata file, else an index.json if there
-// is one, else its single checkpoint file.
+// is one, else torch >= 2.8's safetensors DCP files (found by their
+// DCP_SHARDING_INFO metadata), else its single checkpoint file.
 func openDir(dir string, cfg *config) (*Checkpoint, error) {
 	if cfg.isDCPDir(dir) {
 		return openDCP(dir, cfg)
 	}
 	shown := cfg.display(dir)
+	// Several safetensors files with DCP sharding metadata and no index:
+	// torch >= 2.8's per-rank safetensors DCP (dcp_hf.go).
+	if len(cfg.glob(dir, "*.index.json")) == 0 {
+		if files := hfDCPFiles(dir, cfg); files != nil {
+			return openHFDCP(dir, files, cfg)
+		}
+	}
 	for _, pat := range []string{"*.safetensors.index.json", "*.bin.index.json", "*.index.json"} {
 		m := cfg.glob(dir, pat)
 		if len(m) == 1 {

@@ -42,6 +42,7 @@ type convertOptions struct {
 	GGUFMetaF   string   // --gguf-meta-file
 	GGUFHFDir   string   // --gguf-hf-dir
 	DCPRanks    int      // --dcp-ranks
+	DCPFormat   string   // --dcp-format
 	Part        string   // --part
 	PartCount   int      // --part-count
 	PartWait    string   // --part-wait

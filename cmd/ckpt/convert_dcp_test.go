@@ -110,3 +110,31 @@ func TestConvertDCPEmptyTensor(t *testing.T) {
 		t.Fatalf("verify: exit %d: %s%s", code, o, errs)
 	}
 }
+
+// TestConvertDCPSafetensorsCommand: --dcp-format safetensors writes torch
+// >= 2.8's per-rank safetensors files, which inspect reads as a DCP
+// checkpoint and verify finds equal to the input; --dcp-format needs
+// --to dcp and a known layout.
+func TestConvertDCPSafetensorsCommand(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "hf")
+	if o, code, errs := cli("convert", cudaTagged, out, "--to", "dcp", "--dcp-format", "safetensors", "--dcp-ranks", "2", "--split", "*=0"); code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, o, errs)
+	}
+	for _, name := range []string{"shard-00001-model-00001-of-00001.safetensors", "shard-00002-model-00001-of-00001.safetensors"} {
+		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	if o, code, _ := cli("inspect", out); code != exitOK || !strings.Contains(o, "dcp") || !strings.Contains(o, "chunks on ranks 0,1") {
+		t.Errorf("inspect: exit %d\n%s", code, o)
+	}
+	if o, code, errs := cli("verify", cudaTagged, out); code != exitOK {
+		t.Errorf("verify: exit %d: %s%s", code, o, errs)
+	}
+	for _, args := range [][]string{{"--dcp-format", "safetensors"}, {"--to", "dcp", "--dcp-format", "json"}} {
+		if _, code, errs := cli(append([]string{"convert", cudaTagged, filepath.Join(dir, "bad")}, args...)...); code != exitUsage {
+			t.Errorf("%v: exit %d, %q", args, code, errs)
+		}
+	}
+}

@@ -33,7 +33,9 @@ Anything the output cannot carry is listed.
 __R_0.distcp files, torch 2.6's FileSystemWriter layout) that dcp.load reads in
 any world size: --dcp-ranks R writes it as R ranks would, --split RULES chunks
 the matching tensors over the ranks; a nested input ({"model": ..., "optim":
-...}) keeps the nesting dcp.save gives it. --part I/N (or auto: torchrun, Slurm, an
+...}) keeps the nesting dcp.save gives it; --dcp-format safetensors writes torch
+>= 2.8's HuggingFaceStorageWriter layout instead (safetensors files whose header
+says where each chunk lies). --part I/N (or auto: torchrun, Slurm, an
 Indexed Job) writes only process I's files of a DCP or sharded safetensors
 output, to a directory or an s3://, gs:// or az:// prefix; part 0 writes the
 index once the others' files exist with their planned sizes (docs/dcp-write.md).
@@ -56,5 +58,6 @@ const convertExample = `  ckpt convert model.pt model.safetensors
   ckpt convert --compress zstd model.safetensors model.safetensors.zst
   ckpt convert ./dcp_checkpoint/ model.safetensors      # torch.distributed.checkpoint directory
   ckpt convert model.safetensors.index.json s3://bucket/dcp/ --to dcp --dcp-ranks 8 --part auto   # under torchrun/srun
+  ckpt convert model.pt hf_dcp/ --to dcp --dcp-format safetensors --dcp-ranks 4 --split '*=0'
   ckpt convert model.safetensors tp4/ --tensor-parallel 4 \
       --split '*.q_proj.weight=0,*.k_proj.weight=0,*.v_proj.weight=0,*.o_proj.weight=1'`

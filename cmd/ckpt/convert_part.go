@@ -15,6 +15,7 @@ import (
 // addPartFlags adds the flags of DCP output and split conversions.
 func addPartFlags(f *pflag.FlagSet, o *convertOptions) {
 	f.IntVar(&o.DCPRanks, "dcp-ranks", 0, "dcp: write R files __0_0.distcp..__{R-1}_0.distcp as R ranks would (tensors balanced by bytes; --split chunks them as for tensor parallel)")
+	f.StringVar(&o.DCPFormat, "dcp-format", "torch", "dcp: torch (.metadata and .distcp files of torch.save zips) or safetensors (torch >= 2.8's HuggingFaceStorageWriter layout: model-00001-of-00001.safetensors and its index, or with --dcp-ranks R one shard-RRRRR-model-00001-of-00001.safetensors per rank, chunks placed by DCP_SHARDING_INFO saved_offsets)")
 	f.StringVar(&o.Part, "part", "", "write only part I of N of a sharded output (--dcp-ranks, --max-shard-size): I/N, or auto (torchrun RANK/WORLD_SIZE, Slurm SLURM_PROCID/SLURM_NTASKS, JOB_COMPLETION_INDEX with --part-count); part 0 writes the index once the others' files exist")
 	f.IntVar(&o.PartCount, "part-count", 0, "--part auto: the number of parts for a Kubernetes Indexed Job (JOB_COMPLETION_INDEX)")
 	f.StringVar(&o.PartWait, "part-wait", "", "--part: how long part 0 waits for the other parts' files before writing the index (default 1h)")
@@ -89,6 +90,15 @@ func (o *convertOptions) partOptions() ([]convert.Option, error) {
 			return nil, usagef("--dcp-ranks %d: want 1 to 65536", o.DCPRanks)
 		}
 		out = append(out, convert.WithDCPRanks(o.DCPRanks))
+	}
+	switch {
+	case o.DCPFormat == "torch":
+	case o.To != "dcp":
+		return nil, usagef("--dcp-format needs --to dcp")
+	case o.DCPFormat == "safetensors":
+		out = append(out, convert.WithDCPSerialization(convert.DCPSafetensors))
+	default:
+		return nil, usagef("--dcp-format %q: want torch or safetensors", o.DCPFormat)
 	}
 	if o.To == "dcp" && o.Split != "" {
 		if o.TP != 0 {
