@@ -19,11 +19,20 @@
 #   ckpt load --map-location cpu gs://... / az://... / LOCAL
 #   ckpt convert gs://... / az://... / LOCAL  OUT.safetensors
 #   ckpt convert --force LOCAL gs://bench/out.safetensors / az://... / OUT.safetensors
-#   rclone copyto az:bench/big.pt /dev/shm/... (azureblob backend, account,
-#                 key and endpoint of the emulator; --multi-thread-streams 8)
 #   rclone copyto gs:bench/big.pt /dev/shm/... (google cloud storage backend,
-#                 --gcs-anonymous, --gcs-endpoint http://HOST/storage/v1/)
-# and prints a markdown table: median/min/max wall time, GB/s, the ratio to
+#                 anonymous, endpoint http://HOST/storage/v1/)
+#   rclone copyto az:bench/big.pt /dev/shm/... (azureblob backend, a
+#                 container SAS URL signed with the emulator's key)
+#                 (both --multi-thread-streams 8 --ignore-times)
+# Both rclone peers work against the emulators (rclone 1.60.1: gs anonymous
+# with --gcs-endpoint; az through a SAS URL, see below).
+# Known emulator artefact: fake-gcs-server 1.56.1 recomputes the CRC32C and
+# MD5 of the whole object received so far on every chunk of a resumable
+# upload (fakestorage/upload.go, uploadFileContent), so `convert ... gs://`
+# costs the emulator time quadratic in the size (0.27 GB: 12 s, 0.54 GB:
+# 39 s on the 2-core VM; expect minutes per round at 1 GB). That row is the
+# emulator's hashing, not ckpt's upload; it still fails if the upload does.
+# Prints a markdown table: median/min/max wall time, GB/s, the ratio to
 # the same command on the local file (loads and peers: to the local load;
 # converts: to the local convert), peak RSS (/usr/bin/time -v).
 # Environment: WARM=1 keeps the page cache (by default it is dropped before
