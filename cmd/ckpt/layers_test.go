@@ -78,6 +78,9 @@ func TestLayers(t *testing.T) {
 		"bench/gopickleload": {"github.com/nlpodyssey/gopickle/"},
 		// The S3 download peer of bench/objstore.sh.
 		"bench/s3get": {"github.com/minio/minio-go/"},
+		// The set-up of bench/objstore_emu.sh: uploads the input to Azurite
+		// (and fake-gcs-server, over plain HTTP), signs a SAS for rclone.
+		"bench/emuput": {"github.com/Azure/azure-sdk-for-go/sdk/"},
 		// The library side of bench/host_load.sh.
 		"bench/hostload": {rootPkg + "$"},
 		// Counts the bytes a tensor-parallel rank reads (bench/dcp.sh).
