@@ -13,6 +13,8 @@
 #   ckpt convert IDX OUT --to dcp                    one __0_0.distcp
 #   ckpt convert IDX OUT --to dcp --dcp-ranks 4      four files, as 4 ranks would write
 #   2 x ckpt convert ... --dcp-ranks 4 --part I/2    two processes at once (--part)
+#   4 x ckpt convert ... --dcp-ranks 4 --part I/4    four processes at once
+#   ckpt convert IDX OUT --to dcp --dcp-format safetensors   torch >= 2.8's layout
 #   python startup alone (the import of torch and safetensors, in the reference's time)
 #   reference: safetensors load_file of every shard + torch.distributed.checkpoint.save
 #              (one process, no process group: FileSystemWriter, one file)
@@ -91,13 +93,19 @@ for ((r = 1; r <= ROUNDS; r++)); do
   bench_run "2 x ckpt convert --dcp-ranks 4 --part I/2 (max RSS of the two)" sh -c "
     /usr/bin/time -f %M -o '$WORK/rss1' '$WORK/ckpt' convert '$IDX' '$WORK/out.part' --to dcp --dcp-ranks 4 --part 1/2 2>/dev/null &
     '$WORK/ckpt' convert '$IDX' '$WORK/out.part' --to dcp --dcp-ranks 4 --part 0/2 2>/dev/null; wait"
+  bench_run "4 x ckpt convert --dcp-ranks 4 --part I/4" sh -c "
+    for i in 1 2 3; do '$WORK/ckpt' convert '$IDX' '$WORK/out.part4' --to dcp --dcp-ranks 4 --part \$i/4 >/dev/null 2>&1 & done
+    '$WORK/ckpt' convert '$IDX' '$WORK/out.part4' --to dcp --dcp-ranks 4 --part 0/4 >/dev/null 2>&1; wait"
+  bench_run "ckpt convert --to dcp --dcp-format safetensors" "$WORK/ckpt" convert "$IDX" "$WORK/out.hf" --to dcp --dcp-format safetensors
 done
 # Untimed: the outputs agree (each timed run removed the one before).
 "$REF_PYTHON" "$WORK/ref.py" "$IN" "$WORK/out.ref"
 "$WORK/ckpt" convert "$IDX" "$WORK/out.four" --to dcp --dcp-ranks 4 > /dev/null
 "$WORK/ckpt" verify "$WORK/out.ref" "$WORK/out.four" > /dev/null
+for i in 1 2 3 0; do "$WORK/ckpt" convert "$IDX" "$WORK/out.part4" --to dcp --dcp-ranks 4 --part $i/4 > /dev/null 2>&1 & done; wait
+for i in 1 0; do "$WORK/ckpt" convert "$IDX" "$WORK/out.part" --to dcp --dcp-ranks 4 --part $i/2 > /dev/null 2>&1 & done; wait
+for f in "$WORK"/out.four/* "$WORK"/out.four/.metadata; do cmp "$f" "$WORK/out.part/${f##*/}"; cmp "$f" "$WORK/out.part4/${f##*/}"; done
 "$WORK/ckpt" verify "$WORK/out.ref" "$WORK/out.part" > /dev/null
-for f in "$WORK"/out.four/* "$WORK"/out.four/.metadata; do cmp "$f" "$WORK/out.part/${f##*/}"; done
 
 echo "reference: $REF_VERSION"
 echo "input: $(ls "$IN"/*.safetensors | wc -l) safetensors shards, $SIZE bytes, $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $ROUNDS rounds, $(date -u +%Y-%m-%d)"
