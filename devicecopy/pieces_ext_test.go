@@ -190,7 +190,7 @@ func (s *slowFirstReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	n, err := s.r.ReadAt(p, off)
 	s.mu.Lock()
 	s.others++
-	if s.others == 6 {
+	if s.others == devicecopy.StreamDepth {
 		close(s.release)
 	}
 	s.mu.Unlock()
@@ -198,11 +198,12 @@ func (s *slowFirstReaderAt) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // TestLoadHostSlowRequest: one slow segment read does not hold up the
-// others: while the first waits, six more complete (with a window of
-// streamDepth segments started in order and taken out in order, at most
-// five could).
+// others: while the first waits, StreamDepth more complete (with a window
+// of StreamDepth segments started in order and taken out in order, at
+// most StreamDepth-1 could).
 func TestLoadHostSlowRequest(t *testing.T) {
-	data, err := os.ReadFile(writeSafetensors(t, 1, 240<<20))
+	size := int64(devicecopy.StreamDepth+2) * devicecopy.SegmentSize
+	data, err := os.ReadFile(writeSafetensors(t, 1, size))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestLoadHostSlowRequest(t *testing.T) {
 	if el := time.Since(start); el > 8*time.Second {
 		t.Errorf("the load took %v: the other reads waited for the slow one", el)
 	}
-	if want := digest.SumBytes(data[len(data)-240<<20:]); res.Storages[0].Digest != want {
+	if want := digest.SumBytes(data[int64(len(data))-size:]); res.Storages[0].Digest != want {
 		t.Errorf("digest %v, want %v", res.Storages[0].Digest, want)
 	}
 }

@@ -31,13 +31,15 @@ import (
 // the CPU's cache (reading 16 MiB segments there made BenchmarkLoadHost
 // about 1.45x slower).
 const (
-	// 32 MiB segments, 6 at once: one 32 MiB GET each from objstore
-	// (DefaultDirectGetSize). Against 16 MiB segments of two 8 MiB GETs,
-	// 12 at once, a 4 GB load from MinIO took a fifth less of the
-	// server's CPU and two fifths less system time in the client, and
-	// matched rclone's 8-stream download (docs/benchmarks.md).
+	// 32 MiB segments, 8 at once: one 32 MiB GET each from objstore
+	// (DefaultDirectGetSize), as many requests in flight as rclone's 8
+	// streams. Against 16 MiB segments of two 8 MiB GETs, 12 at once, a
+	// warm 4 GB load from MinIO took a fifth less of the server's CPU and
+	// two fifths less system time in the client; with 6 at once instead
+	// of 8, a cold one (the server reading its disk) was 10-40% slower
+	// than rclone (docs/benchmarks.md).
 	segmentSize = 32 << 20
-	streamDepth = 6
+	streamDepth = 8
 )
 
 // stream reads the storages that workers hand it (in), one after another.
