@@ -426,7 +426,7 @@ func readStorage(ctx context.Context, hs *HostStorage, st *stream, maps *fileMap
 		}
 	}
 	defer rc.Close()
-	buf := newHostBuffer(s.NBytes)
+	buf := make([]byte, s.NBytes)
 	d, err := digest.New(s.NBytes)
 	if err != nil {
 		return storageError(hs, err)

@@ -49,16 +49,6 @@ const mapAhead = 64 << 20
 // object-store sources are always copied.
 func WithFileMapping() HostOption { return func(c *hostConfig) { c.mapFiles = true } }
 
-// newHostBuffer returns n bytes of new memory to read a storage into, in
-// huge pages where the system grants them (adviseHuge).
-func newHostBuffer(n int64) []byte {
-	b := make([]byte, n)
-	if n >= 4<<20 {
-		adviseHuge(b)
-	}
-	return b
-}
-
 // fileMaps holds the mappings of one LoadHost call, one per file.
 type fileMaps struct {
 	mu   sync.Mutex

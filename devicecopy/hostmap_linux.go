@@ -26,20 +26,6 @@ func mapFile(f *os.File) []byte {
 
 func unmapFile(m []byte) { _ = syscall.Munmap(m) }
 
-// adviseHuge asks for transparent huge pages for b (MADV_HUGEPAGE), where
-// the system leaves them to madvise: a 2 MiB page is one fault instead of
-// 512 as read(2) or a socket fills new memory (20-35% less system time
-// loading 4 GB here). Any error is ignored: the pages are then small.
-func adviseHuge(b []byte) {
-	page := uintptr(2 << 20)
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	skip := int((page - start%page) % page)
-	if len(b)-skip < int(page) {
-		return
-	}
-	_ = syscall.Madvise(b[skip:skip+(len(b)-skip)/int(page)*int(page)], syscall.MADV_HUGEPAGE)
-}
-
 // populate faults in the pages of b, reading them from the file where the
 // page cache lacks them (MADV_POPULATE_READ, Linux 5.14); older kernels
 // get MADV_WILLNEED, which starts the reads without waiting for them.

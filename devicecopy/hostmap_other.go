@@ -10,5 +10,3 @@ func mapFile(*os.File) []byte { return nil }
 func unmapFile([]byte) {}
 
 func populate([]byte) {}
-
-func adviseHuge([]byte) {}

@@ -34,10 +34,9 @@ const (
 	// 32 MiB segments, 8 at once: one 32 MiB GET each from objstore
 	// (DefaultDirectGetSize), as many requests in flight as rclone's 8
 	// streams. Against 16 MiB segments of two 8 MiB GETs, 12 at once, a
-	// warm 4 GB load from MinIO took a fifth less of the server's CPU and
-	// two fifths less system time in the client; with 6 at once instead
-	// of 8, a cold one (the server reading its disk) was 10-40% slower
-	// than rclone (docs/benchmarks.md).
+	// warm 4 GB load from MinIO took about a fifth less of the server's
+	// CPU; with 6 at once instead of 8, a cold one (the server reading its
+	// disk) was 10-40% slower than rclone (docs/benchmarks.md).
 	segmentSize = 32 << 20
 	streamDepth = 8
 )
@@ -79,7 +78,7 @@ type segmentRead struct {
 // segment to one and a half long.
 func (j *streamJob) start() {
 	n := int(j.hs.Storage.NBytes)
-	j.buf = newHostBuffer(int64(n))
+	j.buf = make([]byte, n)
 	j.sums = newChunkSums(j.buf, j.hs.Storage.HasCRC)
 	j.bounds = []int{0}
 	at := segmentSize - int(j.base%segmentSize)

@@ -11,9 +11,8 @@ const (
 	DefaultChunkSize   = 8 << 20
 	// DefaultDirectGetSize is the longest ranged GET of a large read
 	// straight into the caller's buffer (Object.ReadAtPieces): 32 MiB
-	// GETs instead of 8 MiB ones cut MinIO's CPU by a fifth and the
-	// client's system time by about two fifths on a 4 GB load (fewer
-	// requests and connections at once; docs/benchmarks.md).
+	// GETs instead of 8 MiB ones cut MinIO's CPU by about a fifth on a
+	// warm 4 GB load (a quarter as many requests; docs/benchmarks.md).
 	DefaultDirectGetSize = 32 << 20
 	DefaultMetaWindow    = 256 << 10
 	DefaultRetries       = 5
