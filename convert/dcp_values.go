@@ -2,9 +2,7 @@ package convert
 
 import (
 	"fmt"
-	"math/big"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/pickle"
@@ -31,29 +29,10 @@ func (vc *valueCheck) why(v any, depth int) string {
 	if depth > 1000 {
 		return "nested deeper than 1000"
 	}
+	if why, ok := scalarWhy(v, vc.c.dropFloats); ok {
+		return why
+	}
 	switch x := v.(type) {
-	case nil, bool, int64:
-		return ""
-	case *big.Int:
-		if (x.BitLen()+8)/8 > 255 {
-			return fmt.Sprintf("integer of %d bits: longer than LONG1 can write", x.BitLen())
-		}
-		return ""
-	case string:
-		if !utf8.ValidString(x) {
-			return "string is not valid UTF-8"
-		}
-		return ""
-	case float64:
-		if vc.c.dropFloats {
-			return "float: dropped for torch 1.13's weights_only loader (--drop-floats)"
-		}
-		return ""
-	case []byte, complex128, pickle.Device:
-		if vc.c.dropFloats {
-			return statedict.TypeName(v) + ": torch 1.13's weights_only loader cannot read it (--drop-floats)"
-		}
-		return ""
 	case *torchzip.TensorRef: // a tensor of tensorValue's copy
 		return ""
 	case *pickle.Tensor, *pickle.StorageRef:

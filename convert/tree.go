@@ -87,33 +87,45 @@ func keyOf(t *statedict.Tensor) viewKey {
 	return viewKey{t.Storage, t.DType, t.Offset, fmt.Sprint(t.Shape, t.Strides)}
 }
 
+// scalarWhy judges a scalar leaf (nil, bool, int, string, float, bytes,
+// complex, device): ok is false for anything else. why says why it cannot
+// be written (a .pth tree or a DCP value), "" when it can.
+func scalarWhy(v any, dropFloats bool) (why string, ok bool) {
+	switch x := v.(type) {
+	case nil, bool, int64:
+		return "", true
+	case *big.Int:
+		if (x.BitLen()+8)/8 > 255 {
+			return fmt.Sprintf("integer of %d bits: longer than LONG1 can write", x.BitLen()), true
+		}
+		return "", true
+	case string:
+		if !utf8.ValidString(x) {
+			return "string is not valid UTF-8", true
+		}
+		return "", true
+	case float64:
+		if dropFloats {
+			return "float: dropped for torch 1.13's weights_only loader (--drop-floats)", true
+		}
+		return "", true
+	case []byte, complex128, pickle.Device:
+		if dropFloats {
+			return statedict.TypeName(v) + ": torch 1.13's weights_only loader cannot read it (--drop-floats)", true
+		}
+		return "", true
+	}
+	return "", false
+}
+
 // unwritable says why v cannot be written, or "". leafOnly is set for dict
 // keys, set items and attribute dicts: places torch never puts tensors, so
 // tensors there were never checked against their storage.
 func (b *treeBuilder) unwritable(v any, leafOnly bool) string {
+	if why, ok := scalarWhy(v, b.c.dropFloats); ok {
+		return why
+	}
 	switch x := v.(type) {
-	case nil, bool, int64:
-		return ""
-	case *big.Int:
-		if (x.BitLen()+8)/8 > 255 {
-			return fmt.Sprintf("integer of %d bits: longer than LONG1 can write", x.BitLen())
-		}
-		return ""
-	case string:
-		if !utf8.ValidString(x) {
-			return "string is not valid UTF-8"
-		}
-		return ""
-	case float64:
-		if b.c.dropFloats {
-			return "float: dropped for torch 1.13's weights_only loader (--drop-floats)"
-		}
-		return ""
-	case []byte, complex128, pickle.Device:
-		if b.c.dropFloats {
-			return statedict.TypeName(v) + ": torch 1.13's weights_only loader cannot read it (--drop-floats)"
-		}
-		return ""
 	case *pickle.Dict:
 		if x.Class != "" && x.Class != "collections.OrderedDict" {
 			return x.Class + " is not written"

@@ -491,18 +491,7 @@ func segmented(r io.Reader) (io.ReaderAt, int64, bool) {
 	if !ok {
 		return nil, 0, false
 	}
-	outer, base := ra, int64(0)
-	for {
-		sr, ok := outer.(interface {
-			Outer() (io.ReaderAt, int64, int64)
-		})
-		if !ok {
-			break
-		}
-		var off int64
-		outer, off, _ = sr.Outer()
-		base += off
-	}
+	outer, base := outermost(ra)
 	if _, local := outer.(*os.File); local {
 		return nil, 0, false
 	}

@@ -95,20 +95,26 @@ func localFile(r io.Reader) (*os.File, int64, bool) {
 	if !ok {
 		return nil, 0, false
 	}
+	outer, base := outermost(ra)
+	f, ok := outer.(*os.File)
+	return f, base, ok
+}
+
+// outermost follows ra's Outer methods (io.SectionReader's) to the reader
+// they lead to, and returns it with where ra's bytes start in it.
+func outermost(ra io.ReaderAt) (io.ReaderAt, int64) {
 	outer, base := ra, int64(0)
 	for {
 		sr, ok := outer.(interface {
 			Outer() (io.ReaderAt, int64, int64)
 		})
 		if !ok {
-			break
+			return outer, base
 		}
 		var off int64
 		outer, off, _ = sr.Outer()
 		base += off
 	}
-	f, ok := outer.(*os.File)
-	return f, base, ok
 }
 
 // hashMapped checks and hashes data, a mapped storage, a piece at a time,
