@@ -99,6 +99,9 @@ func (st *stream) launch(j *streamJob, k int) *segmentRead {
 	st.wg.Add(1)
 	go func() {
 		defer st.wg.Done()
+		// The pages are faulted in beside the request, not by it
+		// (prefault_linux.go).
+		go prefault(seg)
 		var got int
 		var err error
 		pr, pieces := j.ra.(statedict.PieceReaderAt)
