@@ -67,9 +67,10 @@ bench_before() {
 for ((r = 1; r <= ROUNDS; r++)); do
   bench_run "cp IN OUT" cp "$IN" "$WORK/out.copy"
   bench_run "cp IN OUT && sync OUT" sh -c "cp '$IN' '$WORK/out.copy' && sync '$WORK/out.copy'"
-  bench_run "ckpt convert IN OUT.safetensors" "$WORK/ckpt" convert "$IN" "$WORK/out.safetensors"
-  bench_run "ckpt convert --map-location cpu IN OUT.pt" "$WORK/ckpt" convert --map-location cpu "$IN" "$WORK/out.pt"
-  bench_run "ckpt convert --dtype bf16 IN OUT.safetensors" "$WORK/ckpt" convert --dtype bf16 "$IN" "$WORK/out.safetensors"
+  # --sync: the outputs are on the disk at exit, as after `cp && sync`.
+  bench_run "ckpt convert IN OUT.safetensors" "$WORK/ckpt" convert --sync "$IN" "$WORK/out.safetensors"
+  bench_run "ckpt convert --map-location cpu IN OUT.pt" "$WORK/ckpt" convert --sync --map-location cpu "$IN" "$WORK/out.pt"
+  bench_run "ckpt convert --dtype bf16 IN OUT.safetensors" "$WORK/ckpt" convert --sync --dtype bf16 "$IN" "$WORK/out.safetensors"
   if [[ -n $REF_PYTHON ]]; then
     bench_run "reference: torch.load + save_file + check" "$REF_PYTHON" "$WORK/ref_convert.py" "$IN" "$WORK/out.safetensors"
   fi

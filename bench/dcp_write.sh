@@ -88,15 +88,16 @@ bench_before() {
 for ((r = 1; r <= ROUNDS; r++)); do
   bench_run "python startup: import torch.distributed.checkpoint, safetensors" "$REF_PYTHON" -c 'import torch.distributed.checkpoint, safetensors.torch'
   bench_run "reference: load_file + dcp.save" "$REF_PYTHON" "$WORK/ref.py" "$IN" "$WORK/out.ref"
-  bench_run "ckpt convert --to dcp" "$WORK/ckpt" convert "$IDX" "$WORK/out.one" --to dcp
-  bench_run "ckpt convert --to dcp --dcp-ranks 4" "$WORK/ckpt" convert "$IDX" "$WORK/out.four" --to dcp --dcp-ranks 4
+  # --sync: torch's FileSystemWriter fsyncs every file (sync_files=True), so ckpt does too.
+  bench_run "ckpt convert --to dcp" "$WORK/ckpt" convert --sync "$IDX" "$WORK/out.one" --to dcp
+  bench_run "ckpt convert --to dcp --dcp-ranks 4" "$WORK/ckpt" convert --sync "$IDX" "$WORK/out.four" --to dcp --dcp-ranks 4
   bench_run "2 x ckpt convert --dcp-ranks 4 --part I/2 (max RSS of the two)" sh -c "
-    /usr/bin/time -f %M -o '$WORK/rss1' '$WORK/ckpt' convert '$IDX' '$WORK/out.part' --to dcp --dcp-ranks 4 --part 1/2 2>/dev/null &
-    '$WORK/ckpt' convert '$IDX' '$WORK/out.part' --to dcp --dcp-ranks 4 --part 0/2 2>/dev/null; wait"
+    /usr/bin/time -f %M -o '$WORK/rss1' '$WORK/ckpt' convert --sync '$IDX' '$WORK/out.part' --to dcp --dcp-ranks 4 --part 1/2 2>/dev/null &
+    '$WORK/ckpt' convert --sync '$IDX' '$WORK/out.part' --to dcp --dcp-ranks 4 --part 0/2 2>/dev/null; wait"
   bench_run "4 x ckpt convert --dcp-ranks 4 --part I/4" sh -c "
-    for i in 1 2 3; do '$WORK/ckpt' convert '$IDX' '$WORK/out.part4' --to dcp --dcp-ranks 4 --part \$i/4 >/dev/null 2>&1 & done
-    '$WORK/ckpt' convert '$IDX' '$WORK/out.part4' --to dcp --dcp-ranks 4 --part 0/4 >/dev/null 2>&1; wait"
-  bench_run "ckpt convert --to dcp --dcp-format safetensors" "$WORK/ckpt" convert "$IDX" "$WORK/out.hf" --to dcp --dcp-format safetensors
+    for i in 1 2 3; do '$WORK/ckpt' convert --sync '$IDX' '$WORK/out.part4' --to dcp --dcp-ranks 4 --part \$i/4 >/dev/null 2>&1 & done
+    '$WORK/ckpt' convert --sync '$IDX' '$WORK/out.part4' --to dcp --dcp-ranks 4 --part 0/4 >/dev/null 2>&1; wait"
+  bench_run "ckpt convert --to dcp --dcp-format safetensors" "$WORK/ckpt" convert --sync "$IDX" "$WORK/out.hf" --to dcp --dcp-format safetensors
 done
 # Untimed: the outputs agree (each timed run removed the one before).
 "$REF_PYTHON" "$WORK/ref.py" "$IN" "$WORK/out.ref"

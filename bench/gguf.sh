@@ -81,7 +81,8 @@ for t in q8_0 q4_k; do
   off=$(gguf_off "$WORK/$t.gguf")
   for r in $(seq "$ROUNDS"); do
     bench_run "C: ggml dequantize_row_$t loop" "$WORK/ggufref" deq "$t" "$WORK/$t.gguf" "$off" "$WORK/out.f32"
-    bench_run "ckpt convert $t.gguf out.safetensors" "$WORK/ckpt" convert "$WORK/$t.gguf" "$WORK/out.safetensors"
+    # --sync: the C loop fsyncs what it writes, so ckpt's output is on the disk too.
+    bench_run "ckpt convert $t.gguf out.safetensors" "$WORK/ckpt" convert --sync "$WORK/$t.gguf" "$WORK/out.safetensors"
   done
   header "(a) GGUF $t -> float32 safetensors"
   bench_table "C: ggml dequantize_row_$t loop" "$F32_BYTES"
@@ -97,7 +98,7 @@ reset
 off=$(st_off "$IN")
 for r in $(seq "$ROUNDS"); do
   bench_run "C: ggml quantize_row_q8_0_ref loop" "$WORK/ggufref" q q8_0 "$IN" "$off" "$WORK/out.q8"
-  bench_run "ckpt convert in.safetensors out.gguf --gguf-type q8_0" "$WORK/ckpt" convert "$IN" "$WORK/out.gguf" --gguf-type q8_0 --gguf-meta general.architecture=llama
+  bench_run "ckpt convert in.safetensors out.gguf --gguf-type q8_0" "$WORK/ckpt" convert --sync "$IN" "$WORK/out.gguf" --gguf-type q8_0 --gguf-meta general.architecture=llama
 done
 header "(b) float32 safetensors -> GGUF q8_0"
 bench_table "C: ggml quantize_row_q8_0_ref loop" "$F32_BYTES"

@@ -12,6 +12,8 @@
 #   s3get parallel   8 parallel 8 MiB ranged GETs written to a local file
 #   s3get memory     the same into memory (the best parallel download)
 #   ckpt convert s3://... OUT.safetensors
+#   ckpt convert --sync s3://... OUT.safetensors  (on the disk at exit; the
+#                    peers' downloads are not: the default is compared)
 #   ckpt convert LOCAL OUT.safetensors      (the same from the local file)
 #   ckpt load --map-location cpu s3://...
 #   ckpt load --map-location cpu LOCAL
@@ -172,6 +174,7 @@ for r in $(seq "$ROUNDS"); do
   run "s3get single (1 stream -> file)" "$WORK/s3get" single $SRC "$WORK/dl.bin"
   run "s3get parallel (8 x 8 MiB -> file)" "$WORK/s3get" parallel $SRC "$WORK/dl.bin"
   run "ckpt convert s3:// -> local safetensors" "$WORK/ckpt" convert $SRC "$WORK/out.safetensors"
+  run "ckpt convert --sync s3:// -> local safetensors" "$WORK/ckpt" convert --sync $SRC "$WORK/out.safetensors"
   run "ckpt convert local -> local safetensors" "$WORK/ckpt" convert "$WORK/big.pt" "$WORK/out.safetensors"
   # The load and the download it is compared with run side by side, in
   # turn first (each round after a command that wrote and removed 4 GB: on
@@ -205,7 +208,7 @@ echo "| command | median s | min s | max s | GB/s | peak RSS MB |"
 echo "|---|---|---|---|---|---|"
 declare -A MED
 names=("s3get single (1 stream -> file)" "s3get parallel (8 x 8 MiB -> file)" "s3get memory (8 x 8 MiB -> RAM)"
-  "ckpt convert s3:// -> local safetensors" "ckpt convert local -> local safetensors"
+  "ckpt convert s3:// -> local safetensors" "ckpt convert --sync s3:// -> local safetensors" "ckpt convert local -> local safetensors"
   "ckpt load (before) --map-location cpu s3://" "ckpt load --map-location cpu s3://" "ckpt load --map-location cpu local")
 mapfile -t peers < <(for k in "${!T[@]}"; do case $k in rclone*|aws*) echo "$k";; esac; done | sort)
 for name in "${names[@]}" "${peers[@]}"; do
@@ -227,6 +230,7 @@ echo
 printf 'convert s3:// / fastest download to disk: %.2fx\n' "$(echo "${MED["ckpt convert s3:// -> local safetensors"]} / $fastest" | bc -l)"
 ratio "convert s3://" "${MED["ckpt convert s3:// -> local safetensors"]}" "best rclone -> file" "$(best "rclone copyto -> file")"
 ratio "convert s3://" "${MED["ckpt convert s3:// -> local safetensors"]}" "aws s3 cp -> file" "$(best "aws s3 cp -> file")"
+ratio "convert --sync s3://" "${MED["ckpt convert --sync s3:// -> local safetensors"]}" "best rclone -> file" "$(best "rclone copyto -> file")"
 printf 'convert s3:// / convert local: %.2fx\n' "$(echo "${MED["ckpt convert s3:// -> local safetensors"]} / ${MED["ckpt convert local -> local safetensors"]}" | bc -l)"
 
 # inspect: 10 runs, wall time and the request count it reports.

@@ -51,8 +51,12 @@ type Summary struct {
 	Dropped     []Dropped `json:"dropped"` // what the output does not carry
 	// GGUF says what a GGUF output of a Hugging Face model directory got
 	// (architecture, names, permutation, notes); nil otherwise.
-	GGUF    *GGUFReport `json:"gguf,omitempty"`
-	Seconds float64     `json:"seconds"`
+	GGUF *GGUFReport `json:"gguf,omitempty"`
+	// Synced is true when every output was on the disk (or acknowledged
+	// by its object store) before Convert returned; false when local
+	// outputs were left to the kernel's write-back (see WithSync).
+	Synced  bool    `json:"synced"`
+	Seconds float64 `json:"seconds"`
 }
 
 // layout is where the output goes.
@@ -252,6 +256,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err != nil {
 		return nil, err
 	}
+	c.chooseWriteBack(p)
 	if l.format == Safetensors {
 		if err := c.checkMaterialized(ck, p.items); err != nil {
 			return nil, err
@@ -338,7 +343,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	committed = true
 	sum.tally(p, l)
 	sum.Files, sum.Bytes = c.dcpOpt.part.own(finals), total
-	sum.Seconds = time.Since(start).Seconds()
+	sum.Synced, sum.Seconds = !c.lazy, time.Since(start).Seconds()
 	return sum, nil
 }
 
@@ -434,9 +439,9 @@ func (c *config) writeFile(ctx context.Context, final string, f Format, items []
 		var plain *tempFile
 		if c.dest != nil {
 			// Staged in the local temporary directory.
-			plain, err = createTemp(filepath.Join(os.TempDir(), "ckpt-plain.safetensors"))
+			plain, err = createTemp(filepath.Join(os.TempDir(), "ckpt-plain.safetensors"), true)
 		} else {
-			plain, err = createTemp(final)
+			plain, err = createTemp(final, true)
 		}
 		if err != nil {
 			return t, 0, err
@@ -612,6 +617,6 @@ func (c *config) convertTo(ctx context.Context, start time.Time, p *plan, l *lay
 		sum.Index = c.dest.Name(l.index)
 	}
 	sum.Bytes = total
-	sum.Seconds = time.Since(start).Seconds()
+	sum.Synced, sum.Seconds = !c.lazy, time.Since(start).Seconds()
 	return sum, nil
 }

@@ -67,6 +67,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 	if err != nil {
 		return nil, err
 	}
+	c.chooseWriteBack(p)
 	var kept []*item
 	for _, it := range p.items {
 		if why := unsupported(it.src, Safetensors); why != "" || it.dtype != it.src.DType && !safetensorsDType(it.dtype) {
@@ -214,7 +215,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 	}
 	sum.tally(p, &layout{format: DCP})
 	sum.Bytes = total
-	sum.Seconds = time.Since(start).Seconds()
+	sum.Synced, sum.Seconds = !c.lazy, time.Since(start).Seconds()
 	return sum, nil
 }
 

@@ -315,6 +315,7 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	if err != nil {
 		return nil, err
 	}
+	c.chooseWriteBack(p)
 	if err := c.nestDCP(ck, p); err != nil {
 		return nil, err
 	}
@@ -474,7 +475,7 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 		sum.Tensors += len(v.tensors) // written inside a value
 	}
 	sum.Bytes = total
-	sum.Seconds = time.Since(start).Seconds()
+	sum.Synced, sum.Seconds = !c.lazy, time.Since(start).Seconds()
 	done = true
 	return sum, nil
 }

@@ -8,9 +8,14 @@
 // into the output's write buffers (through a cast, when asked), hashed on
 // the way, and written by a second goroutine, so memory is bounded by a
 // few buffers plus the input's pickle, whatever the checkpoint's size, and
-// reading overlaps with writing. On Linux full buffers are written with
-// O_DIRECT: the output does not go through the page cache, and the fsync
-// before the rename has nothing left to wait for (docs/benchmarks.md).
+// reading overlaps with writing. A conversion whose outputs are large next
+// to the kernel's write-back threshold (or any, WithSync) writes full
+// buffers with O_DIRECT on Linux: the output does not go through the page
+// cache, and the fsync before the rename has nothing left to wait for
+// (docs/benchmarks.md). Smaller outputs go through the page cache and are
+// left to the kernel's write-back, as cp leaves them: on a disk the input
+// is read from too, not writing them out halves the bytes the conversion
+// waits for (Summary.Synced says which was done).
 //
 // WithDestination writes elsewhere than the file system (ckpt.Convert
 // passes a bucket of s3://, gs:// or az://): the same pipeline writes into
@@ -95,7 +100,7 @@
 // # Atomic output
 //
 // Every output file is written to a temporary file in its destination
-// directory, synced, and put in place only when complete, so an
+// directory, synced (see WithSync), and put in place only when complete, so an
 // interrupted conversion never leaves a partial output; an existing output
 // is replaced only with WithForce. For sharded output the index is put in
 // place last. On Linux the temporary file is unnamed (O_TMPFILE) and

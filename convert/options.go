@@ -89,6 +89,8 @@ type config struct {
 	maxMaterialized int64
 	compress        string
 	force           bool
+	sync            bool // WithSync
+	lazy            bool // chooseWriteBack: local outputs left to the kernel's write-back
 	dropFloats      bool
 	attributes      bool
 	progress        func(int64)
@@ -176,6 +178,18 @@ func WithDropFloats(drop bool) Option { return func(c *config) { c.dropFloats = 
 // ScriptModule.state_dict()) too. Without it they are dropped, and listed
 // in the Summary as dropped.
 func WithAttributes(keep bool) Option { return func(c *config) { c.attributes = keep } }
+
+// WithSync(true) has every local output file on the disk before Convert
+// returns: written with direct I/O where the filesystem allows, and synced
+// (fsync) before it gets its name. By default only outputs too large to
+// leave in the page cache are (they are faster to write that way); a
+// conversion whose outputs total less than half the kernel's background
+// write-back threshold (vm.dirty_background_bytes or _ratio of the memory
+// available) writes them through the page cache and leaves them to the
+// kernel's write-back, as cp does. Summary.Synced says which was done.
+// Object-store outputs are unaffected: each is complete when the store
+// acknowledges it.
+func WithSync(sync bool) Option { return func(c *config) { c.sync = sync } }
 
 // WithForce allows replacing existing output files.
 func WithForce(force bool) Option { return func(c *config) { c.force = force } }

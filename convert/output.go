@@ -82,10 +82,10 @@ type fileWriter struct {
 }
 
 // newFileWriter starts a writer for f, which must be empty and open for
-// writing at its start.
-func newFileWriter(f *os.File) *fileWriter {
+// writing at its start; direct asks for direct I/O where it is available.
+func newFileWriter(f *os.File, direct bool) *fileWriter {
 	w := &fileWriter{f: f, free: make(chan []byte, outputBuffers), jobs: make(chan writeJob, outputBuffers)}
-	if !forceBuffered {
+	if direct && !forceBuffered {
 		if d := openDirect(f); d != nil {
 			w.direct = d
 		}

@@ -74,6 +74,7 @@ type tempFile struct {
 	w     *fileWriter
 	final string
 	named bool // f has a name in the directory (the fallback)
+	lazy  bool // left to the kernel's write-back: no direct I/O, no fsync
 
 	out Output
 	key string
@@ -83,7 +84,7 @@ type tempFile struct {
 // Output of the destination (head: the bytes rewritten at the end).
 func (c *config) create(ctx context.Context, final string, head int64) (*tempFile, error) {
 	if c.dest == nil {
-		return createTemp(final)
+		return createTemp(final, c.lazy)
 	}
 	o, err := c.dest.Create(ctx, final, head)
 	if err != nil {
@@ -100,18 +101,23 @@ func (t *tempFile) writeAt(p []byte, off int64) (int, error) {
 	return t.f.WriteAt(p, off)
 }
 
+// syncFile is (*os.File).Sync; a variable for tests.
+var syncFile = (*os.File).Sync
+
 // forceNamedTemp turns unnamed temporary files off (for tests of the
 // fallback).
 var forceNamedTemp = false
 
-func createTemp(final string) (*tempFile, error) {
+// createTemp starts the local output final; lazy leaves it to the kernel's
+// write-back (no direct I/O, no fsync; see chooseWriteBack).
+func createTemp(final string, lazy bool) (*tempFile, error) {
 	dir := filepath.Dir(final)
 	if !forceNamedTemp {
 		if f, err := openUnnamed(dir); err == nil {
 			// Locked for the moment between its hidden name and the
 			// rename (commit).
 			lockTemp(f)
-			return &tempFile{f: f, w: newFileWriter(f), final: final}, nil
+			return &tempFile{f: f, w: newFileWriter(f, !lazy), final: final, lazy: lazy}, nil
 		}
 	}
 	for try := 0; ; try++ {
@@ -130,7 +136,7 @@ func createTemp(final string) (*tempFile, error) {
 		fi, err1 := f.Stat()
 		now, err2 := os.Lstat(f.Name())
 		if err1 == nil && err2 == nil && os.SameFile(fi, now) || try == 3 {
-			return &tempFile{f: f, w: newFileWriter(f), final: final, named: true}, nil
+			return &tempFile{f: f, w: newFileWriter(f, !lazy), final: final, named: true, lazy: lazy}, nil
 		}
 		f.Close()
 	}
@@ -154,7 +160,8 @@ func (t *tempFile) discard() {
 	}
 }
 
-// finish writes out and syncs the file; commit gives it its final name.
+// finish writes out the file and syncs it (unless lazy); commit gives it
+// its final name.
 func (t *tempFile) finish() error {
 	if t.out != nil {
 		if err := t.out.Finish(); err != nil {
@@ -165,7 +172,10 @@ func (t *tempFile) finish() error {
 	if err := t.w.finish(); err != nil {
 		return fmt.Errorf("convert: write %s: %w", t.final, err)
 	}
-	if err := t.f.Sync(); err != nil {
+	if t.lazy {
+		return nil
+	}
+	if err := syncFile(t.f); err != nil {
 		return fmt.Errorf("convert: write %s: %w", t.final, err)
 	}
 	return nil

@@ -68,7 +68,7 @@ func (o *convertOptions) options() ([]convert.Option, error) {
 		}
 		out = append(out, convert.WithDType(d))
 	}
-	out = append(out, convert.WithStripPrefix(o.Strip...), convert.WithOnly(o.Only...), convert.WithForce(o.Force),
+	out = append(out, convert.WithStripPrefix(o.Strip...), convert.WithOnly(o.Only...), convert.WithForce(o.Force), convert.WithSync(o.Sync),
 		convert.WithDropFloats(o.DropFloats), convert.WithAttributes(o.Attributes))
 	for _, r := range o.Rename {
 		rn, err := convert.ParseRename(r)

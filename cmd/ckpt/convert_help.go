@@ -48,7 +48,13 @@ is replaced only with --force, and only if it is a regular file: a device
 through, as cp does: its target is replaced and the link kept. OUT may be an
 s3://, gs:// or az:// URL: the output is streamed to the bucket with no local
 copy, each object appearing only when complete (a prefix ending in "/" takes
-directory and sharded outputs).`
+directory and sharded outputs).
+
+A local OUT that fits easily in the page cache (all outputs together under
+half the kernel's background write-back threshold, vm.dirty_background_*) is
+left for the kernel to write out, as cp does; a larger one is written with
+direct I/O and synced, which is faster at that size. --sync has every OUT on
+the disk before ckpt exits; --json says which was done ("synced").`
 
 // convertExample is `ckpt convert --help`'s examples.
 const convertExample = `  ckpt convert model.pt model.safetensors

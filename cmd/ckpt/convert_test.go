@@ -48,10 +48,22 @@ func TestConvertAndVerify(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"in", "out", "format", "files", "tensors", "bytes", "aliases", "casts", "renamed", "values", "dropped", "seconds", "gb_per_s"} {
+	for _, k := range []string{"in", "out", "format", "files", "tensors", "bytes", "aliases", "casts", "renamed", "values", "dropped", "synced", "seconds", "gb_per_s"} {
 		if _, ok := rep[k]; !ok {
 			t.Errorf("json lacks %q: %s", k, out)
 		}
+	}
+	// A small OUT is left to the kernel's write-back unless --sync.
+	if rep["synced"] != false {
+		t.Errorf("small OUT without --sync: synced %v", rep["synced"])
+	}
+	code, out, errs = runCLI(t, "convert", "--force", "--sync", "--dtype", "bf16", fx+"training.pt", st)
+	if code != exitOK || strings.Contains(out, "page cache") {
+		t.Errorf("--sync: %d %q %s", code, out, errs)
+	}
+	code, out, errs = runCLI(t, "convert", "--force", "--dtype", "bf16", fx+"training.pt", st)
+	if code != exitOK || !strings.Contains(out, "left in the page cache for the kernel to write out") {
+		t.Errorf("without --sync: %d %q %s", code, out, errs)
 	}
 	// Differences: exit 1 and each named.
 	code, out, _ = runCLI(t, "verify", fx+"training.pt", st)

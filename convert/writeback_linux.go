@@ -1,0 +1,35 @@
+package convert
+
+import (
+	"os"
+	"strings"
+)
+
+// writeBackThreshold is the kernel's background write-back threshold for
+// this process (backgroundThreshold of /proc/sys/vm, /proc/meminfo and the
+// process's cgroup memory limit, v2 or v1).
+func writeBackThreshold() int64 {
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil || len(b) > 1<<16 {
+			return ""
+		}
+		return string(b)
+	}
+	var cgMax, cgCur string
+	for _, line := range strings.Split(read("/proc/self/cgroup"), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 || strings.Contains(f[2], "..") {
+			continue
+		}
+		dir := strings.TrimSuffix(f[2], "/")
+		switch {
+		case f[0] == "0" && f[1] == "" && cgMax == "": // v2
+			cgMax, cgCur = read("/sys/fs/cgroup"+dir+"/memory.max"), read("/sys/fs/cgroup"+dir+"/memory.current")
+		case f[1] == "memory": // v1
+			cgMax, cgCur = read("/sys/fs/cgroup/memory"+dir+"/memory.limit_in_bytes"), read("/sys/fs/cgroup/memory"+dir+"/memory.usage_in_bytes")
+		}
+	}
+	return backgroundThreshold(read("/proc/sys/vm/dirty_background_bytes"), read("/proc/sys/vm/dirty_background_ratio"),
+		read("/proc/meminfo"), cgMax, cgCur)
+}

@@ -1,0 +1,103 @@
+package convert
+
+import (
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+)
+
+func TestBackgroundThreshold(t *testing.T) {
+	mem := "MemTotal:       24000000 kB\nMemFree:        20000000 kB\nMemAvailable:   23000000 kB\n"
+	for _, c := range []struct {
+		name                                string
+		bytes, ratio, meminfo, cgMax, cgCur string
+		want                                int64
+	}{
+		{"bytes win", "500000000\n", "10\n", mem, "", "", 500000000},
+		{"ratio of available", "0\n", "10\n", mem, "", "", 23000000 * 1024 / 100 * 10},
+		{"cgroup v2 max", "0", "10", mem, "4000000000\n", "1000000000\n", 3000000000 / 100 * 10},
+		{"cgroup v2 unlimited", "0", "10", mem, "max\n", "1000\n", 23000000 * 1024 / 100 * 10},
+		{"cgroup v1 unlimited", "0", "10", mem, "9223372036854771712\n", "1496858624\n", 23000000 * 1024 / 100 * 10},
+		{"cgroup over its limit", "0", "10", mem, "1000", "5000", 0},
+		{"no MemAvailable", "0", "10", "MemTotal: 1 kB\n", "", "", 0},
+		{"unreadable", "", "", "", "", "", 0},
+		{"ratio out of range", "0", "101", mem, "", "", 0},
+		{"huge MemAvailable", "0", "10", "MemAvailable: 99999999999999999999 kB\n", "", "", 0},
+	} {
+		if got := backgroundThreshold(c.bytes, c.ratio, c.meminfo, c.cgMax, c.cgCur); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+	if n := writeBackThreshold(); n < 0 {
+		t.Errorf("writeBackThreshold %d", n)
+	}
+}
+
+// TestWriteBack checks which outputs are synced: none of a small
+// conversion by default, every one with WithSync or when the outputs
+// exceed the budget; each format's files alike, and the outputs the same.
+func TestWriteBack(t *testing.T) {
+	var syncs atomic.Int64
+	defer func(f func(*os.File) error) { syncFile = f }(syncFile)
+	syncFile = func(f *os.File) error { syncs.Add(1); return f.Sync() }
+	defer func(f func() int64) { writeBackBudget = f }(writeBackBudget)
+	in := fixtures + "training.pt"
+	for _, c := range []struct {
+		name   string
+		budget int64
+		sync   bool
+		synced bool
+	}{
+		{"small", 1 << 40, false, false},
+		{"small, WithSync", 1 << 40, true, true},
+		{"over the budget", 16, false, true},
+		{"no budget known", 0, false, true},
+	} {
+		writeBackBudget = func() int64 { return c.budget }
+		for _, out := range []struct {
+			name  string
+			opts  []Option
+			files int64 // synced when synced
+		}{
+			{"model.safetensors", nil, 1},
+			{"model.pt", nil, 1},
+			{"sharded", []Option{WithMaxShardSize(200), WithFormat(Safetensors)}, -1},
+			{"dcp", []Option{WithFormat(DCP), WithDCPRanks(2)}, 3},
+		} {
+			syncs.Store(0)
+			path := filepath.Join(t.TempDir(), out.name)
+			sum := convert(t, in, path, append(out.opts, WithSync(c.sync))...)
+			want := out.files
+			if want < 0 {
+				want = int64(len(sum.Files) + 1) // the shards and the index
+			}
+			if !c.synced {
+				want = 0
+			}
+			if sum.Synced != c.synced || syncs.Load() != want {
+				t.Errorf("%s, %s: Synced %v with %d fsyncs, want %v with %d", c.name, out.name, sum.Synced, syncs.Load(), c.synced, want)
+			}
+			if out.name == "dcp" {
+				noDiff(t, in, path, CompareOptions{})
+			} else if sum.Index != "" {
+				noDiff(t, in, sum.Index, CompareOptions{})
+			} else {
+				noDiff(t, in, path, CompareOptions{})
+			}
+		}
+	}
+}
+
+// TestLazyOutputIsBuffered checks that an output left to write-back is
+// written through the page cache (no direct I/O handle).
+func TestLazyOutputIsBuffered(t *testing.T) {
+	tf, err := createTemp(filepath.Join(t.TempDir(), "out"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tf.discard()
+	if tf.w.direct != nil || !tf.lazy {
+		t.Errorf("lazy output: direct handle %v, lazy %v", tf.w.direct, tf.lazy)
+	}
+}
