@@ -52,9 +52,9 @@ type Summary struct {
 	// GGUF says what a GGUF output of a Hugging Face model directory got
 	// (architecture, names, permutation, notes); nil otherwise.
 	GGUF *GGUFReport `json:"gguf,omitempty"`
-	// Synced is true when every output was on the disk (or acknowledged
-	// by its object store) before Convert returned; false when local
-	// outputs were left to the kernel's write-back (see WithSync).
+	// Synced is true when every output was on the disk (WithSync) or
+	// acknowledged by its object store before Convert returned; false when
+	// local outputs were left to the kernel's write-back (see WithSync).
 	Synced  bool    `json:"synced"`
 	Seconds float64 `json:"seconds"`
 }
@@ -237,6 +237,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		return nil, err
 	}
 	c.checks = newSourceChecks(ck)
+	c.initWriteBack()
 	if c.format == DCP {
 		return c.convertDCP(ctx, ck, out, start)
 	}
@@ -256,7 +257,6 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err != nil {
 		return nil, err
 	}
-	c.chooseWriteBack(p)
 	if l.format == Safetensors {
 		if err := c.checkMaterialized(ck, p.items); err != nil {
 			return nil, err
@@ -343,7 +343,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	committed = true
 	sum.tally(p, l)
 	sum.Files, sum.Bytes = c.dcpOpt.part.own(finals), total
-	sum.Synced, sum.Seconds = !c.lazy, time.Since(start).Seconds()
+	sum.Synced, sum.Seconds = c.synced(), time.Since(start).Seconds()
 	return sum, nil
 }
 
@@ -439,9 +439,9 @@ func (c *config) writeFile(ctx context.Context, final string, f Format, items []
 		var plain *tempFile
 		if c.dest != nil {
 			// Staged in the local temporary directory.
-			plain, err = createTemp(filepath.Join(os.TempDir(), "ckpt-plain.safetensors"), true)
+			plain, err = createTemp(filepath.Join(os.TempDir(), "ckpt-plain.safetensors"), unlimited())
 		} else {
-			plain, err = createTemp(final, true)
+			plain, err = createTemp(final, unlimited())
 		}
 		if err != nil {
 			return t, 0, err
@@ -617,6 +617,6 @@ func (c *config) convertTo(ctx context.Context, start time.Time, p *plan, l *lay
 		sum.Index = c.dest.Name(l.index)
 	}
 	sum.Bytes = total
-	sum.Synced, sum.Seconds = !c.lazy, time.Since(start).Seconds()
+	sum.Synced, sum.Seconds = c.synced(), time.Since(start).Seconds()
 	return sum, nil
 }

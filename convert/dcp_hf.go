@@ -67,7 +67,6 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 	if err != nil {
 		return nil, err
 	}
-	c.chooseWriteBack(p)
 	var kept []*item
 	for _, it := range p.items {
 		if why := unsupported(it.src, Safetensors); why != "" || it.dtype != it.src.DType && !safetensorsDType(it.dtype) {
@@ -215,7 +214,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 	}
 	sum.tally(p, &layout{format: DCP})
 	sum.Bytes = total
-	sum.Synced, sum.Seconds = !c.lazy, time.Since(start).Seconds()
+	sum.Synced, sum.Seconds = c.synced(), time.Since(start).Seconds()
 	return sum, nil
 }
 

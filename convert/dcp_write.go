@@ -315,7 +315,6 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	if err != nil {
 		return nil, err
 	}
-	c.chooseWriteBack(p)
 	if err := c.nestDCP(ck, p); err != nil {
 		return nil, err
 	}
@@ -475,7 +474,7 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 		sum.Tensors += len(v.tensors) // written inside a value
 	}
 	sum.Bytes = total
-	sum.Synced, sum.Seconds = !c.lazy, time.Since(start).Seconds()
+	sum.Synced, sum.Seconds = c.synced(), time.Since(start).Seconds()
 	done = true
 	return sum, nil
 }

@@ -8,14 +8,13 @@
 // into the output's write buffers (through a cast, when asked), hashed on
 // the way, and written by a second goroutine, so memory is bounded by a
 // few buffers plus the input's pickle, whatever the checkpoint's size, and
-// reading overlaps with writing. A conversion whose outputs are large next
-// to the kernel's write-back threshold (or any, WithSync) writes full
-// buffers with O_DIRECT on Linux: the output does not go through the page
-// cache, and the fsync before the rename has nothing left to wait for
-// (docs/benchmarks.md). Smaller outputs go through the page cache and are
-// left to the kernel's write-back, as cp leaves them: on a disk the input
-// is read from too, not writing them out halves the bytes the conversion
-// waits for (Summary.Synced says which was done).
+// reading overlaps with writing. The first bytes of a conversion's
+// outputs, up to half the kernel's background write-back threshold, go
+// through the page cache and are left to the kernel's write-back, as cp
+// leaves them; on Linux the rest is written with O_DIRECT, not through the
+// page cache, which at that size is faster than buffered writes
+// (docs/benchmarks.md). WithSync writes everything directly and syncs each
+// output before naming it (Summary.Synced).
 //
 // WithDestination writes elsewhere than the file system (ckpt.Convert
 // passes a bucket of s3://, gs:// or az://): the same pipeline writes into
@@ -100,7 +99,7 @@
 // # Atomic output
 //
 // Every output file is written to a temporary file in its destination
-// directory, synced (see WithSync), and put in place only when complete, so an
+// directory (synced with WithSync) and put in place only when complete, so an
 // interrupted conversion never leaves a partial output; an existing output
 // is replaced only with WithForce. For sharded output the index is put in
 // place last. On Linux the temporary file is unnamed (O_TMPFILE) and

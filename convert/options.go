@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -89,8 +90,8 @@ type config struct {
 	maxMaterialized int64
 	compress        string
 	force           bool
-	sync            bool // WithSync
-	lazy            bool // chooseWriteBack: local outputs left to the kernel's write-back
+	sync            bool          // WithSync
+	pageCache       *atomic.Int64 // initWriteBack: output bytes that may go to the page cache; nil with WithSync
 	dropFloats      bool
 	attributes      bool
 	progress        func(int64)
@@ -181,14 +182,15 @@ func WithAttributes(keep bool) Option { return func(c *config) { c.attributes = 
 
 // WithSync(true) has every local output file on the disk before Convert
 // returns: written with direct I/O where the filesystem allows, and synced
-// (fsync) before it gets its name. By default only outputs too large to
-// leave in the page cache are (they are faster to write that way); a
-// conversion whose outputs total less than half the kernel's background
-// write-back threshold (vm.dirty_background_bytes or _ratio of the memory
-// available) writes them through the page cache and leaves them to the
-// kernel's write-back, as cp does. Summary.Synced says which was done.
-// Object-store outputs are unaffected: each is complete when the store
-// acknowledges it.
+// (fsync) before it gets its name. By default outputs are not synced, as
+// cp does not sync: the first bytes of a conversion's outputs, up to half
+// the kernel's background write-back threshold (vm.dirty_background_bytes,
+// or vm.dirty_background_ratio of the memory available), go through the
+// page cache and are left to the kernel's write-back; the rest is written
+// with direct I/O, which at that size is faster than buffered writes that
+// meet the kernel's dirty-page throttling. Summary.Synced says which was
+// done. Object-store outputs are unaffected: each is complete when the
+// store acknowledges it.
 func WithSync(sync bool) Option { return func(c *config) { c.sync = sync } }
 
 // WithForce allows replacing existing output files.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -66,8 +67,11 @@ type writeJob struct {
 // reported by a later Write or by finish. After finish or stop it must not
 // be used.
 type fileWriter struct {
-	f      *os.File     // ordinary handle: the tail, and the fallback
-	direct directHandle // O_DIRECT handle, nil when not in use
+	f      *os.File      // ordinary handle: the tail, and the fallback
+	direct directHandle  // O_DIRECT handle, nil when not in use
+	budget *atomic.Int64 // bytes that may still go to the page cache; nil: none
+
+	cached atomic.Int64 // bytes written through the page cache (for tests)
 
 	buf  []byte // being filled
 	off  int64  // file offset of buf[0]
@@ -82,10 +86,12 @@ type fileWriter struct {
 }
 
 // newFileWriter starts a writer for f, which must be empty and open for
-// writing at its start; direct asks for direct I/O where it is available.
-func newFileWriter(f *os.File, direct bool) *fileWriter {
-	w := &fileWriter{f: f, free: make(chan []byte, outputBuffers), jobs: make(chan writeJob, outputBuffers)}
-	if direct && !forceBuffered {
+// writing at its start. Full buffers go to the page cache while budget
+// (shared by a conversion's outputs; see writeback.go) has room for them,
+// then with direct I/O where it is available; a nil budget has none.
+func newFileWriter(f *os.File, budget *atomic.Int64) *fileWriter {
+	w := &fileWriter{f: f, budget: budget, free: make(chan []byte, outputBuffers), jobs: make(chan writeJob, outputBuffers)}
+	if !forceBuffered {
 		if d := openDirect(f); d != nil {
 			w.direct = d
 		}
@@ -112,10 +118,15 @@ func (w *fileWriter) run() {
 	}
 }
 
-// writeAt writes b at off: directly when b is aligned and direct I/O is in
-// use, through the ordinary handle otherwise or when the filesystem turns
-// direct I/O down.
+// writeAt writes b at off: through the page cache while the budget lasts,
+// then directly when b is aligned and direct I/O is in use, through the
+// ordinary handle otherwise or when the filesystem turns direct I/O down.
 func (w *fileWriter) writeAt(b []byte, off int64) error {
+	if w.budget != nil && w.budget.Load() >= int64(len(b)) && w.budget.Add(-int64(len(b))) >= 0 {
+		w.cached.Add(int64(len(b)))
+		_, err := w.f.WriteAt(b, off)
+		return err
+	}
 	if w.direct != nil && len(b)%directAlign == 0 && off%directAlign == 0 {
 		_, err := w.direct.WriteAt(b, off)
 		if err == nil || !errors.Is(err, syscall.EINVAL) {

@@ -22,7 +22,7 @@ func writeThrough(t *testing.T, data []byte, readFrom bool, setup func(*fileWrit
 		t.Fatal(err)
 	}
 	defer f.Close()
-	w := newFileWriter(f, true)
+	w := newFileWriter(f, nil)
 	if setup != nil {
 		if w.direct != nil {
 			w.direct.Close()
@@ -114,7 +114,7 @@ func TestFileWriterDirect(t *testing.T) {
 		t.Skipf("this filesystem refuses O_DIRECT (%v); TestFileWriterBytes covered the ordinary path", err)
 	}
 	probe.Close()
-	w := newFileWriter(f, true)
+	w := newFileWriter(f, nil)
 	defer w.stop()
 	if w.direct == nil {
 		t.Fatal("O_DIRECT works here, but the writer did not use it")
@@ -147,7 +147,7 @@ func TestFileWriterBuffersOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := newFileWriter(f, true)
+		w := newFileWriter(f, nil)
 		if _, err := w.Write(make([]byte, n)); err != nil {
 			t.Fatal(err)
 		}

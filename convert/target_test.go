@@ -240,7 +240,7 @@ func TestKillLeavesNothing(t *testing.T) {
 			// sparing one that a live conversion holds.
 			defer func(v bool) { forceNamedTemp = v }(forceNamedTemp)
 			forceNamedTemp = true
-			live, err := createTemp(out, false)
+			live, err := createTemp(out, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

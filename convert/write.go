@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"sync/atomic"
 
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/safetensors"
@@ -74,7 +75,7 @@ type tempFile struct {
 	w     *fileWriter
 	final string
 	named bool // f has a name in the directory (the fallback)
-	lazy  bool // left to the kernel's write-back: no direct I/O, no fsync
+	lazy  bool // not synced: left to the kernel's write-back
 
 	out Output
 	key string
@@ -84,7 +85,7 @@ type tempFile struct {
 // Output of the destination (head: the bytes rewritten at the end).
 func (c *config) create(ctx context.Context, final string, head int64) (*tempFile, error) {
 	if c.dest == nil {
-		return createTemp(final, c.lazy)
+		return createTemp(final, c.pageCache)
 	}
 	o, err := c.dest.Create(ctx, final, head)
 	if err != nil {
@@ -108,16 +109,19 @@ var syncFile = (*os.File).Sync
 // fallback).
 var forceNamedTemp = false
 
-// createTemp starts the local output final; lazy leaves it to the kernel's
-// write-back (no direct I/O, no fsync; see chooseWriteBack).
-func createTemp(final string, lazy bool) (*tempFile, error) {
+// createTemp starts the local output final. With a budget (see
+// writeback.go) it is not synced, and as much of it goes through the page
+// cache as the budget allows; without one it is written directly where
+// the filesystem allows, and synced.
+func createTemp(final string, budget *atomic.Int64) (*tempFile, error) {
+	lazy := budget != nil
 	dir := filepath.Dir(final)
 	if !forceNamedTemp {
 		if f, err := openUnnamed(dir); err == nil {
 			// Locked for the moment between its hidden name and the
 			// rename (commit).
 			lockTemp(f)
-			return &tempFile{f: f, w: newFileWriter(f, !lazy), final: final, lazy: lazy}, nil
+			return &tempFile{f: f, w: newFileWriter(f, budget), final: final, lazy: lazy}, nil
 		}
 	}
 	for try := 0; ; try++ {
@@ -136,7 +140,7 @@ func createTemp(final string, lazy bool) (*tempFile, error) {
 		fi, err1 := f.Stat()
 		now, err2 := os.Lstat(f.Name())
 		if err1 == nil && err2 == nil && os.SameFile(fi, now) || try == 3 {
-			return &tempFile{f: f, w: newFileWriter(f, !lazy), final: final, named: true, lazy: lazy}, nil
+			return &tempFile{f: f, w: newFileWriter(f, budget), final: final, named: true, lazy: lazy}, nil
 		}
 		f.Close()
 	}

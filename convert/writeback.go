@@ -4,20 +4,20 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
-// Whether an output waits for the disk. A conversion whose outputs are
-// small next to the kernel's dirty-page budget writes them through the page
-// cache and gives them their names without fsync, as cp, rclone and
-// torch.save do: the kernel writes them out in the background, and the
-// conversion does not spend the disk's time on them. On a disk that the
-// source is read from too (a local MinIO, a cold local file) that is most
-// of a 1 GB conversion: a durable write moves twice the bytes across the
-// disk while it runs (docs/benchmarks.md). Larger outputs are written with
-// direct I/O and synced: at that size buffered writes meet the kernel's
-// dirty-page throttling and direct I/O is the faster way, so they are on
-// the disk when Convert returns anyway. WithSync(true) asks that of every
-// output.
+// Whether an output waits for the disk. By default a conversion's local
+// outputs are not synced, as cp, rclone and torch.save do not sync: their
+// first bytes, up to half the kernel's background write-back threshold in
+// all, are written through the page cache and left to the kernel's
+// write-back, and the rest with direct I/O, which at that size is faster
+// than buffered writes that meet the kernel's dirty-page throttling (and
+// leaves no dirty pages behind). On a disk the source is read from too (a
+// local MinIO, a cold local file) the page-cache share is what makes a
+// 1 GB conversion as fast as a download: a durable write moves twice the
+// bytes across the disk while it runs (docs/benchmarks.md). WithSync(true)
+// writes everything directly and syncs each output before naming it.
 
 // pageCacheShare is the share of the kernel's background write-back
 // threshold that a conversion's outputs may take in the page cache: with
@@ -25,28 +25,30 @@ import (
 // is left to whatever else is writing.
 const pageCacheShare = 2
 
-// writeBackBudget returns how many bytes of output may be left in the page
+// writeBackBudget returns how many bytes of output may go to the page
 // cache (see writeBackThreshold); a variable for tests.
 var writeBackBudget = func() int64 { return writeBackThreshold() / pageCacheShare }
 
-// chooseWriteBack decides, from the plan's output bytes, whether this
-// conversion's local outputs are left to the kernel's write-back (lazy) or
-// written directly and synced.
-func (c *config) chooseWriteBack(p *plan) {
-	if c.sync || c.dest != nil {
-		c.lazy = false
-		return
+// initWriteBack gives the conversion its page-cache budget, shared by all
+// its outputs (none with WithSync).
+func (c *config) initWriteBack() {
+	c.pageCache = nil
+	if !c.sync {
+		c.pageCache = new(atomic.Int64)
+		c.pageCache.Store(max(writeBackBudget(), 0))
 	}
-	var total int64
-	for _, it := range p.items {
-		n := it.nbytesSat()
-		if n > math.MaxInt64-total {
-			total = math.MaxInt64
-			break
-		}
-		total += n
-	}
-	c.lazy = total <= writeBackBudget()
+}
+
+// synced reports whether the outputs are on the disk (or in their object
+// store) when Convert returns.
+func (c *config) synced() bool { return c.pageCache == nil || c.dest != nil }
+
+// unlimited is a budget that sends everything through the page cache (a
+// temporary file that is read back and removed).
+func unlimited() *atomic.Int64 {
+	b := new(atomic.Int64)
+	b.Store(math.MaxInt64)
+	return b
 }
 
 // backgroundThreshold computes the kernel's background write-back threshold

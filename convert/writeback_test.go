@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -34,9 +35,9 @@ func TestBackgroundThreshold(t *testing.T) {
 	}
 }
 
-// TestWriteBack checks which outputs are synced: none of a small
-// conversion by default, every one with WithSync or when the outputs
-// exceed the budget; each format's files alike, and the outputs the same.
+// TestWriteBack checks which outputs are synced: every one with WithSync,
+// none by default, whether the page-cache budget covers them or not; each
+// format's files alike, and the outputs the same.
 func TestWriteBack(t *testing.T) {
 	var syncs atomic.Int64
 	defer func(f func(*os.File) error) { syncFile = f }(syncFile)
@@ -47,18 +48,16 @@ func TestWriteBack(t *testing.T) {
 		name   string
 		budget int64
 		sync   bool
-		synced bool
 	}{
-		{"small", 1 << 40, false, false},
-		{"small, WithSync", 1 << 40, true, true},
-		{"over the budget", 16, false, true},
-		{"no budget known", 0, false, true},
+		{"in the page cache", 1 << 40, false},
+		{"WithSync", 1 << 40, true},
+		{"over the budget", 0, false},
 	} {
 		writeBackBudget = func() int64 { return c.budget }
 		for _, out := range []struct {
 			name  string
 			opts  []Option
-			files int64 // synced when synced
+			files int64 // fsyncs with WithSync; -1: the shards and the index
 		}{
 			{"model.safetensors", nil, 1},
 			{"model.pt", nil, 1},
@@ -70,34 +69,55 @@ func TestWriteBack(t *testing.T) {
 			sum := convert(t, in, path, append(out.opts, WithSync(c.sync))...)
 			want := out.files
 			if want < 0 {
-				want = int64(len(sum.Files) + 1) // the shards and the index
+				want = int64(len(sum.Files) + 1)
 			}
-			if !c.synced {
+			if !c.sync {
 				want = 0
 			}
-			if sum.Synced != c.synced || syncs.Load() != want {
-				t.Errorf("%s, %s: Synced %v with %d fsyncs, want %v with %d", c.name, out.name, sum.Synced, syncs.Load(), c.synced, want)
+			if sum.Synced != c.sync || syncs.Load() != want {
+				t.Errorf("%s, %s: Synced %v with %d fsyncs, want %v with %d", c.name, out.name, sum.Synced, syncs.Load(), c.sync, want)
 			}
-			if out.name == "dcp" {
-				noDiff(t, in, path, CompareOptions{})
-			} else if sum.Index != "" {
-				noDiff(t, in, sum.Index, CompareOptions{})
-			} else {
-				noDiff(t, in, path, CompareOptions{})
+			if sum.Index != "" && out.name != "dcp" {
+				path = sum.Index
 			}
+			noDiff(t, in, path, CompareOptions{})
 		}
 	}
 }
 
-// TestLazyOutputIsBuffered checks that an output left to write-back is
-// written through the page cache (no direct I/O handle).
-func TestLazyOutputIsBuffered(t *testing.T) {
-	tf, err := createTemp(filepath.Join(t.TempDir(), "out"), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tf.discard()
-	if tf.w.direct != nil || !tf.lazy {
-		t.Errorf("lazy output: direct handle %v, lazy %v", tf.w.direct, tf.lazy)
+// TestFileWriterBudget checks that buffers go through the page cache while
+// the shared budget lasts and directly after, and that the file is right.
+func TestFileWriterBudget(t *testing.T) {
+	data := make([]byte, 3*outputBlock+directAlign+17)
+	fill(data, 9)
+	for _, c := range []struct {
+		budget, cached, left int64
+	}{
+		{0, 0, 0},
+		{outputBlock + 1, outputBlock, 1},
+		{outputBlock - 1, directAlign, outputBlock - 1 - directAlign}, // only the last aligned piece fits
+		{1 << 40, 3*outputBlock + directAlign, 1<<40 - 3*outputBlock - directAlign},
+	} {
+		budget := new(atomic.Int64)
+		budget.Store(c.budget)
+		f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newFileWriter(f, budget)
+		if _, err := w.ReadFrom(bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.finish(); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(f.Name())
+		f.Close()
+		if !bytes.Equal(got, data) {
+			t.Errorf("budget %d: the file differs", c.budget)
+		}
+		if w.cached.Load() != c.cached || budget.Load() != c.left {
+			t.Errorf("budget %d: %d bytes through the page cache, %d left; want %d, %d", c.budget, w.cached.Load(), budget.Load(), c.cached, c.left)
+		}
 	}
 }

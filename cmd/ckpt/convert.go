@@ -91,7 +91,7 @@ func newConvertCmd(s *streams) *cobra.Command {
 	f.StringVar(&opts.MaxMat, "max-materialized", "", "safetensors: refuse an output holding more tensor data than this (default: 64x IN's storage bytes, at least 1GiB; views such as expand() are written at full size)")
 	f.StringVar(&opts.Compress, "compress", "", "compress the output: zstd")
 	f.BoolVar(&opts.Force, "force", false, "replace an existing OUT")
-	f.BoolVar(&opts.Sync, "sync", false, "have OUT on the disk before exiting (direct I/O and fsync), whatever its size")
+	f.BoolVar(&opts.Sync, "sync", false, "have OUT on the disk before exiting (direct I/O and fsync)")
 	f.BoolVar(&opts.DropFloats, "drop-floats", false, "pth: leave out floats (and bytes, sets, complex, torch.device) so torch 1.13's weights_only=True loader reads OUT")
 	f.BoolVar(&opts.Attributes, "attributes", false, "TorchScript input: also write plain tensor attributes (not parameters or buffers; inspect flags them attr)")
 	f.BoolVar(&opts.JSON, "json", false, "print the summary as one JSON object (schema in docs/cli-json.md)")
@@ -174,7 +174,7 @@ func printConvert(w io.Writer, r *convertReport) {
 	}
 	fmt.Fprintf(w, "time: %s\n", durationAndRate(r.Bytes, seconds(r.Seconds)))
 	if !r.Synced {
-		fmt.Fprintln(w, "left in the page cache for the kernel to write out, as cp does (--sync waits for the disk)")
+		fmt.Fprintln(w, "not synced: the kernel finishes writing it out, as after cp (--sync waits for the disk)")
 	}
 	printGGUFReport(w, r.GGUF)
 	for _, f := range r.Files {

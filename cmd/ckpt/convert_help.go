@@ -50,11 +50,11 @@ s3://, gs:// or az:// URL: the output is streamed to the bucket with no local
 copy, each object appearing only when complete (a prefix ending in "/" takes
 directory and sharded outputs).
 
-A local OUT that fits easily in the page cache (all outputs together under
-half the kernel's background write-back threshold, vm.dirty_background_*) is
-left for the kernel to write out, as cp does; a larger one is written with
-direct I/O and synced, which is faster at that size. --sync has every OUT on
-the disk before ckpt exits; --json says which was done ("synced").`
+A local OUT is not synced, as cp's is not: its first bytes, up to half the
+kernel's background write-back threshold (vm.dirty_background_*), are left in
+the page cache for the kernel to write out, and the rest is written with
+direct I/O, which is faster at that size. --sync has every OUT on the disk
+before ckpt exits; --json says which was done ("synced").`
 
 // convertExample is `ckpt convert --help`'s examples.
 const convertExample = `  ckpt convert model.pt model.safetensors
