@@ -16,7 +16,8 @@
 # COLD=1 (root; issue 24 item 3) drops the page cache before every command
 # (CKPT_BEFORE=BINARY adds that build's cold load, compared in the same run)
 # (sync; echo 3 > /proc/sys/vm/drop_caches) and compares ckpt load and ckpt
-# convert (to a safetensors file on the same disk) with the best cold
+# convert (to a safetensors file on the same disk; also with --sync, the
+# output on the disk at exit) with the best cold
 # sequential reads of the same file: dd iflag=direct bs=16M and cat.
 set -euo pipefail
 PARENT=${1:-/tmp}
@@ -46,6 +47,7 @@ if [ -n "${COLD:-}" ]; then
       bench_run "ckpt load (before) --map-location cpu (cold)" "$CKPT_BEFORE" load --map-location cpu "$IN"
     fi
     bench_run "ckpt convert -> safetensors (cold)" "$WORK/ckpt" convert "$IN" "$WORK/out.safetensors"
+    bench_run "ckpt convert --sync -> safetensors (cold)" "$WORK/ckpt" convert --sync "$IN" "$WORK/out.safetensors"
   done
   DD=$(echo "${WALLS[dd iflag=direct bs=16M (cold)]}" | bench_median)
   CAT=$(echo "${WALLS[cat > /dev/null (cold)]}" | bench_median)
