@@ -3,8 +3,9 @@ package main
 // convertLong is `ckpt convert --help`'s description.
 const convertLong = `Convert writes IN (anything inspect reads) to OUT as safetensors or a PyTorch zip,
 tensor by tensor, in memory bounded by a few buffers plus IN's pickle, at disk
-speed: on Linux the output is written with direct I/O, so it does not fill the
-page cache, and it is synced before it is renamed into place.
+speed: past its first gigabyte or so (see below) the output is written with
+direct I/O on Linux, so it does not fill the page cache, and it is renamed into
+place only when complete.
 
 OUT's format comes from --to or its extension (.safetensors; .pt .pth .bin .ckpt).
 OUT may be a directory (created if missing) or a *.index.json path; with --max-shard-size the output
@@ -62,6 +63,7 @@ const convertExample = `  ckpt convert model.pt model.safetensors
   ckpt convert --dtype bf16 --strip-prefix module. ddp.pt model.safetensors
   ckpt convert --max-shard-size 5GB big.pt out/model.safetensors.index.json
   ckpt convert --compress zstd model.safetensors model.safetensors.zst
+  ckpt convert --sync model.pt /mnt/ckpt/model.safetensors   # on the disk when ckpt exits
   ckpt convert ./dcp_checkpoint/ model.safetensors      # torch.distributed.checkpoint directory
   ckpt convert model.safetensors.index.json s3://bucket/dcp/ --to dcp --dcp-ranks 8 --part auto   # under torchrun/srun
   ckpt convert model.pt hf_dcp/ --to dcp --dcp-format safetensors --dcp-ranks 4 --split '*=0'
