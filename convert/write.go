@@ -75,7 +75,6 @@ type tempFile struct {
 	w     *fileWriter
 	final string
 	named bool // f has a name in the directory (the fallback)
-	lazy  bool // not synced: left to the kernel's write-back
 
 	out Output
 	key string
@@ -114,14 +113,13 @@ var forceNamedTemp = false
 // cache as the budget allows; without one it is written directly where
 // the filesystem allows, and synced.
 func createTemp(final string, budget *atomic.Int64) (*tempFile, error) {
-	lazy := budget != nil
 	dir := filepath.Dir(final)
 	if !forceNamedTemp {
 		if f, err := openUnnamed(dir); err == nil {
 			// Locked for the moment between its hidden name and the
 			// rename (commit).
 			lockTemp(f)
-			return &tempFile{f: f, w: newFileWriter(f, budget), final: final, lazy: lazy}, nil
+			return &tempFile{f: f, w: newFileWriter(f, budget), final: final}, nil
 		}
 	}
 	for try := 0; ; try++ {
@@ -140,7 +138,7 @@ func createTemp(final string, budget *atomic.Int64) (*tempFile, error) {
 		fi, err1 := f.Stat()
 		now, err2 := os.Lstat(f.Name())
 		if err1 == nil && err2 == nil && os.SameFile(fi, now) || try == 3 {
-			return &tempFile{f: f, w: newFileWriter(f, budget), final: final, named: true, lazy: lazy}, nil
+			return &tempFile{f: f, w: newFileWriter(f, budget), final: final, named: true}, nil
 		}
 		f.Close()
 	}
@@ -164,8 +162,8 @@ func (t *tempFile) discard() {
 	}
 }
 
-// finish writes out the file and syncs it (unless lazy); commit gives it
-// its final name.
+// finish writes out the file and syncs it (unless it has a page-cache
+// budget: see createTemp); commit gives it its final name.
 func (t *tempFile) finish() error {
 	if t.out != nil {
 		if err := t.out.Finish(); err != nil {
@@ -176,7 +174,7 @@ func (t *tempFile) finish() error {
 	if err := t.w.finish(); err != nil {
 		return fmt.Errorf("convert: write %s: %w", t.final, err)
 	}
-	if t.lazy {
+	if t.w.budget != nil {
 		return nil
 	}
 	if err := syncFile(t.f); err != nil {

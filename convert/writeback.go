@@ -56,7 +56,7 @@ func unlimited() *atomic.Int64 {
 // vm/dirty_background_bytes when set, otherwise vm/dirty_background_ratio
 // percent of the memory available (MemAvailable of /proc/meminfo, or what
 // the cgroup's memory.max leaves beside memory.current when that is less).
-// Anything unreadable gives 0: every output is synced.
+// Anything unreadable gives 0: no output bytes go through the page cache.
 func backgroundThreshold(bgBytes, bgRatio, meminfo, cgMax, cgCur string) int64 {
 	if n, err := strconv.ParseInt(strings.TrimSpace(bgBytes), 10, 64); err == nil && n > 0 {
 		return n

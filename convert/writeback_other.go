@@ -3,5 +3,6 @@
 package convert
 
 // writeBackThreshold is 0 where the write-back threshold is not known:
-// every output is synced.
+// no output bytes go through the page cache on purpose (without direct I/O
+// they are ordinary writes all the same).
 func writeBackThreshold() int64 { return 0 }

@@ -3,9 +3,9 @@ package main
 // convertLong is `ckpt convert --help`'s description.
 const convertLong = `Convert writes IN (anything inspect reads) to OUT as safetensors or a PyTorch zip,
 tensor by tensor, in memory bounded by a few buffers plus IN's pickle, at disk
-speed: past its first gigabyte or so (see below) the output is written with
-direct I/O on Linux, so it does not fill the page cache, and it is renamed into
-place only when complete.
+speed: past the share the page cache takes (see below) the output is written
+with direct I/O on Linux, so it does not fill the page cache, and it is renamed
+into place only when complete.
 
 OUT's format comes from --to or its extension (.safetensors; .pt .pth .bin .ckpt).
 OUT may be a directory (created if missing) or a *.index.json path; with --max-shard-size the output
