@@ -14,6 +14,7 @@ import (
 	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/convert"
 	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/objstore"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/remap"
@@ -322,7 +323,7 @@ func TestViewFloat4(t *testing.T) {
 	}
 	defer m.Close()
 	w, ok := m.Tensor("w")
-	if !ok || w.DType != statedict.Float4E2M1FNx2 {
+	if !ok || w.DType != dtype.Float4E2M1FNx2 {
 		t.Fatalf("tensor w: %v %+v", ok, w)
 	}
 	v, err := ckpt.View[uint8](w)

@@ -3,11 +3,12 @@ package ckpt
 import (
 	"errors"
 	"fmt"
-	"github.com/ckpt-dev/ckpt/internal/human"
 	"strings"
 
+	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/human"
+
 	"github.com/ckpt-dev/ckpt/remap"
-	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // Sentinel errors of the package. Errors of the packages underneath pass
@@ -85,10 +86,10 @@ func (e *StrayError) Unwrap() error { return ErrStray }
 // ViewError reports a typed view that cannot be made of a tensor. It
 // matches ErrDType, ErrByteOrder, ErrNotContiguous or ErrNotOnHost.
 type ViewError struct {
-	Tensor string          // the tensor's name
-	DType  statedict.DType // its dtype
-	Want   string          // the Go element type asked for, e.g. "float32"
-	Err    error           // the sentinel
+	Tensor string      // the tensor's name
+	DType  dtype.DType // its dtype
+	Want   string      // the Go element type asked for, e.g. "float32"
+	Err    error       // the sentinel
 }
 
 // Error names the tensor, its dtype and the view asked for.

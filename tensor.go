@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -15,7 +16,7 @@ type Tensor struct {
 	Name    string
 	Saved   string       // location tag as saved ("cpu" when the file has none)
 	Device  remap.Device // where it was loaded (its plan target)
-	DType   statedict.DType
+	DType   dtype.DType
 	Shape   []int64
 	Strides []int64 // in elements
 	Offset  int64   // storage offset in elements
@@ -71,39 +72,39 @@ type Element interface {
 
 // accepts returns the Go name of T and whether a tensor of dtype d can be
 // viewed as []T.
-func accepts[T Element](d statedict.DType) (string, bool) {
+func accepts[T Element](d dtype.DType) (string, bool) {
 	var zero T
 	switch any(zero).(type) {
 	case float32:
-		return "float32", d == statedict.Float32
+		return "float32", d == dtype.Float32
 	case float64:
-		return "float64", d == statedict.Float64
+		return "float64", d == dtype.Float64
 	case uint16:
-		return "uint16", d == statedict.BFloat16 || d == statedict.Float16 || d == statedict.Uint16
+		return "uint16", d == dtype.BFloat16 || d == dtype.Float16 || d == dtype.Uint16
 	case int8:
-		return "int8", d == statedict.Int8
+		return "int8", d == dtype.Int8
 	case int16:
-		return "int16", d == statedict.Int16
+		return "int16", d == dtype.Int16
 	case int32:
-		return "int32", d == statedict.Int32
+		return "int32", d == dtype.Int32
 	case int64:
-		return "int64", d == statedict.Int64
+		return "int64", d == dtype.Int64
 	case uint8:
 		switch d {
-		case statedict.Uint8, statedict.Bool, statedict.Float8E5M2, statedict.Float8E4M3FN,
-			statedict.Float8E5M2FNUZ, statedict.Float8E4M3FNUZ, statedict.Float8E8M0FNU,
-			statedict.Float4E2M1FNx2:
+		case dtype.Uint8, dtype.Bool, dtype.Float8E5M2, dtype.Float8E4M3FN,
+			dtype.Float8E5M2FNUZ, dtype.Float8E4M3FNUZ, dtype.Float8E8M0FNU,
+			dtype.Float4E2M1FNx2:
 			return "uint8", true
 		}
 		return "uint8", false
 	case uint32:
-		return "uint32", d == statedict.Uint32
+		return "uint32", d == dtype.Uint32
 	case uint64:
-		return "uint64", d == statedict.Uint64
+		return "uint64", d == dtype.Uint64
 	case complex64:
-		return "complex64", d == statedict.Complex64
+		return "complex64", d == dtype.Complex64
 	case complex128:
-		return "complex128", d == statedict.Complex128
+		return "complex128", d == dtype.Complex128
 	}
 	return fmt.Sprintf("%T", zero), false
 }

@@ -7,11 +7,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // castTargets are the dtypes --dtype accepts.
-var castTargets = []statedict.DType{statedict.Float64, statedict.Float32, statedict.Float16, statedict.BFloat16}
+var castTargets = []dtype.DType{dtype.Float64, dtype.Float32, dtype.Float16, dtype.BFloat16}
 
 // TestCastReaderMatchesElementwise checks the chunked, parallel cast
 // against the element-by-element definition (toFloat32, putFloat32; those
@@ -19,7 +19,7 @@ var castTargets = []statedict.DType{statedict.Float64, statedict.Float32, stated
 // tests), for every source and target dtype, on sizes around the chunk
 // and the parallel threshold, read through odd-sized pieces.
 func TestCastReaderMatchesElementwise(t *testing.T) {
-	sources := append(append([]statedict.DType{}, castTargets...), statedict.Float8E4M3FN, statedict.Float8E5M2)
+	sources := append(append([]dtype.DType{}, castTargets...), dtype.Float8E4M3FN, dtype.Float8E5M2)
 	for _, from := range sources {
 		for _, to := range castTargets {
 			if from == to {
@@ -30,7 +30,7 @@ func TestCastReaderMatchesElementwise(t *testing.T) {
 				fill(src, uint64(n)+uint64(len(from.String())))
 				want := make([]byte, n*to.Size())
 				for i := range n {
-					putFloat32(to, want[i*to.Size():], toFloat32(from, src[i*from.Size():]))
+					dtype.PutFloat32(to, want[i*to.Size():], dtype.ToFloat32(from, src[i*from.Size():]))
 				}
 				got, err := io.ReadAll(&smallReads{r: newCastReader(bytes.NewReader(src), from, to)})
 				if err != nil {
@@ -47,7 +47,7 @@ func TestCastReaderMatchesElementwise(t *testing.T) {
 // TestCastReaderTruncated: a source that ends inside an element is an
 // error, not a silently shorter tensor.
 func TestCastReaderTruncated(t *testing.T) {
-	_, err := io.ReadAll(newCastReader(bytes.NewReader(make([]byte, 4*castChunk+2)), statedict.Float32, statedict.BFloat16))
+	_, err := io.ReadAll(newCastReader(bytes.NewReader(make([]byte, 4*castChunk+2)), dtype.Float32, dtype.BFloat16))
 	if err != io.ErrUnexpectedEOF {
 		t.Fatalf("got %v, want io.ErrUnexpectedEOF", err)
 	}
@@ -55,16 +55,16 @@ func TestCastReaderTruncated(t *testing.T) {
 
 func BenchmarkCast(b *testing.B) {
 	const n = 16 << 20 // elements
-	for _, c := range []struct{ from, to statedict.DType }{
-		{statedict.Float32, statedict.BFloat16}, {statedict.Float32, statedict.Float16},
-		{statedict.BFloat16, statedict.Float32}, {statedict.Float16, statedict.Float32},
+	for _, c := range []struct{ from, to dtype.DType }{
+		{dtype.Float32, dtype.BFloat16}, {dtype.Float32, dtype.Float16},
+		{dtype.BFloat16, dtype.Float32}, {dtype.Float16, dtype.Float32},
 	} {
 		// Weights-like values: normally distributed float32, stored in
 		// the source dtype.
 		rng := rand.New(rand.NewPCG(9, 9))
 		src := make([]byte, n*c.from.Size())
 		for i := range n {
-			putFloat32(c.from, src[i*c.from.Size():], float32(rng.NormFloat64()*0.02))
+			dtype.PutFloat32(c.from, src[i*c.from.Size():], float32(rng.NormFloat64()*0.02))
 		}
 		b.Run(c.from.String()+"-"+c.to.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(src)))
@@ -88,24 +88,10 @@ func (s *smallReads) Read(p []byte) (int, error) {
 	return s.r.Read(p[:min(len(p), 1+s.k)])
 }
 
-// TestFloat16FastPath compares the branch-free half rounding with
-// Float32ToFloat16 on every sign, exponent and top-10 mantissa bits,
-// each with the dropped 13 bits at every rounding boundary.
-func TestFloat16FastPath(t *testing.T) {
-	for top := uint32(0); top < 1<<19; top++ {
-		for _, low := range []uint32{0, 1, 0xfff, 0x1000, 0x1001, 0x1fff} {
-			f := math.Float32frombits(top<<13 | low)
-			if got, want := float32ToFloat16Fast(f), Float32ToFloat16(f); got != want {
-				t.Fatalf("%#08x (%g): fast %#04x, want %#04x", top<<13|low, f, got, want)
-			}
-		}
-	}
-}
-
 // TestDecodeChunk: the chunked decoding Compare uses gives what the
 // element decoder gives, for every numeric dtype.
 func TestDecodeChunk(t *testing.T) {
-	for d := statedict.Float64; d <= statedict.Bits16; d++ {
+	for d := dtype.Float64; d <= dtype.Bits16; d++ {
 		dec, ok := decoder(d)
 		if !ok {
 			continue

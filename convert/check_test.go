@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/safetensors"
-	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // damagedCopies returns copies of a torch zip fixture, one per storage
@@ -68,7 +68,7 @@ func TestConvertChecksCRC(t *testing.T) {
 			outDir := filepath.Join(dir, "out")
 			os.Mkdir(outDir, 0o755)
 			for _, out := range []string{"o.safetensors", "o.pt"} {
-				for _, opts := range [][]Option{nil, {WithDType(statedict.BFloat16)}} {
+				for _, opts := range [][]Option{nil, {WithDType(dtype.BFloat16)}} {
 					_, err := Convert(context.Background(), open(t, in), filepath.Join(outDir, out), opts...)
 					if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), rec) {
 						t.Errorf("%s with %s damaged, to %s (%d options): %v", fixture, rec, out, len(opts), err)
@@ -111,7 +111,7 @@ func TestConvertChecksDigests(t *testing.T) {
 	outDir := filepath.Join(dir, "out")
 	os.Mkdir(outDir, 0o755)
 	for _, out := range []string{"o.safetensors", "o.pt"} {
-		for _, opts := range [][]Option{nil, {WithDType(statedict.BFloat16)}} {
+		for _, opts := range [][]Option{nil, {WithDType(dtype.BFloat16)}} {
 			_, err := Convert(context.Background(), open(t, bad), filepath.Join(outDir, out), opts...)
 			if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), name) {
 				t.Errorf("to %s (%d options): %v, want ErrDamaged naming %s", out, len(opts), err, name)

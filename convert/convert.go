@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
@@ -370,7 +371,7 @@ func newSummary(p *plan, l *layout) *Summary {
 // readers lack.
 func (sum *Summary) tally(p *plan, l *layout) {
 	sum.Torch2DTypes, sum.RecentCodes = []string{}, []string{}
-	newDTypes := map[statedict.DType]bool{}
+	newDTypes := map[dtype.DType]bool{}
 	for _, it := range p.items {
 		if !newDTypes[it.dtype] {
 			code, _ := it.dtype.Safetensors()

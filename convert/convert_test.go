@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -381,14 +382,14 @@ func TestZstd(t *testing.T) {
 func TestCast(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "o.pt")
-	sum := convert(t, fixtures+"training.pt", out, WithDType(statedict.BFloat16))
+	sum := convert(t, fixtures+"training.pt", out, WithDType(dtype.BFloat16))
 	src, got := open(t, fixtures+"training.pt"), open(t, out)
 	var casts int
 	for _, s := range src.Tensors {
 		g := got.Tensor(s.Name)
 		want := s.DType
-		if s.DType == statedict.Float32 && !isStepCounter(s) {
-			want = statedict.BFloat16
+		if s.DType == dtype.Float32 && !isStepCounter(s) {
+			want = dtype.BFloat16
 		}
 		if g.DType != want {
 			t.Errorf("%s: %s -> %s, want %s", s.Name, s.DType, g.DType, want)
@@ -400,7 +401,7 @@ func TestCast(t *testing.T) {
 			b, _ := g.ReadAll()
 			for i := range len(b) / 2 {
 				f := math.Float32frombits(binary.LittleEndian.Uint32(a[4*i:]))
-				if binary.LittleEndian.Uint16(b[2*i:]) != Float32ToBFloat16(f) {
+				if binary.LittleEndian.Uint16(b[2*i:]) != dtype.F32ToBF16(f) {
 					t.Fatalf("%s[%d]: %v cast wrong", s.Name, i, f)
 				}
 			}
@@ -431,7 +432,7 @@ func TestFloat16Rounding(t *testing.T) {
 		{math.Ldexp(1, -14), 0x0400}, {math.Ldexp(1, -14) - sub/2, 0x0400}, {1e-30, 0},
 		{math.Copysign(0, -1), 0x8000}, {math.Inf(-1), 0xfc00}, {math.NaN(), 0x7e00},
 	} {
-		if got := Float32ToFloat16(float32(c.f)); got != c.want {
+		if got := dtype.F32ToF16(float32(c.f)); got != c.want {
 			t.Errorf("f16(%g) = %#04x, want %#04x", c.f, got, c.want)
 		}
 	}
@@ -442,17 +443,17 @@ func TestFloat16Rounding(t *testing.T) {
 		{1, 0x3f80}, {1 + math.Ldexp(1, -8), 0x3f80}, {1 + 3*math.Ldexp(1, -8), 0x3f82}, {math.MaxFloat32, 0x7f80},
 		{math.Inf(-1), 0xff80}, {math.NaN(), 0x7fc0}, {-math.Ldexp(1, -130), 0x8008},
 	} {
-		if got := Float32ToBFloat16(float32(c.f)); got != c.want {
+		if got := dtype.F32ToBF16(float32(c.f)); got != c.want {
 			t.Errorf("bf16(%g) = %#04x, want %#04x", c.f, got, c.want)
 		}
 	}
 	// Every half value converts back to itself.
 	for h := range 1 << 16 {
-		f := float32(statedict.Float16ToFloat64(uint16(h)))
+		f := float32(dtype.F16ToF32(uint16(h)))
 		if f != f {
 			continue
 		}
-		if got := Float32ToFloat16(f); got != uint16(h) {
+		if got := dtype.F32ToF16(f); got != uint16(h) {
 			t.Fatalf("f16 round trip %#04x -> %g -> %#04x", h, f, got)
 		}
 	}
@@ -474,7 +475,7 @@ func TestCompareReportsDifferences(t *testing.T) {
 		t.Errorf("kinds %v", kinds)
 	}
 	half := filepath.Join(t.TempDir(), "h.safetensors")
-	convert(t, fixtures+"training.pt", half, WithDType(statedict.Float16))
+	convert(t, fixtures+"training.pt", half, WithDType(dtype.Float16))
 	rep, err = Compare(context.Background(), open(t, fixtures+"training.pt"), open(t, half), CompareOptions{Tolerance: true})
 	if err != nil {
 		t.Fatal(err)
@@ -645,7 +646,7 @@ func TestFloat4AndE8M0Safetensors(t *testing.T) {
 	// And back to .pth: torch's shape again, same bytes.
 	pt := filepath.Join(dir, "o.pt")
 	convert(t, st, pt)
-	if tn := open(t, pt).Tensor("float4_e2m1fn_x2"); tn == nil || tn.DType != statedict.Float4E2M1FNx2 || fmt.Sprint(tn.Shape) != "[3]" {
+	if tn := open(t, pt).Tensor("float4_e2m1fn_x2"); tn == nil || tn.DType != dtype.Float4E2M1FNx2 || fmt.Sprint(tn.Shape) != "[3]" {
 		t.Errorf(".pt from safetensors: %+v", tn)
 	}
 	sameFP4(t, src, pt)
@@ -672,8 +673,8 @@ func sameFP4(t *testing.T, a, b string) {
 // TestFloat4ZeroDim: a 0-dim float4_e2m1fn_x2 tensor (one byte, two values)
 // has no F4 shape; safetensors output drops it with the reason.
 func TestFloat4ZeroDim(t *testing.T) {
-	s := &statedict.Storage{Key: "0", DType: statedict.Float4E2M1FNx2, NBytes: 1}
-	tn := &statedict.Tensor{Name: "q", DType: statedict.Float4E2M1FNx2, Storage: s}
+	s := &statedict.Storage{Key: "0", DType: dtype.Float4E2M1FNx2, NBytes: 1}
+	tn := &statedict.Tensor{Name: "q", DType: dtype.Float4E2M1FNx2, Storage: s}
 	if why := unsupported(tn, Safetensors); !strings.Contains(why, "0-dim") {
 		t.Errorf("safetensors: %q", why)
 	}

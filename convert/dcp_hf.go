@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -219,7 +220,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 }
 
 // safetensorsDType reports whether safetensors can hold dtype d.
-func safetensorsDType(d statedict.DType) bool {
+func safetensorsDType(d dtype.DType) bool {
 	code, ok := d.Safetensors()
 	return ok && knownSafetensors(code)
 }

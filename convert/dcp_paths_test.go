@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/dcp"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -257,9 +258,9 @@ func seqShape(items []any) string {
 func TestDCPWriteTensorValue(t *testing.T) {
 	dir := t.TempDir()
 	specs := []dcp.TensorSpec{
-		{DType: statedict.Float32, Shape: []int64{2, 3}},
-		{DType: statedict.Int64, Shape: []int64{4}},
-		{DType: statedict.BFloat16, Shape: []int64{3}, RequiresGrad: true},
+		{DType: dtype.Float32, Shape: []int64{2, 3}},
+		{DType: dtype.Int64, Shape: []int64{4}},
+		{DType: dtype.BFloat16, Shape: []int64{3}, RequiresGrad: true},
 	}
 	pair := pickle.Tuple{specs[0].Ref("0"), int64(1)}
 	inner := pickle.Tuple{specs[2].Ref("2")}

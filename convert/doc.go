@@ -55,7 +55,7 @@
 // shape counts 4-bit values: a torch [N, M] float4_e2m1fn_x2 tensor (one
 // byte of two values per element) is F4 [N, 2M] over the same bytes, as
 // the reference library's torch bindings write it; reading halves the last
-// dimension back (statedict.SafetensorsShape, statedict.TorchShape).
+// dimension back (dtype.SafetensorsShape, dtype.TorchShape).
 //
 // # PyTorch output
 //

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/ckpt-dev/ckpt/convert"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -23,7 +24,7 @@ func Example() {
 	}
 	defer src.Close()
 	out := filepath.Join(dir, "model.safetensors")
-	sum, err := convert.Convert(ctx, src, out, convert.WithDType(statedict.Float32))
+	sum, err := convert.Convert(ctx, src, out, convert.WithDType(dtype.Float32))
 	if err != nil {
 		panic(err)
 	}

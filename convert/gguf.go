@@ -16,6 +16,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/ggml"
 	"github.com/ckpt-dev/ckpt/gguf"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -181,16 +182,16 @@ func (c *config) ggufOutType(it *item, keep map[string]string) (ggml.Type, error
 	return want, nil
 }
 
-func isFloat(d statedict.DType) bool {
-	return d == statedict.Float32 || d == statedict.Float16 || d == statedict.BFloat16 || d == statedict.Float64
+func isFloat(d dtype.DType) bool {
+	return d == dtype.Float32 || d == dtype.Float16 || d == dtype.BFloat16 || d == dtype.Float64
 }
 
-func ggmlDType(t ggml.Type) statedict.DType {
+func ggmlDType(t ggml.Type) dtype.DType {
 	d, _ := statedict.GGMLDType(t)
 	return d
 }
 
-func dtypeGGML(d statedict.DType) (ggml.Type, error) {
+func dtypeGGML(d dtype.DType) (ggml.Type, error) {
 	if t, ok := statedict.DTypeGGML(d); ok {
 		return t, nil
 	}
@@ -363,7 +364,7 @@ func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item,
 	}
 	// Elements already of the type's dtype are copied through the usual
 	// checked reader (byte-swapped from a big-endian input).
-	if dt := ggmlDType(t); dt != statedict.Invalid && dt == it.dtype {
+	if dt := ggmlDType(t); dt != dtype.Invalid && dt == it.dtype {
 		rc, _, err := c.itemReader(ctx, it)
 		if err != nil {
 			return 0, err
@@ -377,7 +378,7 @@ func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item,
 	// Everything else goes through float32 and ggml's quantizer, whole
 	// rows at a time.
 	f32 := *it
-	f32.dtype = statedict.Float32
+	f32.dtype = dtype.Float32
 	rc, _, err := c.itemReader(ctx, &f32)
 	if err != nil {
 		return 0, err

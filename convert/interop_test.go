@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -85,8 +86,8 @@ func TestInteropCast(t *testing.T) {
 	needTorch(t)
 	dir := t.TempDir()
 	py(t, "make", dir)
-	convert(t, filepath.Join(dir, "cast.pt"), filepath.Join(dir, "cast_bf16.pt"), WithDType(statedict.BFloat16))
-	convert(t, filepath.Join(dir, "cast.pt"), filepath.Join(dir, "cast_f16.pt"), WithDType(statedict.Float16))
+	convert(t, filepath.Join(dir, "cast.pt"), filepath.Join(dir, "cast_bf16.pt"), WithDType(dtype.BFloat16))
+	convert(t, filepath.Join(dir, "cast.pt"), filepath.Join(dir, "cast_f16.pt"), WithDType(dtype.Float16))
 	py(t, "cast", dir)
 }
 

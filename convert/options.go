@@ -2,8 +2,6 @@ package convert
 
 import (
 	"fmt"
-	"github.com/ckpt-dev/ckpt/ggml"
-	"github.com/ckpt-dev/ckpt/gguf"
 	"io"
 	"math"
 	"path"
@@ -12,8 +10,11 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/ggml"
+	"github.com/ckpt-dev/ckpt/gguf"
+
 	"github.com/ckpt-dev/ckpt/remap"
-	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // Format is an output format.
@@ -81,7 +82,7 @@ type config struct {
 	format   Format
 	rules    remap.Rules
 	hasRules bool
-	dtype    statedict.DType
+	dtype    dtype.DType
 	strip    []string
 	renames  []Rename
 	only     []string
@@ -131,7 +132,7 @@ func WithRules(r remap.Rules) Option {
 
 // WithDType casts floating tensors to d (Float64, Float32, Float16 or
 // BFloat16).
-func WithDType(d statedict.DType) Option { return func(c *config) { c.dtype = d } }
+func WithDType(d dtype.DType) Option { return func(c *config) { c.dtype = d } }
 
 // WithStripPrefix removes prefix from the start of every name that has
 // it; several prefixes are tried in order, each once ("module.",
@@ -224,7 +225,7 @@ func (c *config) validate() error {
 		}
 	}
 	switch c.dtype {
-	case statedict.Invalid, statedict.Float64, statedict.Float32, statedict.Float16, statedict.BFloat16:
+	case dtype.Invalid, dtype.Float64, dtype.Float32, dtype.Float16, dtype.BFloat16:
 	default:
 		return fmt.Errorf("%w: cast to %s is not supported (float64, float32, float16, bfloat16)", ErrOption, c.dtype)
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
@@ -28,7 +29,7 @@ type Dropped struct {
 type item struct {
 	name  string            // output name
 	src   *statedict.Tensor // source tensor
-	dtype statedict.DType   // output dtype (src.DType or the cast target)
+	dtype dtype.DType       // output dtype (src.DType or the cast target)
 	path  []any             // DCP: its planner_data path (nestDCP); nil: (name,)
 	pos   int               // DCP: its place in torch's order of the input's leaves (nestDCP)
 }
@@ -91,9 +92,9 @@ func isStepCounter(t *statedict.Tensor) bool {
 
 // castStorages decides which storages are cast: floating ones of another
 // dtype than the target that no step counter views.
-func castStorages(ck *statedict.Checkpoint, to statedict.DType) map[*statedict.Storage]bool {
+func castStorages(ck *statedict.Checkpoint, to dtype.DType) map[*statedict.Storage]bool {
 	cast := map[*statedict.Storage]bool{}
-	if to == statedict.Invalid {
+	if to == dtype.Invalid {
 		return cast
 	}
 	keep := map[*statedict.Storage]bool{}
@@ -105,7 +106,7 @@ func castStorages(ck *statedict.Checkpoint, to statedict.DType) map[*statedict.S
 		if isStepCounter(t) || t.DType != s.DType {
 			keep[s] = true
 		}
-		if s.DType.IsFloat() && s.DType != to && s.DType != statedict.Float8E8M0FNU {
+		if s.DType.IsFloat() && s.DType != to && s.DType != dtype.Float8E8M0FNU {
 			cast[s] = true
 		}
 	}
@@ -136,7 +137,7 @@ func unsupported(t *statedict.Tensor, f Format) string {
 		if code, ok := t.DType.Safetensors(); !ok || !knownSafetensors(code) {
 			return "safetensors has no dtype for " + t.DType.String()
 		}
-		if _, ok := statedict.SafetensorsShape(t.DType, t.Shape); !ok {
+		if _, ok := dtype.SafetensorsShape(t.DType, t.Shape); !ok {
 			return "safetensors F4 cannot hold a 0-dim " + t.DType.String() + " tensor (two values, no last dimension)"
 		}
 	} else if t.Storage.DType.StorageClass() == "" && !torchzip.Torch2DType(t.Storage.DType) {
@@ -369,7 +370,7 @@ func plainValue(v any, f Format, dropFloats bool) (any, string) {
 func (p *plan) dedupe() {
 	type key struct {
 		s      *statedict.Storage
-		dtype  statedict.DType
+		dtype  dtype.DType
 		offset int64
 		shape  string
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
@@ -78,7 +79,7 @@ func treePlan(ck *statedict.Checkpoint, c *config) (*plan, error) {
 // viewKey identifies a tensor view: storage, dtype, offset, shape, strides.
 type viewKey struct {
 	s      *statedict.Storage
-	dtype  statedict.DType
+	dtype  dtype.DType
 	offset int64
 	shape  string
 }
@@ -215,7 +216,7 @@ func tensorWhy(pt *pickle.Tensor) string {
 
 // sourceTensor describes a rebuilt tensor as package statedict does.
 func sourceTensor(pt *pickle.Tensor, name string) (*statedict.Tensor, string) {
-	dt, ok := statedict.ParseDType(pt.DType)
+	dt, ok := dtype.Parse(pt.DType)
 	if !ok {
 		return nil, "unknown dtype " + pt.DType
 	}
@@ -428,7 +429,7 @@ func join(prefix, key string) string {
 
 // storage returns the output storage of a source storage, registering it
 // on first use (by a tensor or as a value of its own).
-func (b *treeBuilder) storage(s *statedict.Storage, dtype statedict.DType, name string) (*torchzip.StorageRef, error) {
+func (b *treeBuilder) storage(s *statedict.Storage, dtype dtype.DType, name string) (*torchzip.StorageRef, error) {
 	if ref, ok := b.refs[s]; ok {
 		return ref, nil
 	}

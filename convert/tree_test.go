@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/remap"
@@ -159,14 +160,14 @@ func TestTreeSummary(t *testing.T) {
 // TestTreeCast: --dtype casts the tree's tensors and leaves step counters.
 func TestTreeCast(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bf16.pt")
-	sum := convert(t, fixtures+"training.pt", out, WithDType(statedict.BFloat16))
+	sum := convert(t, fixtures+"training.pt", out, WithDType(dtype.BFloat16))
 	if sum.Structure != "tree" || sum.Casts != 4+4*2 {
 		t.Errorf("structure %q, %d casts", sum.Structure, sum.Casts)
 	}
 	for _, tn := range open(t, out).Tensors {
-		want := statedict.BFloat16
+		want := dtype.BFloat16
 		if strings.HasSuffix(tn.Name, ".step") {
-			want = statedict.Float32
+			want = dtype.Float32
 		}
 		if tn.DType != want {
 			t.Errorf("%s: %s, want %s", tn.Name, tn.DType, want)
@@ -178,13 +179,13 @@ func TestTreeCast(t *testing.T) {
 // back to the flat state dict; sequences are kept or dropped whole; dict
 // keys keep their types; cycles stay cycles.
 func TestTreePlanRules(t *testing.T) {
-	s1 := &statedict.Storage{Key: "0", Location: "cuda:0", DType: statedict.Float32, NBytes: 8}
-	s2 := &statedict.Storage{Key: "1", Location: "cpu", DType: statedict.Float32, NBytes: 8}
+	s1 := &statedict.Storage{Key: "0", Location: "cuda:0", DType: dtype.Float32, NBytes: 8}
+	s2 := &statedict.Storage{Key: "1", Location: "cpu", DType: dtype.Float32, NBytes: 8}
 	pt := func(s *statedict.Storage) *pickle.Tensor {
 		return &pickle.Tensor{Storage: &pickle.StorageRef{Ref: s}, DType: "float32", Shape: []int64{2}, Stride: []int64{1}}
 	}
 	st := func(name string, s *statedict.Storage) *statedict.Tensor {
-		return &statedict.Tensor{Name: name, DType: statedict.Float32, Shape: []int64{2}, Strides: []int64{1}, Storage: s, Layout: statedict.Strided}
+		return &statedict.Tensor{Name: name, DType: dtype.Float32, Shape: []int64{2}, Strides: []int64{1}, Storage: s, Layout: statedict.Strided}
 	}
 	w, b := pt(s1), pt(s2)
 	inObject := &pickle.Dict{Entries: []pickle.DictEntry{

@@ -16,6 +16,7 @@ import (
 	"math"
 
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -509,10 +510,10 @@ func closeEnough(x, y, atol, rtol float64) bool {
 // decodeChunk decodes len(dst) little-endian elements of d from src as
 // float64: the common floating dtypes through cast.go's per-dtype loops,
 // the others element by element with dec (d's decoder).
-func decodeChunk(d statedict.DType, dec func([]byte) float64, dst []float64, mid []float32, src []byte) {
+func decodeChunk(d dtype.DType, dec func([]byte) float64, dst []float64, mid []float32, src []byte) {
 	switch d {
-	case statedict.Float32, statedict.Float16, statedict.BFloat16:
-		decode(d, mid[:len(dst)], src)
+	case dtype.Float32, dtype.Float16, dtype.BFloat16:
+		dtype.DecodeFloat32(d, mid[:len(dst)], src)
 		for i, f := range mid[:len(dst)] {
 			dst[i] = float64(f)
 		}
@@ -526,29 +527,29 @@ func decodeChunk(d statedict.DType, dec func([]byte) float64, dst []float64, mid
 
 // decoder returns a function decoding one little-endian element of d as
 // float64, for real numeric dtypes.
-func decoder(d statedict.DType) (func([]byte) float64, bool) {
+func decoder(d dtype.DType) (func([]byte) float64, bool) {
 	le := binary.LittleEndian
 	switch d {
-	case statedict.Float64:
+	case dtype.Float64:
 		return func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) }, true
-	case statedict.Float32, statedict.Float16, statedict.BFloat16,
-		statedict.Float8E5M2, statedict.Float8E4M3FN, statedict.Float8E5M2FNUZ, statedict.Float8E4M3FNUZ, statedict.Float8E8M0FNU:
-		return func(b []byte) float64 { return float64(toFloat32(d, b)) }, true
-	case statedict.Int64:
+	case dtype.Float32, dtype.Float16, dtype.BFloat16,
+		dtype.Float8E5M2, dtype.Float8E4M3FN, dtype.Float8E5M2FNUZ, dtype.Float8E4M3FNUZ, dtype.Float8E8M0FNU:
+		return func(b []byte) float64 { return float64(dtype.ToFloat32(d, b)) }, true
+	case dtype.Int64:
 		return func(b []byte) float64 { return float64(int64(le.Uint64(b))) }, true
-	case statedict.Int32:
+	case dtype.Int32:
 		return func(b []byte) float64 { return float64(int32(le.Uint32(b))) }, true
-	case statedict.Int16:
+	case dtype.Int16:
 		return func(b []byte) float64 { return float64(int16(le.Uint16(b))) }, true
-	case statedict.Int8:
+	case dtype.Int8:
 		return func(b []byte) float64 { return float64(int8(b[0])) }, true
-	case statedict.Uint8, statedict.Bool:
+	case dtype.Uint8, dtype.Bool:
 		return func(b []byte) float64 { return float64(b[0]) }, true
-	case statedict.Uint16:
+	case dtype.Uint16:
 		return func(b []byte) float64 { return float64(le.Uint16(b)) }, true
-	case statedict.Uint32:
+	case dtype.Uint32:
 		return func(b []byte) float64 { return float64(le.Uint32(b)) }, true
-	case statedict.Uint64:
+	case dtype.Uint64:
 		return func(b []byte) float64 { return float64(le.Uint64(b)) }, true
 	}
 	return nil, false

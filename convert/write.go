@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
@@ -381,7 +382,7 @@ func safetensorsDecl(items []*item, meta map[string]string) ([]safetensors.Write
 	digests := make(map[string]string, len(items))
 	for i, it := range items {
 		code, _ := it.dtype.Safetensors()
-		shape, _ := statedict.SafetensorsShape(it.dtype, it.src.Shape) // checked by unsupported
+		shape, _ := dtype.SafetensorsShape(it.dtype, it.src.Shape) // checked by unsupported
 		decl[i] = safetensors.WriterTensor{Name: it.name, DType: code, Shape: shape}
 		byName[it.name] = it
 		digests[it.name] = digest.Value(0).String() // same length as the real one
@@ -410,7 +411,7 @@ func safetensorsHeadLen(items []*item, meta map[string]string) (int64, error) {
 type pthStorage struct {
 	key   string
 	src   *statedict.Storage
-	dtype statedict.DType
+	dtype dtype.DType
 }
 
 func (s *pthStorage) nbytes() int64 {

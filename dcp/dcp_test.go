@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -18,11 +19,11 @@ import (
 // and planner paths.
 func TestMetadataParses(t *testing.T) {
 	m := &Metadata{Entries: []Entry{
-		{FQN: "w", Tensor: true, DType: statedict.BFloat16, Size: []int64{4, 3}, Chunks: []Chunk{
+		{FQN: "w", Tensor: true, DType: dtype.BFloat16, Size: []int64{4, 3}, Chunks: []Chunk{
 			{Offsets: []int64{0, 0}, Sizes: []int64{2, 3}, Location: Location{"__0_0.distcp", 0, 1000}},
 			{Offsets: []int64{2, 0}, Sizes: []int64{2, 3}, Location: Location{"__1_0.distcp", 5 << 32, 70000}},
 		}},
-		{FQN: "s", Tensor: true, DType: statedict.Float32, Size: []int64{}, Chunks: []Chunk{
+		{FQN: "s", Tensor: true, DType: dtype.Float32, Size: []int64{}, Chunks: []Chunk{
 			{Offsets: []int64{}, Sizes: []int64{}, Location: Location{"__0_0.distcp", 1000, 900}},
 		}},
 		{FQN: "opt.step", Path: []any{"opt", "step"}, Value: Location{"__0_0.distcp", 1900, 864}},
@@ -41,7 +42,7 @@ func TestMetadataParses(t *testing.T) {
 		t.Fatalf("%d items", len(md.Items))
 	}
 	w := md.Items[0]
-	if w.Name != "w" || !w.IsTensor || w.DType != statedict.BFloat16 || !reflect.DeepEqual(w.Shape, []int64{4, 3}) || len(w.Chunks) != 2 {
+	if w.Name != "w" || !w.IsTensor || w.DType != dtype.BFloat16 || !reflect.DeepEqual(w.Shape, []int64{4, 3}) || len(w.Chunks) != 2 {
 		t.Fatalf("w: %+v", w)
 	}
 	if c := w.Chunks[1]; c.File != "__1_0.distcp" || c.Begin != 5<<32 || c.Length != 70000 || !reflect.DeepEqual(c.Offsets, []int64{2, 0}) {
@@ -68,7 +69,7 @@ func TestMetadataInvalid(t *testing.T) {
 	for _, m := range []*Metadata{
 		{Entries: []Entry{{FQN: ""}}},
 		{Entries: []Entry{{FQN: "a", Value: loc}, {FQN: "a", Value: loc}}},
-		{Entries: []Entry{{FQN: "a", Tensor: true, DType: statedict.Float32, Size: []int64{2},
+		{Entries: []Entry{{FQN: "a", Tensor: true, DType: dtype.Float32, Size: []int64{2},
 			Chunks: []Chunk{{Offsets: []int64{1}, Sizes: []int64{2}, Location: loc}}}}},
 		{Entries: []Entry{{FQN: "a", Value: Location{"f", -1, 1}}}},
 		{Entries: []Entry{{FQN: "a", Value: loc}}, Order: []ItemRef{{Entry: 1}}},
@@ -84,7 +85,7 @@ func TestMetadataInvalid(t *testing.T) {
 // zip statedict opens to the same tensor.
 func TestTensorLength(t *testing.T) {
 	for _, n := range []int64{0, 1, 63, 64, 65, 1000, 4097} {
-		s := TensorSpec{DType: statedict.Float16, Shape: []int64{n}}
+		s := TensorSpec{DType: dtype.Float16, Shape: []int64{n}}
 		data := bytes.Repeat([]byte{7, 1}, int(n))
 		var buf bytes.Buffer
 		got, err := WriteTensor(&buf, s, bytes.NewReader(data), 0)
@@ -113,7 +114,7 @@ func TestTensorLength(t *testing.T) {
 		ck.Close()
 	}
 	// Too few bytes is an error, not a short item.
-	if _, err := WriteTensor(io.Discard, TensorSpec{DType: statedict.Float32, Shape: []int64{4}}, bytes.NewReader(make([]byte, 15)), 0); err == nil {
+	if _, err := WriteTensor(io.Discard, TensorSpec{DType: dtype.Float32, Shape: []int64{4}}, bytes.NewReader(make([]byte, 15)), 0); err == nil {
 		t.Error("a short tensor was written")
 	}
 }
@@ -136,7 +137,7 @@ func TestValueLength(t *testing.T) {
 // BenchmarkTensorLength measures a 256 MiB tensor's item length without
 // its data (what part 0 of a split conversion does for the others' items).
 func BenchmarkTensorLength(b *testing.B) {
-	s := TensorSpec{DType: statedict.Float32, Shape: []int64{64 << 20}}
+	s := TensorSpec{DType: dtype.Float32, Shape: []int64{64 << 20}}
 	b.SetBytes(s.NBytes())
 	for b.Loop() {
 		if _, err := TensorLength(s); err != nil {

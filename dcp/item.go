@@ -6,14 +6,14 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
 // TensorSpec describes one tensor item: a contiguous CPU tensor of DType
 // and Shape (a whole tensor or one chunk of one).
 type TensorSpec struct {
-	DType        statedict.DType
+	DType        dtype.DType
 	Shape        []int64
 	RequiresGrad bool
 }

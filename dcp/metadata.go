@@ -8,7 +8,7 @@ import (
 	"math"
 	"unicode/utf8"
 
-	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // MetadataFile is the name of the metadata file in a DCP directory.
@@ -47,7 +47,7 @@ type Entry struct {
 	// records it. Empty means []any{FQN}, a key of a flat state dict.
 	Path         []any
 	Tensor       bool
-	DType        statedict.DType
+	DType        dtype.DType
 	Size         []int64
 	RequiresGrad bool
 	Chunks       []Chunk

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -203,7 +204,7 @@ func TestLoadHostBigEndian(t *testing.T) {
 	if swapped == 0 {
 		t.Fatal("no multi-byte tensor checked")
 	}
-	if f32 := res.Tensors[0]; f32.Tensor.DType == statedict.Float32 {
+	if f32 := res.Tensors[0]; f32.Tensor.DType == dtype.Float32 {
 		got, _ := f32.Bytes()
 		if be := binary.BigEndian.Uint32(f32.Storage.Data); be != binary.LittleEndian.Uint32(got) {
 			t.Errorf("first float32: file %08x, logical %08x", be, binary.LittleEndian.Uint32(got))

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -38,8 +39,8 @@ func envOf(m map[string]string) devicecopy.Env {
 
 // byteTensor is a uint8 tensor of n bytes on its own storage saved at loc.
 func byteTensor(name, loc string, n int64) *statedict.Tensor {
-	return &statedict.Tensor{Name: name, DType: statedict.Uint8, Shape: []int64{n}, Strides: []int64{1}, Device: loc,
-		Storage: &statedict.Storage{Key: name, Location: loc, DType: statedict.Uint8, NBytes: n}}
+	return &statedict.Tensor{Name: name, DType: dtype.Uint8, Shape: []int64{n}, Strides: []int64{1}, Device: loc,
+		Storage: &statedict.Storage{Key: name, Location: loc, DType: dtype.Uint8, NBytes: n}}
 }
 
 // taggedTensors is shaped like testdata/fixtures/cuda_tagged.pt: most bytes

@@ -3,6 +3,7 @@ package devicecopy
 import (
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -29,11 +30,11 @@ func FuzzLayout(f *testing.F) {
 	}
 	f.Add(int64(1<<55), int64(0), int64(1<<53), int64(1), int64(1<<55), int64(7))
 	f.Fuzz(func(t *testing.T, n1, off, shape, stride, n2, off2 int64) {
-		s1 := &statedict.Storage{Key: "0", Location: "cuda:0", DType: statedict.Float32, NBytes: n1}
-		s2 := &statedict.Storage{Key: "1", Location: "cuda:1", DType: statedict.Float32, NBytes: n2}
+		s1 := &statedict.Storage{Key: "0", Location: "cuda:0", DType: dtype.Float32, NBytes: n1}
+		s2 := &statedict.Storage{Key: "1", Location: "cuda:1", DType: dtype.Float32, NBytes: n2}
 		ck := &statedict.Checkpoint{Storages: []*statedict.Storage{s1, s2}, Tensors: []*statedict.Tensor{
-			{Name: "a", DType: statedict.Float32, Shape: []int64{shape}, Strides: []int64{stride}, Offset: off, Device: "cuda:0", Storage: s1},
-			{Name: "b", DType: statedict.Float32, Shape: []int64{shape, 2}, Strides: []int64{stride, 1}, Offset: off2, Device: "cuda:1", Storage: s2},
+			{Name: "a", DType: dtype.Float32, Shape: []int64{shape}, Strides: []int64{stride}, Offset: off, Device: "cuda:0", Storage: s1},
+			{Name: "b", DType: dtype.Float32, Shape: []int64{shape, 2}, Strides: []int64{stride, 1}, Offset: off2, Device: "cuda:1", Storage: s2},
 		}}
 		plan, err := remap.NewPlan(ck.Tensors, remap.Rules{})
 		if err != nil {

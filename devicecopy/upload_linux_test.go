@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -569,8 +570,8 @@ func TestUploadHostileLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	huge := func(name string, n int64) (*statedict.Tensor, *statedict.Storage) {
-		s := &statedict.Storage{Key: name, Location: "cuda:0", DType: statedict.Float32, NBytes: n}
-		return &statedict.Tensor{Name: name, DType: statedict.Float32, Shape: []int64{n / 4}, Strides: []int64{1}, Device: "cuda:0", Storage: s}, s
+		s := &statedict.Storage{Key: name, Location: "cuda:0", DType: dtype.Float32, NBytes: n}
+		return &statedict.Tensor{Name: name, DType: dtype.Float32, Shape: []int64{n / 4}, Strides: []int64{1}, Device: "cuda:0", Storage: s}, s
 	}
 	t1, s1 := huge("a", 1<<55)
 	t2, s2 := huge("b", 1<<55+4)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -104,7 +105,7 @@ type DeviceTensor struct {
 	Name    string
 	Device  remap.Device
 	Ptr     DevicePtr // storage base + Offset*element size
-	DType   statedict.DType
+	DType   dtype.DType
 	Shape   []int64
 	Strides []int64 // in elements
 	Offset  int64   // storage offset in elements

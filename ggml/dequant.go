@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"sync"
+
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // Dequantize decodes len(dst) elements of type t from src into dst.
@@ -150,7 +152,7 @@ func deqF16(src []byte, dst []float32, big bool) {
 	src = src[:2*len(dst)]
 	if big {
 		for i := range dst {
-			dst[i] = F16ToF32(binary.BigEndian.Uint16(src[2*i:]))
+			dst[i] = dtype.F16ToF32(binary.BigEndian.Uint16(src[2*i:]))
 		}
 		return
 	}
@@ -164,14 +166,14 @@ func deqF16(src []byte, dst []float32, big bool) {
 		return
 	}
 	for i := range dst {
-		dst[i] = F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		dst[i] = dtype.F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 	}
 }
 
 var f16Table = sync.OnceValue(func() *[1 << 16]float32 {
 	t := new([1 << 16]float32)
 	for i := range t {
-		t[i] = F16ToF32(uint16(i))
+		t[i] = dtype.F16ToF32(uint16(i))
 	}
 	return t
 })

@@ -1,6 +1,10 @@
 package ggml
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/ckpt-dev/ckpt/dtype"
+)
 
 // sign returns v negated when bit j of s is set. ggml writes a multiply
 // by -1 or 1, which gcc compiles to a sign flip: the same for every
@@ -177,7 +181,7 @@ func deqIQ1_M(src []byte, dst []float32) {
 		qh := b[32:48]
 		scb := b[48:56]
 		sc := [4]uint16{le16(scb[0:]), le16(scb[2:]), le16(scb[4:]), le16(scb[6:])}
-		d := F16ToF32(sc[0]>>12 | (sc[1]>>8)&0x00f0 | (sc[2]>>4)&0x0f00 | sc[3]&0xf000)
+		d := dtype.F16ToF32(sc[0]>>12 | (sc[1]>>8)&0x00f0 | (sc[2]>>4)&0x0f00 | sc[3]&0xf000)
 		for ib := 0; ib < 8; ib++ {
 			s := sc[ib/2] >> (6 * (ib % 2))
 			dl1 := d * float32(2*(s&7)+1)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/ggml"
 	"github.com/ckpt-dev/ckpt/internal/ggmlref"
 )
@@ -129,7 +130,7 @@ func randomBlocks(r *rand.Rand, typ ggml.Type, nb int) []byte {
 	for k := 0; k < nb; k++ {
 		blk := b[k*bs : (k+1)*bs]
 		for _, off := range scaleOffsets[typ] {
-			for ggml.F16ToF32(uint16(blk[off])|uint16(blk[off+1])<<8) > math.MaxFloat32 || isNaN16(blk[off:]) {
+			for dtype.F16ToF32(uint16(blk[off])|uint16(blk[off+1])<<8) > math.MaxFloat32 || isNaN16(blk[off:]) {
 				blk[off+1] = byte(r.Uint32())
 			}
 		}
@@ -145,7 +146,7 @@ func randomBlocks(r *rand.Rand, typ ggml.Type, nb int) []byte {
 		case ggml.IQ1_M:
 			// The scale's nibbles are the top four bits of the four
 			// trailing uint16: keep its exponent below 31.
-			for isNaN16(iq1mScale(blk)) || ggml.F16ToF32(le16(iq1mScale(blk))) > math.MaxFloat32 {
+			for isNaN16(iq1mScale(blk)) || dtype.F16ToF32(le16(iq1mScale(blk))) > math.MaxFloat32 {
 				blk[55] = byte(r.Uint32())
 			}
 		}
@@ -443,9 +444,9 @@ func TestHalfFromF32Sampled(t *testing.T) {
 		}
 		// F32ToF16 / F32ToBF16 agree with the row code.
 		for i := 0; i < n; i += 97 {
-			h := ggml.F32ToF16(x[i])
+			h := dtype.F32ToF16(x[i])
 			if typ == ggml.BF16 {
-				h = ggml.F32ToBF16(x[i])
+				h = dtype.F32ToBF16Quiet(x[i])
 			}
 			if byte(h) != want[2*i] || byte(h>>8) != want[2*i+1] {
 				t.Fatalf("%v scalar conversion of %#08x differs", typ, math.Float32bits(x[i]))

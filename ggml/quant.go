@@ -3,6 +3,8 @@ package ggml
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // CanQuantize reports whether Quantize supports t.
@@ -35,7 +37,7 @@ func Quantize(t Type, src []float32, dst []byte) error {
 	case BF16:
 		dst = dst[:2*len(src)]
 		for i, v := range src {
-			h := F32ToBF16(v)
+			h := dtype.F32ToBF16Quiet(v)
 			dst[2*i], dst[2*i+1] = byte(h), byte(h>>8)
 		}
 	case Q4_0:
@@ -91,11 +93,11 @@ func QuantizeBigEndian(t Type, src []float32, dst []byte) error {
 		}
 	case F16:
 		for i, v := range src {
-			binary.BigEndian.PutUint16(dst[2*i:], F32ToF16(v))
+			binary.BigEndian.PutUint16(dst[2*i:], dtype.F32ToF16(v))
 		}
 	case BF16:
 		for i, v := range src {
-			binary.BigEndian.PutUint16(dst[2*i:], F32ToBF16(v))
+			binary.BigEndian.PutUint16(dst[2*i:], dtype.F32ToBF16Quiet(v))
 		}
 	default:
 		return &TypeError{Op: "quantize big-endian", Type: t, Err: ErrUnsupported}
@@ -148,7 +150,7 @@ func nearestInt(f float32) int32 {
 func abs32(f float32) float32 { return math.Float32frombits(math.Float32bits(f) &^ (1 << 31)) }
 
 func putHalf(b []byte, f float32) {
-	h := F32ToF16(f)
+	h := dtype.F32ToF16(f)
 	b[0], b[1] = byte(h), byte(h>>8)
 }
 
@@ -469,8 +471,8 @@ func quantKX(x []float32, nmax int32, rmin float32, nstep int, scales []byte, L 
 			scales[j] |= (lm >> 4) << 6
 		}
 	}
-	hd, hm := F32ToF16(maxScale/63), F32ToF16(maxMin/63)
-	dd, dm := F16ToF32(hd), F16ToF32(hm)
+	hd, hm := dtype.F32ToF16(maxScale/63), dtype.F32ToF16(maxMin/63)
+	dd, dm := dtype.F16ToF32(hd), dtype.F16ToF32(hm)
 	for j := 0; j < 8; j++ {
 		sc, m := scaleMinK4(j, scales)
 		d := dd * float32(sc)
@@ -624,13 +626,13 @@ func quantQ6_K(src []float32, dst []byte) {
 			continue
 		}
 		iscale := -128 / maxScale
-		hd := F32ToF16(1 / iscale)
+		hd := dtype.F32ToF16(1 / iscale)
 		binary.LittleEndian.PutUint16(y[208:], hd)
 		sc := y[192:208]
 		for ib := range sc {
 			sc[ib] = uint8(min(127, nearestInt(iscale*scales[ib])))
 		}
-		dd := F16ToF32(hd)
+		dd := dtype.F16ToF32(hd)
 		for j := 0; j < 16; j++ {
 			d := dd * float32(int8(sc[j]))
 			if d == 0 {

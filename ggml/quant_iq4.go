@@ -1,6 +1,10 @@
 package ggml
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/ckpt-dev/ckpt/dtype"
+)
 
 // bestIndexIQ4 is ggml's best_index_int8 over kvaluesIQ4NL: the index of
 // the nearest value (the lower one on ties).
@@ -94,7 +98,7 @@ func quantIQ4_NL(src []float32, dst []byte) {
 		x := src[32*i : 32*i+32 : 32*i+32]
 		y := dst[18*i : 18*i+18 : 18*i+18]
 		d := iq4Group(x, L[:], -1)
-		binary.LittleEndian.PutUint16(y, F32ToF16(d))
+		binary.LittleEndian.PutUint16(y, dtype.F32ToF16(d))
 		packIQ4(y[2:18], L[:])
 	}
 }
@@ -114,7 +118,7 @@ func quantIQ4_XS(src []float32, dst []byte) {
 			}
 		}
 		d := -maxScale / 32
-		binary.LittleEndian.PutUint16(y, F32ToF16(d))
+		binary.LittleEndian.PutUint16(y, dtype.F32ToF16(d))
 		var id float32
 		if d != 0 {
 			id = 1 / d

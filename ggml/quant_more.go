@@ -3,6 +3,8 @@ package ggml
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 func quantQ2_K(src []float32, dst []byte) {
@@ -34,23 +36,23 @@ func quantQ2_K(src []float32, dst []byte) {
 			for j := range sc {
 				sc[j] = uint8(nearestInt(iscale * scales[j]))
 			}
-			hd = F32ToF16(maxScale / 15)
+			hd = dtype.F32ToF16(maxScale / 15)
 		} else {
 			clear(sc)
-			hd = F32ToF16(0)
+			hd = dtype.F32ToF16(0)
 		}
 		if maxMin > 0 {
 			iscale := 15 / maxMin
 			for j := range sc {
 				sc[j] |= uint8(nearestInt(iscale*mins[j]) << 4)
 			}
-			hm = F32ToF16(maxMin / 15)
+			hm = dtype.F32ToF16(maxMin / 15)
 		} else {
-			hm = F32ToF16(0)
+			hm = dtype.F32ToF16(0)
 		}
 		binary.LittleEndian.PutUint16(y[80:], hd)
 		binary.LittleEndian.PutUint16(y[82:], hm)
-		dd, dm := F16ToF32(hd), F16ToF32(hm)
+		dd, dm := dtype.F16ToF32(hd), dtype.F16ToF32(hm)
 		for j := 0; j < 16; j++ {
 			d := dd * float32(sc[j]&0xF)
 			if d == 0 {
@@ -165,12 +167,12 @@ func quantQ3_K(src []float32, dst []byte) {
 				l >>= 4
 				sc[j%4+8] |= uint8(l << (2 * (j / 4)))
 			}
-			hd = F32ToF16(1 / iscale)
+			hd = dtype.F32ToF16(1 / iscale)
 		} else {
-			hd = F32ToF16(0)
+			hd = dtype.F32ToF16(0)
 		}
 		binary.LittleEndian.PutUint16(y[108:], hd)
-		dd := F16ToF32(hd)
+		dd := dtype.F16ToF32(hd)
 		for j := 0; j < 16; j++ {
 			var s uint8
 			if j < 8 {
@@ -232,7 +234,7 @@ func quantTQ1_0(src []float32, dst []byte) {
 		if d != 0 {
 			id = 1 / d
 		}
-		binary.LittleEndian.PutUint16(y[52:], F32ToF16(d))
+		binary.LittleEndian.PutUint16(y[52:], dtype.F32ToF16(d))
 		trit := func(v float32) uint8 { return uint8(int32(lroundf(v*id) + 1)) }
 		ceil := func(q uint8) uint8 { return uint8((uint32(q)*256 + 242) / 243) }
 		// 32 bytes of 5 trits (stride 32), 16 bytes of 5 (stride 16),
@@ -270,7 +272,7 @@ func quantTQ2_0(src []float32, dst []byte) {
 		if d != 0 {
 			id = 1 / d
 		}
-		binary.LittleEndian.PutUint16(y[64:], F32ToF16(d))
+		binary.LittleEndian.PutUint16(y[64:], dtype.F32ToF16(d))
 		for j := 0; j < 2; j++ {
 			for m := 0; m < 32; m++ {
 				var q uint8

@@ -3,6 +3,7 @@ package remap_test
 import (
 	"fmt"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -16,11 +17,11 @@ func Example() {
 	mask := &statedict.Storage{Key: "2", Location: "cpu", NBytes: 64}
 	step := &statedict.Storage{Key: "3", Location: "cpu", NBytes: 4}
 	tensors := []*statedict.Tensor{
-		{Name: "embed.weight", DType: statedict.Float32, Shape: []int64{32, 32}, Device: "cuda:0", Storage: emb},
-		{Name: "lm_head.weight", DType: statedict.Float32, Shape: []int64{32, 32}, Device: "cuda:0", Storage: emb},
-		{Name: "layer.weight", DType: statedict.Float32, Shape: []int64{16, 16}, Device: "cuda:1", Storage: layer},
-		{Name: "mask", DType: statedict.Float32, Shape: []int64{16}, Device: "cpu", Storage: mask},
-		{Name: "optimizer.state.0.step", DType: statedict.Float32, Device: "cpu", Storage: step},
+		{Name: "embed.weight", DType: dtype.Float32, Shape: []int64{32, 32}, Device: "cuda:0", Storage: emb},
+		{Name: "lm_head.weight", DType: dtype.Float32, Shape: []int64{32, 32}, Device: "cuda:0", Storage: emb},
+		{Name: "layer.weight", DType: dtype.Float32, Shape: []int64{16, 16}, Device: "cuda:1", Storage: layer},
+		{Name: "mask", DType: dtype.Float32, Shape: []int64{16}, Device: "cpu", Storage: mask},
+		{Name: "optimizer.state.0.step", DType: dtype.Float32, Device: "cpu", Storage: step},
 	}
 
 	// What --map-location 'cuda=cuda:0' would do: every GPU tensor on GPU 0.

@@ -6,12 +6,13 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // st makes a storage of n bytes saved with tag.
 func st(key, tag string, n int64) *statedict.Storage {
-	return &statedict.Storage{Key: key, Location: tag, DType: statedict.Float32, NBytes: n}
+	return &statedict.Storage{Key: key, Location: tag, DType: dtype.Float32, NBytes: n}
 }
 
 // tensor makes a float32 tensor of the given shape viewing s.
@@ -26,7 +27,7 @@ func tensor(name string, s *statedict.Storage, shape ...int64) *statedict.Tensor
 	if s != nil {
 		tag = s.Location
 	}
-	return &statedict.Tensor{Name: name, DType: statedict.Float32, Shape: shape, Strides: strides,
+	return &statedict.Tensor{Name: name, DType: dtype.Float32, Shape: shape, Strides: strides,
 		Device: tag, Storage: s, Layout: statedict.Strided}
 }
 
@@ -141,10 +142,10 @@ func TestPlanQuantizedAndStorageless(t *testing.T) {
 	scales := st("1", "cuda:0", 32)
 	zeros := st("2", "cpu", 32)
 	qt := tensor("q.weight", q, 8, 8)
-	qt.DType = statedict.QInt8
+	qt.DType = dtype.QInt8
 	qt.Quant = &statedict.Quantization{Scheme: "per_channel_affine",
 		Scales: tensor("", scales, 8), Zeros: tensor("", zeros, 8)}
-	meta := &statedict.Tensor{Name: "m", DType: statedict.Float32, Shape: []int64{3}, Device: "meta", Meta: true}
+	meta := &statedict.Tensor{Name: "m", DType: dtype.Float32, Shape: []int64{3}, Device: "meta", Meta: true}
 	p, err := NewPlan([]*statedict.Tensor{qt, meta}, mustParse(t, "cuda:0=cuda:1"))
 	if err != nil {
 		t.Fatal(err)

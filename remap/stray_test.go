@@ -4,12 +4,13 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // step makes a 0-dim float32 CPU tensor, as torch saves Adam's step.
 func step(name string) *statedict.Tensor {
-	return &statedict.Tensor{Name: name, DType: statedict.Float32, Device: "cpu",
+	return &statedict.Tensor{Name: name, DType: dtype.Float32, Device: "cpu",
 		Storage: st(name, "cpu", 4), Layout: statedict.Strided}
 }
 
@@ -124,7 +125,7 @@ func TestDetectStrays(t *testing.T) {
 				{Name: "m2", Device: "meta", Shape: []int64{0}},
 				{Name: "m3", Device: "meta", Shape: []int64{0}},
 				{Name: "m4", Device: "meta", Shape: []int64{0}},
-				{Name: "c", Device: "cuda:0", Shape: []int64{0}, DType: statedict.Float32},
+				{Name: "c", Device: "cuda:0", Shape: []int64{0}, DType: dtype.Float32},
 			},
 			want: []Stray{{"c", "cuda:0", "meta", 0}},
 		},

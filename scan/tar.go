@@ -7,8 +7,8 @@ import (
 	"io"
 	"math/bits"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
-	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // tar scans torch < 0.3's tar members: sys_info and pickle whole, and the
@@ -90,7 +90,7 @@ func (s *scanner) tarStorages(r io.ReaderAt, pos, end int64, file, rec string) e
 		elem := int64(0)
 		for _, g := range gs {
 			if dt, ok := pickle.StorageClassDType(g.Module, g.Name); ok {
-				d, _ := statedict.ParseDType(dt)
+				d, _ := dtype.Parse(dt)
 				elem = int64(max(d.Size(), 1))
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"math/rand"
 	"os"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/ggml"
 	"github.com/ckpt-dev/ckpt/gguf"
 )
@@ -44,7 +45,7 @@ func main() {
 	iq := make([]byte, 2*ggml.IQ2_XXS.TypeSize())
 	r.Read(iq)
 	for i := 0; i < 2; i++ { // a finite fp16 scale at the start of each block
-		binary.LittleEndian.PutUint16(iq[i*int(ggml.IQ2_XXS.TypeSize()):], ggml.F32ToF16(0.01))
+		binary.LittleEndian.PutUint16(iq[i*int(ggml.IQ2_XXS.TypeSize()):], dtype.F32ToF16(0.01))
 	}
 	type tensor struct {
 		spec gguf.TensorSpec

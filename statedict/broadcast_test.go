@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
 )
@@ -25,9 +26,9 @@ func broadcastZip(t *testing.T) []byte {
 		}
 		return b
 	}
-	s0 := &torchzip.StorageRef{Key: "0", DType: statedict.Float32, Location: "cpu", NumEl: 1}
-	s1 := &torchzip.StorageRef{Key: "1", DType: statedict.Float32, Location: "cpu", NumEl: 4}
-	s2 := &torchzip.StorageRef{Key: "2", DType: statedict.Float32, Location: "cpu", NumEl: 1 << 20}
+	s0 := &torchzip.StorageRef{Key: "0", DType: dtype.Float32, Location: "cpu", NumEl: 1}
+	s1 := &torchzip.StorageRef{Key: "1", DType: dtype.Float32, Location: "cpu", NumEl: 4}
+	s2 := &torchzip.StorageRef{Key: "2", DType: dtype.Float32, Location: "cpu", NumEl: 1 << 20}
 	pkl, err := torchzip.EncodeStateDict([]torchzip.Entry{
 		{Name: "x", Tensor: &torchzip.TensorRef{Storage: s0, Shape: []int64{1 << 40}, Strides: []int64{0}}},
 		{Name: "y", Tensor: &torchzip.TensorRef{Storage: s1, Shape: []int64{3, 4}, Strides: []int64{0, 1}}},

@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"strconv"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 )
 
@@ -162,8 +163,8 @@ func (b *builder) addStorageValue(ref *pickle.StorageRef, name string, tensorsOn
 	if !ok || s == nil {
 		return b.fail(name, fmt.Errorf("%w: storage without a resolved record", ErrMalformed))
 	}
-	if s.DType == Invalid {
-		s.DType = Uint8 // an untyped storage: torch.load makes it a uint8 TypedStorage
+	if s.DType == dtype.Invalid {
+		s.DType = dtype.Uint8 // an untyped storage: torch.load makes it a uint8 TypedStorage
 	}
 	if want := ref.Len() * int64(max(s.DType.Size(), 1)); s.NBytes < want {
 		return &Error{Record: s.Record, Tensor: name, Err: fmt.Errorf("%w: storage %s of %d elements needs %d bytes, has %d",
@@ -319,7 +320,7 @@ func (b *builder) makeTensor(pt *pickle.Tensor, name string) (*Tensor, error) {
 	if t.Layout == "" {
 		t.Layout = Strided
 	}
-	dt, ok := ParseDType(pt.DType)
+	dt, ok := dtype.Parse(pt.DType)
 	if !ok {
 		return nil, b.fail(name, fmt.Errorf("%w: unknown dtype %q", ErrMalformed, pt.DType))
 	}
@@ -364,7 +365,7 @@ func (b *builder) makeTensor(pt *pickle.Tensor, name string) (*Tensor, error) {
 	}
 	t.Storage = s
 	t.Device = s.Location
-	if s.DType == Invalid {
+	if s.DType == dtype.Invalid {
 		s.DType = dt
 	}
 	end, ok := extentBytes(t)

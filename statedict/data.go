@@ -51,16 +51,6 @@ func (s *Storage) ReaderAt() (io.ReaderAt, error) {
 	return s.src.readerAt()
 }
 
-// SwapUnit is the size of the byte groups that a big-endian storage of this
-// dtype swaps: the element size, or half of it for complex types (real and
-// imaginary parts swap separately). 1 means nothing to swap.
-func (d DType) SwapUnit() int {
-	if d.IsComplex() {
-		return d.Size() / 2
-	}
-	return d.Size()
-}
-
 // Span returns the byte range [begin, end) of the storage that the tensor's
 // elements occupy.
 func (t *Tensor) Span() (begin, end int64) {

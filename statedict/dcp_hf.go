@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 )
 
@@ -139,7 +140,7 @@ func openHFDCP(dir string, files []string, cfg *config) (*Checkpoint, error) {
 		}
 	}()
 	type entry struct {
-		dtype  DType
+		dtype  dtype.DType
 		ndim   int
 		shape  []int64
 		chunks []Chunk

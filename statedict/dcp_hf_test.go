@@ -16,6 +16,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/safetensors"
 )
 
@@ -158,7 +159,7 @@ func TestHFDCPRead(t *testing.T) {
 	}
 	wantRanks := map[string][]int{"col": {0, 1, 2}, "mesh": {0, 1, 2, 3}, "bias": {3}, "rep": {0}}
 	for _, tn := range ck.Tensors {
-		if !slices.Equal(tn.Shape, shapes[tn.Name]) || tn.DType != Float32 {
+		if !slices.Equal(tn.Shape, shapes[tn.Name]) || tn.DType != dtype.Float32 {
 			t.Errorf("%s: %s%v, want float32%v", tn.Name, tn.DType, tn.Shape, shapes[tn.Name])
 		}
 		if p := tn.Problem(); p != nil {

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 )
 
@@ -15,9 +16,9 @@ var rankFile = regexp.MustCompile(`^__(\d+)_\d+\.distcp$`)
 type DCPItem struct {
 	Name     string
 	IsTensor bool
-	DType    DType   // tensors
-	Shape    []int64 // tensors: the global shape
-	Chunks   []Chunk // tensors, as listed
+	DType    dtype.DType // tensors
+	Shape    []int64     // tensors: the global shape
+	Chunks   []Chunk     // tensors, as listed
 	// Non-tensor values: where their torch.save lies.
 	File          string
 	Begin, Length int64
@@ -209,7 +210,7 @@ func ints(v any) ([]int64, error) {
 // propDType reads TensorProperties' dtype: its state is the tuple
 // (dtype, layout, requires_grad, memory_format, pin_memory), or a dict in
 // torch versions without __getstate__.
-func propDType(p *pickle.Object) (DType, bool) {
+func propDType(p *pickle.Object) (dtype.DType, bool) {
 	var g any
 	switch s := p.State.(type) {
 	case *pickle.Tuple:
@@ -221,9 +222,9 @@ func propDType(p *pickle.Object) (DType, bool) {
 	}
 	gl, ok := g.(pickle.Global)
 	if !ok || gl.Module != "torch" {
-		return Invalid, false
+		return dtype.Invalid, false
 	}
-	return ParseDType(gl.Name)
+	return dtype.Parse(gl.Name)
 }
 
 // plannerPaths reads planner_data: {fqn: (key, key, ...)}; nil unless every

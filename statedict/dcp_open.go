@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 )
 
@@ -16,7 +17,7 @@ import (
 type dcpTensor struct {
 	dir     string
 	name    string
-	dtype   DType
+	dtype   dtype.DType
 	chunks  []Chunk
 	problem error
 	files   map[string]*dcpOpened

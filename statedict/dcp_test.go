@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 )
 
@@ -145,8 +146,8 @@ func TestDCPTiling(t *testing.T) {
 		{"none", nil, ErrTiling, 0},
 	}
 	for _, tc := range cases {
-		it := DCPItem{Name: "w", IsTensor: true, DType: Float32, Shape: shape, Chunks: tc.chunks}
-		kept, err := checkTiling(it, &Tensor{Shape: shape, DType: Float32})
+		it := DCPItem{Name: "w", IsTensor: true, DType: dtype.Float32, Shape: shape, Chunks: tc.chunks}
+		kept, err := checkTiling(it, &Tensor{Shape: shape, DType: dtype.Float32})
 		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
 			t.Errorf("%s: error %v, want %v", tc.name, err, tc.want)
 		}
@@ -233,13 +234,13 @@ func TestDCPTilingManyChunks(t *testing.T) {
 	for i := int64(0); i < 100000; i++ {
 		cs = append(cs, Chunk{Offsets: []int64{99999 - i, 0}, Sizes: []int64{1, 4}, File: "f"})
 	}
-	it := DCPItem{Name: "w", IsTensor: true, DType: Float32, Shape: shape, Chunks: cs}
-	if kept, err := checkTiling(it, &Tensor{Shape: shape, DType: Float32}); err != nil || len(kept) != 100000 {
+	it := DCPItem{Name: "w", IsTensor: true, DType: dtype.Float32, Shape: shape, Chunks: cs}
+	if kept, err := checkTiling(it, &Tensor{Shape: shape, DType: dtype.Float32}); err != nil || len(kept) != 100000 {
 		t.Fatalf("%d kept, %v", len(kept), err)
 	}
 	cs[500].Offsets = []int64{7, 0} // now 7 twice (an overlap) and a gap
 	cs[500].Sizes = []int64{2, 4}
-	if _, err := checkTiling(it, &Tensor{Shape: shape, DType: Float32}); !errors.Is(err, ErrTiling) {
+	if _, err := checkTiling(it, &Tensor{Shape: shape, DType: dtype.Float32}); !errors.Is(err, ErrTiling) {
 		t.Fatalf("overlap: %v", err)
 	}
 }

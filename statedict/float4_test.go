@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // safetensorsFile is a safetensors file of the given header and data.
@@ -57,31 +59,31 @@ func TestSafetensorsF4(t *testing.T) {
 
 func TestSafetensorsShape(t *testing.T) {
 	for _, c := range []struct {
-		d         DType
+		d         dtype.DType
 		torch, st string
 		ok        bool
 	}{
-		{Float4E2M1FNx2, "[2 3]", "[2 6]", true},
-		{Float4E2M1FNx2, "[0]", "[0]", true},
-		{Float4E2M1FNx2, "[]", "[]", false},
-		{Float32, "[]", "[]", true},
-		{Float8E8M0FNU, "[4]", "[4]", true},
+		{dtype.Float4E2M1FNx2, "[2 3]", "[2 6]", true},
+		{dtype.Float4E2M1FNx2, "[0]", "[0]", true},
+		{dtype.Float4E2M1FNx2, "[]", "[]", false},
+		{dtype.Float32, "[]", "[]", true},
+		{dtype.Float8E8M0FNU, "[4]", "[4]", true},
 	} {
 
 		shape := parseShape(c.torch)
-		got, ok := SafetensorsShape(c.d, shape)
+		got, ok := dtype.SafetensorsShape(c.d, shape)
 		if ok != c.ok || ok && fmt.Sprint(got) != c.st {
 			t.Errorf("SafetensorsShape(%s, %s) = %v, %v", c.d, c.torch, got, ok)
 		}
 		if !ok {
 			continue
 		}
-		back, ok := TorchShape(c.d, got)
+		back, ok := dtype.TorchShape(c.d, got)
 		if !ok || fmt.Sprint(back) != c.torch {
 			t.Errorf("TorchShape(%s, %v) = %v, %v", c.d, got, back, ok)
 		}
 	}
-	if _, ok := SafetensorsShape(Float4E2M1FNx2, []int64{1 << 62}); ok {
+	if _, ok := dtype.SafetensorsShape(dtype.Float4E2M1FNx2, []int64{1 << 62}); ok {
 		t.Error("overflow not reported")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // piece is a box [lo, hi) of a logical tensor whose elements lie in a
@@ -52,7 +54,7 @@ func tensorPiece(t *Tensor) (*piece, error) {
 // gather reads boxes of a logical tensor made of pieces.
 type gather struct {
 	name  string
-	dtype DType
+	dtype dtype.DType
 	shape []int64
 	dcp   *dcpTensor // set for DCP tensors
 	// pieces returns the pieces that hold elements of the box [lo, hi)

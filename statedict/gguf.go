@@ -7,6 +7,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/ggml"
 	"github.com/ckpt-dev/ckpt/gguf"
 )
@@ -25,20 +26,20 @@ type GGML struct {
 }
 
 // ggufDTypes maps the plain ggml types to torch dtypes.
-var ggufDTypes = map[ggml.Type]DType{
-	ggml.F32: Float32, ggml.F16: Float16, ggml.BF16: BFloat16, ggml.F64: Float64,
-	ggml.I8: Int8, ggml.I16: Int16, ggml.I32: Int32, ggml.I64: Int64,
+var ggufDTypes = map[ggml.Type]dtype.DType{
+	ggml.F32: dtype.Float32, ggml.F16: dtype.Float16, ggml.BF16: dtype.BFloat16, ggml.F64: dtype.Float64,
+	ggml.I8: dtype.Int8, ggml.I16: dtype.Int16, ggml.I32: dtype.Int32, ggml.I64: dtype.Int64,
 }
 
 // GGMLDType returns the torch dtype of a plain ggml type (F32, F16, BF16,
 // F64, I8 to I64): what its elements are read as, bit for bit.
-func GGMLDType(t ggml.Type) (DType, bool) {
+func GGMLDType(t ggml.Type) (dtype.DType, bool) {
 	d, ok := ggufDTypes[t]
 	return d, ok
 }
 
 // DTypeGGML is GGMLDType's inverse: the plain ggml type of a dtype.
-func DTypeGGML(d DType) (ggml.Type, bool) {
+func DTypeGGML(d dtype.DType) (ggml.Type, bool) {
 	for t, dt := range ggufDTypes {
 		if dt == d {
 			return t, true
@@ -76,7 +77,7 @@ func readGGUF(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 			if n > (1<<63-1)/4 {
 				return nil, &Error{Record: "header", Tensor: ti.Name, Err: fmt.Errorf("%w: %d elements", ErrMalformed, n)}
 			}
-			s.DType, s.NBytes = Float32, n*4
+			s.DType, s.NBytes = dtype.Float32, n*4
 			s.BigEndian = false // dequantized elements are produced little-endian
 			s.src = &dequantSource{r: r, off: off, raw: ti.Size, typ: ti.Type, numel: n, bigEndian: f.BigEndian, name: ti.Name}
 		}

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/ggml"
 	"github.com/ckpt-dev/ckpt/gguf"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -88,7 +89,7 @@ func TestGGUFTensors(t *testing.T) {
 	emb := floats(3*256, 2)
 	f16 := make([]byte, 2*8)
 	for i := 0; i < 8; i++ {
-		binary.LittleEndian.PutUint16(f16[2*i:], ggml.F32ToF16(float32(i)-3.5))
+		binary.LittleEndian.PutUint16(f16[2*i:], dtype.F32ToF16(float32(i)-3.5))
 	}
 	q8 := quantize(t, ggml.Q8_0, w)
 	q4k := quantize(t, ggml.Q4_K, emb)
@@ -107,14 +108,14 @@ func TestGGUFTensors(t *testing.T) {
 		t.Fatalf("%+v", ck)
 	}
 	want := map[string]struct {
-		dt    statedict.DType
+		dt    dtype.DType
 		shape []int64
 		typ   string
 	}{
-		"norm.weight":         {statedict.Float32, []int64{5}, "f32"},
-		"blk.0.attn_q.weight": {statedict.Float32, []int64{2, 64}, "q8_0"},
-		"token_embd.weight":   {statedict.Float32, []int64{3, 256}, "q4_K"},
-		"half":                {statedict.Float16, []int64{2, 4}, "f16"},
+		"norm.weight":         {dtype.Float32, []int64{5}, "f32"},
+		"blk.0.attn_q.weight": {dtype.Float32, []int64{2, 64}, "q8_0"},
+		"token_embd.weight":   {dtype.Float32, []int64{3, 256}, "q4_K"},
+		"half":                {dtype.Float16, []int64{2, 4}, "f16"},
 	}
 	for _, tt := range ck.Tensors {
 		w := want[tt.Name]

@@ -3,6 +3,8 @@ package statedict
 import (
 	"io"
 	"math/bits"
+
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // Format names a checkpoint container format, spelled as `ckpt inspect --json` reports it.
@@ -36,12 +38,12 @@ const (
 // Storage is one contiguous run of bytes in the checkpoint that one or more
 // tensors view. Its bytes are not read until asked for.
 type Storage struct {
-	Key      string // storage key as saved ("0", "1", ... or a pointer in old files)
-	Location string // location tag exactly as saved: "cpu", "cuda:0", "cuda", "mps", ...
-	DType    DType  // element type the storage was saved with
-	NBytes   int64  // size in bytes
-	Record   string // where the bytes live: zip record, tar member or file, for messages
-	File     string // the file (or shard) holding the record, for messages
+	Key      string      // storage key as saved ("0", "1", ... or a pointer in old files)
+	Location string      // location tag exactly as saved: "cpu", "cuda:0", "cuda", "mps", ...
+	DType    dtype.DType // element type the storage was saved with
+	NBytes   int64       // size in bytes
+	Record   string      // where the bytes live: zip record, tar member or file, for messages
+	File     string      // the file (or shard) holding the record, for messages
 
 	// BigEndian is true when the bytes in the file are big-endian. Raw
 	// readers return file order; logical readers swap to little-endian.
@@ -86,12 +88,12 @@ type storageSource interface {
 
 // Tensor is one tensor of a checkpoint: metadata plus lazy access to its data.
 type Tensor struct {
-	Name    string  // path in the object tree, nested keys joined with "."
-	DType   DType   // element type
-	Shape   []int64 // sizes in elements
-	Strides []int64 // strides in elements
-	Offset  int64   // storage offset in elements
-	Device  string  // location tag exactly as saved ("cpu", "cuda:1", ...)
+	Name    string      // path in the object tree, nested keys joined with "."
+	DType   dtype.DType // element type
+	Shape   []int64     // sizes in elements
+	Strides []int64     // strides in elements
+	Offset  int64       // storage offset in elements
+	Device  string      // location tag exactly as saved ("cpu", "cuda:1", ...)
 	Storage *Storage
 
 	RequiresGrad bool

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -58,11 +59,11 @@ func TestQuantizedStaticModel(t *testing.T) {
 		for i, v := range w.Values {
 			var g float64
 			switch tt.DType {
-			case statedict.QInt8:
+			case dtype.QInt8:
 				g = float64(int8(data[i]))
-			case statedict.Float32:
+			case dtype.Float32:
 				g = float64(math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:])))
-			case statedict.Int64:
+			case dtype.Int64:
 				g = float64(int64(binary.LittleEndian.Uint64(data[8*i:])))
 			default:
 				t.Fatalf("%s: dtype %s", tt.Name, tt.DType)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/klauspost/compress/zstd"
 )
@@ -126,8 +127,8 @@ func TestNewReaderRejectsIndex(t *testing.T) {
 // TestBigEndianSwap: the logical reader swaps by element size, complex by halves.
 func TestBigEndianSwap(t *testing.T) {
 	raw := []byte{0x3f, 0x80, 0, 0, 0x40, 0, 0, 0} // big-endian float32 1.0, 2.0
-	s := &Storage{Key: "0", DType: Float32, NBytes: 8, BigEndian: true, src: &sectionSource{r: bytes.NewReader(raw), n: 8}}
-	tt := &Tensor{Name: "x", DType: Float32, Shape: []int64{2}, Strides: []int64{1}, Storage: s}
+	s := &Storage{Key: "0", DType: dtype.Float32, NBytes: 8, BigEndian: true, src: &sectionSource{r: bytes.NewReader(raw), n: 8}}
+	tt := &Tensor{Name: "x", DType: dtype.Float32, Shape: []int64{2}, Strides: []int64{1}, Storage: s}
 	b, err := tt.ReadAll()
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +161,7 @@ func TestBigEndianSwap(t *testing.T) {
 	if !bytes.Equal(got, []byte{0, 0, 0, 0x40}) {
 		t.Errorf("byte-at-a-time % x", got)
 	}
-	if Complex64.SwapUnit() != 4 || Float16.SwapUnit() != 2 || Bool.SwapUnit() != 1 {
+	if dtype.Complex64.SwapUnit() != 4 || dtype.Float16.SwapUnit() != 2 || dtype.Bool.SwapUnit() != 1 {
 		t.Error("swap units")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/safetensors"
 )
 
@@ -20,11 +21,11 @@ func readSafetensors(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error
 		ck.Warnings = append(ck.Warnings, "the file holds chunks of a safetensors DCP checkpoint (its DCP_SHARDING_INFO places them away from the origin): open its directory for the whole tensors")
 	}
 	for _, ti := range f.Tensors {
-		dt, ok := DTypeFromSafetensors(ti.DType)
+		dt, ok := dtype.FromSafetensors(ti.DType)
 		if !ok {
 			return nil, &Error{Record: "header", Tensor: ti.Name, Err: fmt.Errorf("%w: safetensors dtype %s has no torch equivalent ckpt reads", ErrUnsupported, ti.DType)}
 		}
-		shape, ok := TorchShape(dt, ti.Shape)
+		shape, ok := dtype.TorchShape(dt, ti.Shape)
 		if !ok {
 			return nil, &Error{Record: "header", Tensor: ti.Name, Err: fmt.Errorf("%w: safetensors %s tensor of shape %s: torch's %s packs two values per element and needs an even last dimension", ErrUnsupported, ti.DType, shapeText(ti.Shape), dt)}
 		}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"sync"
+
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // ErrInvalidSparse reports a sparse tensor whose components break torch's
@@ -81,7 +83,7 @@ type indexStream struct {
 }
 
 func openIndices(t *Tensor) (*indexStream, error) {
-	if t.DType != Int64 && t.DType != Int32 {
+	if t.DType != dtype.Int64 && t.DType != dtype.Int32 {
 		return nil, fmt.Errorf("%s is %s, not an integer index tensor", t.Component, t.DType)
 	}
 	rc, err := t.openData()
@@ -127,7 +129,7 @@ func (g *sparseGroup) checkCOO() error {
 	if ix == nil || vals == nil {
 		return errors.New("indices or values missing")
 	}
-	if ix.DType != Int64 {
+	if ix.DType != dtype.Int64 {
 		return fmt.Errorf("indices are %s, torch wants int64", ix.DType)
 	}
 	if len(ix.Shape) != 2 {
@@ -197,7 +199,7 @@ func (g *sparseGroup) checkCompressed() error {
 	if comp == nil || plain == nil || vals == nil {
 		return fmt.Errorf("%s, %s or values missing", cname, pname)
 	}
-	if comp.DType != plain.DType || (comp.DType != Int64 && comp.DType != Int32) {
+	if comp.DType != plain.DType || (comp.DType != dtype.Int64 && comp.DType != dtype.Int32) {
 		return fmt.Errorf("%s (%s) and %s (%s) must be both int32 or both int64", cname, comp.DType, pname, plain.DType)
 	}
 	if len(comp.Shape) < 1 || len(plain.Shape) != len(comp.Shape) {

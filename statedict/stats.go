@@ -2,10 +2,11 @@ package statedict
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // ErrNoStats: statistics are not defined for the tensor's dtype (complex,
@@ -28,7 +29,7 @@ type Stats struct {
 // their statistics. progress, if not nil, is called with the number of
 // bytes read since the previous call.
 func ComputeStats(ctx context.Context, t *Tensor, progress func(n int64)) (Stats, error) {
-	dec := decoderFor(t.DType)
+	dec := dtype.Float64Decoder(t.DType)
 	if dec == nil || t.Quant != nil {
 		return Stats{}, &Error{Tensor: t.Name, Err: fmt.Errorf("%w (%s)", ErrNoStats, t.DType)}
 	}
@@ -86,7 +87,7 @@ func (t *Tensor) Distinct() (*Tensor, int64) {
 
 func computeStats(ctx context.Context, t *Tensor, progress func(n int64)) (Stats, error) {
 	st := Stats{Min: math.NaN(), Max: math.NaN(), Mean: math.NaN()}
-	dec := decoderFor(t.DType)
+	dec := dtype.Float64Decoder(t.DType)
 	rc, err := t.Open()
 	if err != nil {
 		return st, err
@@ -142,113 +143,4 @@ func computeStats(ctx context.Context, t *Tensor, progress func(n int64)) (Stats
 		st.Mean = sum / float64(finite)
 	}
 	return st, nil
-}
-
-// decoderFor returns a function that decodes one little-endian element of
-// d to float64, or nil when d has no real value per element.
-func decoderFor(d DType) func([]byte) float64 {
-	le := binary.LittleEndian
-	switch d {
-	case Float64:
-		return func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) }
-	case Float32:
-		return func(b []byte) float64 { return float64(math.Float32frombits(le.Uint32(b))) }
-	case Float16:
-		return func(b []byte) float64 { return Float16ToFloat64(le.Uint16(b)) }
-	case BFloat16:
-		return func(b []byte) float64 { return float64(math.Float32frombits(uint32(le.Uint16(b)) << 16)) }
-	case Int64:
-		return func(b []byte) float64 { return float64(int64(le.Uint64(b))) }
-	case Int32:
-		return func(b []byte) float64 { return float64(int32(le.Uint32(b))) }
-	case Int16:
-		return func(b []byte) float64 { return float64(int16(le.Uint16(b))) }
-	case Int8:
-		return func(b []byte) float64 { return float64(int8(b[0])) }
-	case Uint8, Bool:
-		return func(b []byte) float64 { return float64(b[0]) }
-	case Uint16:
-		return func(b []byte) float64 { return float64(le.Uint16(b)) }
-	case Uint32:
-		return func(b []byte) float64 { return float64(le.Uint32(b)) }
-	case Uint64:
-		return func(b []byte) float64 { return float64(le.Uint64(b)) }
-	case Float8E4M3FN, Float8E5M2, Float8E4M3FNUZ, Float8E5M2FNUZ, Float8E8M0FNU:
-		return func(b []byte) float64 { return Float8ToFloat64(d, b[0]) }
-	}
-	return nil
-}
-
-// Float16ToFloat64 decodes an IEEE 754 half-precision value.
-func Float16ToFloat64(h uint16) float64 {
-	sign := 1.0
-	if h&0x8000 != 0 {
-		sign = -1
-	}
-	exp := int(h>>10) & 0x1f
-	man := float64(h & 0x3ff)
-	switch exp {
-	case 0:
-		return sign * math.Ldexp(man, -24)
-	case 0x1f:
-		if man != 0 {
-			return math.NaN()
-		}
-		return math.Inf(int(sign))
-	}
-	return sign * math.Ldexp(1+man/1024, exp-15)
-}
-
-// Float8ToFloat64 decodes one byte of a float8 dtype as torch defines them:
-// e4m3fn (bias 7, no infinities, NaN = S.1111.111), e5m2 (IEEE-like, bias
-// 15), the fnuz variants (bias 8 and 16, no infinities, NaN = 0x80, no
-// negative zero) and e8m0fnu (an unsigned power of two, 0xFF = NaN).
-func Float8ToFloat64(d DType, b byte) float64 {
-	var expBits, manBits, bias int
-	switch d {
-	case Float8E8M0FNU:
-		if b == 0xff {
-			return math.NaN()
-		}
-		return math.Ldexp(1, int(b)-127)
-	case Float8E4M3FN:
-		expBits, manBits, bias = 4, 3, 7
-		if b&0x7f == 0x7f {
-			return math.NaN()
-		}
-	case Float8E5M2:
-		expBits, manBits, bias = 5, 2, 15
-		if b&0x7c == 0x7c {
-			if b&0x03 != 0 {
-				return math.NaN()
-			}
-			if b&0x80 != 0 {
-				return math.Inf(-1)
-			}
-			return math.Inf(1)
-		}
-	case Float8E4M3FNUZ:
-		expBits, manBits, bias = 4, 3, 8
-		if b == 0x80 {
-			return math.NaN()
-		}
-	case Float8E5M2FNUZ:
-		expBits, manBits, bias = 5, 2, 16
-		if b == 0x80 {
-			return math.NaN()
-		}
-	default:
-		return math.NaN()
-	}
-	sign := 1.0
-	if b&0x80 != 0 {
-		sign = -1
-	}
-	exp := int(b>>manBits) & (1<<expBits - 1)
-	man := float64(int(b) & (1<<manBits - 1))
-	scale := float64(int(1) << manBits)
-	if exp == 0 {
-		return sign * math.Ldexp(man/scale, 1-bias)
-	}
-	return sign * math.Ldexp(1+man/scale, exp-bias)
 }

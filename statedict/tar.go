@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/bits"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 )
 
@@ -272,13 +273,13 @@ func readTarTensors(r io.ReaderAt, m tarMember, storages map[string]*Storage, cf
 }
 
 // storageTypeDType maps a pickled storage class (torch.FloatStorage) to its dtype.
-func storageTypeDType(v any) (DType, error) {
+func storageTypeDType(v any) (dtype.DType, error) {
 	g, ok := v.(pickle.Global)
 	if ok {
-		if dt, ok := DTypeFromStorageClass(g.Name); ok {
+		if dt, ok := dtype.FromStorageClass(g.Name); ok {
 			return dt, nil
 		}
-		return Invalid, fmt.Errorf("%w: storage type %s.%s", ErrMalformed, g.Module, g.Name)
+		return dtype.Invalid, fmt.Errorf("%w: storage type %s.%s", ErrMalformed, g.Module, g.Name)
 	}
-	return Invalid, fmt.Errorf("%w: storage type %T", ErrMalformed, v)
+	return dtype.Invalid, fmt.Errorf("%w: storage type %T", ErrMalformed, v)
 }

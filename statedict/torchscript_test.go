@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -65,7 +66,7 @@ func TestTorchScriptAttributes(t *testing.T) {
 		}
 		for i, v := range w.Values {
 			g := float64(math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:])))
-			if tt.DType == statedict.Int64 {
+			if tt.DType == dtype.Int64 {
 				g = float64(int64(binary.LittleEndian.Uint64(data[8*i:])))
 			}
 			if g != v {

@@ -3,6 +3,8 @@ package statedict
 import (
 	"strconv"
 	"strings"
+
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // View identifies what a tensor's values are, whatever its name: the same
@@ -13,7 +15,7 @@ import (
 type View struct {
 	storage *Storage
 	quant   *Quantization
-	dtype   DType
+	dtype   dtype.DType
 	layout  Layout
 	meta    bool
 	offset  int64

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 )
 
@@ -202,7 +203,7 @@ func newStorage(ref *pickle.StorageRef, record string, recordSize int64) (*Stora
 	s := &Storage{Key: ref.Key, Location: ref.Location, Record: record}
 	elem := int64(1)
 	if ref.DType != "" {
-		dt, ok := ParseDType(ref.DType)
+		dt, ok := dtype.Parse(ref.DType)
 		if !ok {
 			return nil, &Error{Record: record, Err: fmt.Errorf("%w: storage class %s", ErrMalformed, ref.Class)}
 		}

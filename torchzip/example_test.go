@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
 // A two-tensor state dict whose tensors share one storage (tied weights).
 func Example() {
-	st := &torchzip.StorageRef{Key: "0", DType: statedict.Float32, Location: "cpu", NumEl: 4}
+	st := &torchzip.StorageRef{Key: "0", DType: dtype.Float32, Location: "cpu", NumEl: 4}
 	pkl, err := torchzip.EncodeStateDict([]torchzip.Entry{
 		{Name: "embed.weight", Tensor: &torchzip.TensorRef{Storage: st, Shape: []int64{2, 2}, Strides: []int64{2, 1}}},
 		{Name: "lm_head.weight", Tensor: &torchzip.TensorRef{Storage: st, Shape: []int64{2, 2}, Strides: []int64{2, 1}}},

@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"math/big"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
-	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // StorageRef is the persistent id of one storage record ("data/<Key>").
 type StorageRef struct {
-	Key      string          // record key: "0", "1", ...
-	DType    statedict.DType // a classic storage class's, or one Torch2DType accepts
-	Location string          // location tag written for torch.load: "cpu", "cuda:0", ...
-	NumEl    int64           // storage size in elements
+	Key      string      // record key: "0", "1", ...
+	DType    dtype.DType // a classic storage class's, or one Torch2DType accepts
+	Location string      // location tag written for torch.load: "cpu", "cuda:0", ...
+	NumEl    int64       // storage size in elements
 }
 
 // TensorRef is a tensor over a storage, in elements.
@@ -185,12 +185,12 @@ func value(b []byte, v any) ([]byte, error) {
 // argument. Such outputs load on the torch 2.x versions that have the
 // dtype (float8 from 2.1, uint16-64 from 2.3), with weights_only=True;
 // torch 1.13 has none of these dtypes.
-func Torch2DType(d statedict.DType) bool {
+func Torch2DType(d dtype.DType) bool {
 	switch d {
-	case statedict.Uint16, statedict.Uint32, statedict.Uint64, statedict.Complex32,
-		statedict.Float8E5M2, statedict.Float8E4M3FN, statedict.Float8E5M2FNUZ, statedict.Float8E4M3FNUZ,
-		statedict.Float8E8M0FNU, statedict.Float4E2M1FNx2,
-		statedict.Bits8, statedict.Bits1x8, statedict.Bits2x4, statedict.Bits4x2, statedict.Bits16:
+	case dtype.Uint16, dtype.Uint32, dtype.Uint64, dtype.Complex32,
+		dtype.Float8E5M2, dtype.Float8E4M3FN, dtype.Float8E5M2FNUZ, dtype.Float8E4M3FNUZ,
+		dtype.Float8E8M0FNU, dtype.Float4E2M1FNx2,
+		dtype.Bits8, dtype.Bits1x8, dtype.Bits2x4, dtype.Bits4x2, dtype.Bits16:
 		return true
 	}
 	return false

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -95,8 +96,8 @@ func TestWriterErrors(t *testing.T) {
 // TestRoundTrip writes a state dict with tied weights, a view, a
 // parameter and plain values, and reads it back with package statedict.
 func TestRoundTrip(t *testing.T) {
-	s0 := &StorageRef{Key: "0", DType: statedict.Float32, Location: "cuda:1", NumEl: 6}
-	s1 := &StorageRef{Key: "1", DType: statedict.Int64, Location: "cpu", NumEl: 2}
+	s0 := &StorageRef{Key: "0", DType: dtype.Float32, Location: "cuda:1", NumEl: 6}
+	s1 := &StorageRef{Key: "1", DType: dtype.Int64, Location: "cpu", NumEl: 2}
 	entries := []Entry{
 		{Name: "w", Tensor: &TensorRef{Storage: s0, Shape: []int64{2, 3}, Strides: []int64{3, 1}, Parameter: true, RequiresGrad: true}},
 		{Name: "tied", Tensor: &TensorRef{Storage: s0, Shape: []int64{2, 3}, Strides: []int64{3, 1}}},
@@ -145,7 +146,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestEncodeRefuses(t *testing.T) {
-	s := &StorageRef{Key: "0", DType: statedict.Invalid, Location: "cpu", NumEl: 1}
+	s := &StorageRef{Key: "0", DType: dtype.Invalid, Location: "cpu", NumEl: 1}
 	for _, c := range []struct {
 		e    Entry
 		want error
@@ -216,8 +217,8 @@ func TestNotText(t *testing.T) {
 // 2.x does (_rebuild_tensor_v3 over an UntypedStorage, tied and viewed,
 // one a parameter) and reads them back with package statedict.
 func TestRoundTripTorch2DTypes(t *testing.T) {
-	f8 := &StorageRef{Key: "0", DType: statedict.Float8E4M3FN, Location: "cuda:0", NumEl: 6}
-	u16 := &StorageRef{Key: "1", DType: statedict.Uint16, Location: "cpu", NumEl: 3}
+	f8 := &StorageRef{Key: "0", DType: dtype.Float8E4M3FN, Location: "cuda:0", NumEl: 6}
+	u16 := &StorageRef{Key: "1", DType: dtype.Uint16, Location: "cpu", NumEl: 3}
 	entries := []Entry{
 		{Name: "f8", Tensor: &TensorRef{Storage: f8, Shape: []int64{2, 3}, Strides: []int64{3, 1}, Parameter: true, RequiresGrad: true}},
 		{Name: "f8.t", Tensor: &TensorRef{Storage: f8, Offset: 1, Shape: []int64{2, 2}, Strides: []int64{1, 3}}},
@@ -230,10 +231,10 @@ func TestRoundTripTorch2DTypes(t *testing.T) {
 	if f == nil || ft == nil || u == nil {
 		t.Fatalf("tensors %v", ck.Tensors)
 	}
-	if f.DType != statedict.Float8E4M3FN || !f.Parameter || f.Device != "cuda:0" || f.Storage != ft.Storage || f.Storage.NBytes != 6 {
+	if f.DType != dtype.Float8E4M3FN || !f.Parameter || f.Device != "cuda:0" || f.Storage != ft.Storage || f.Storage.NBytes != 6 {
 		t.Errorf("f8 %+v", f)
 	}
-	if u.DType != statedict.Uint16 || u.Storage.NBytes != 6 {
+	if u.DType != dtype.Uint16 || u.Storage.NBytes != 6 {
 		t.Errorf("u16 %+v", u)
 	}
 	if b, err := ft.ReadAll(); err != nil || !bytes.Equal(b, []byte{1, 4, 2, 5}) {

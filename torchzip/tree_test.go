@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/ckpt-dev/ckpt/pickle"
-	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // sampleTree holds every node kind EncodeTree writes, a shared dict, a
@@ -21,7 +21,7 @@ func sampleTree() *pickle.Dict {
 	self := &pickle.List{int64(1)}
 	*self = append(*self, self)
 	long := strings.Repeat("long string ", 10)
-	st := &StorageRef{Key: "0", DType: statedict.Float32, Location: "cuda:1", NumEl: 6}
+	st := &StorageRef{Key: "0", DType: dtype.Float32, Location: "cuda:1", NumEl: 6}
 	w := &TensorRef{Storage: st, Shape: []int64{2, 3}, Strides: []int64{3, 1}, Parameter: true, RequiresGrad: true}
 	big1, _ := new(big.Int).SetString("-123456789012345678901234567890", 10)
 	many := make(pickle.List, 2500)
@@ -184,7 +184,7 @@ func TestEncodeTreeMemo(t *testing.T) {
 func TestEncodeTreeRefuses(t *testing.T) {
 	loop := &pickle.Tuple{nil}
 	(*loop)[0] = &pickle.List{loop}
-	st := &StorageRef{Key: "0", DType: statedict.Float32, Location: "cpu", NumEl: 1}
+	st := &StorageRef{Key: "0", DType: dtype.Float32, Location: "cpu", NumEl: 1}
 	for _, c := range []struct {
 		v    any
 		want error
@@ -198,7 +198,7 @@ func TestEncodeTreeRefuses(t *testing.T) {
 		{loop, ErrInvalid, "0.0"},
 		{new(big.Int).Lsh(big.NewInt(1), 2100), ErrUnsupportedValue, ""},
 		{&pickle.List{&TensorRef{Storage: st, Shape: []int64{1}}}, ErrInvalid, "0"},
-		{&TensorRef{Storage: &StorageRef{Key: "0", DType: statedict.Invalid, Location: "cpu"}}, ErrUnsupportedDType, ""},
+		{&TensorRef{Storage: &StorageRef{Key: "0", DType: dtype.Invalid, Location: "cpu"}}, ErrUnsupportedDType, ""},
 		{pickle.Global{Module: "torch", Name: "float32"}, ErrUnsupportedValue, ""},
 	} {
 		_, err := EncodeTree(c.v)

@@ -4,8 +4,8 @@ import (
 	"strings"
 
 	"github.com/ckpt-dev/ckpt/convert"
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/remap"
-	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/spf13/cobra"
 )
 
@@ -62,8 +62,8 @@ func (o *convertOptions) options() ([]convert.Option, error) {
 		out = append(out, convert.WithRules(r))
 	}
 	if o.DType != "" {
-		d, ok := statedict.ParseDType(o.DType)
-		if !ok || (d != statedict.Float64 && d != statedict.Float32 && d != statedict.Float16 && d != statedict.BFloat16) {
+		d, ok := dtype.Parse(o.DType)
+		if !ok || (d != dtype.Float64 && d != dtype.Float32 && d != dtype.Float16 && d != dtype.BFloat16) {
 			return nil, usagef("--dtype %q: want bf16, f16, f32 or f64", o.DType)
 		}
 		out = append(out, convert.WithDType(d))

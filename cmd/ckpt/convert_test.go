@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
 )
@@ -187,7 +188,7 @@ func bigCheckpoint(t *testing.T, path string, n int64) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	st := &torchzip.StorageRef{Key: "0", DType: statedict.Float32, Location: "cpu", NumEl: n / 4}
+	st := &torchzip.StorageRef{Key: "0", DType: dtype.Float32, Location: "cpu", NumEl: n / 4}
 	pkl, err := torchzip.EncodeStateDict([]torchzip.Entry{{Name: "w", Tensor: &torchzip.TensorRef{Storage: st, Shape: []int64{n / 4}, Strides: []int64{1}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +306,7 @@ func TestConvertDiskFull(t *testing.T) {
 func TestConvertBroadcastCLI(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "b.pt")
-	s0 := &torchzip.StorageRef{Key: "0", DType: statedict.Float32, Location: "cpu", NumEl: 1}
+	s0 := &torchzip.StorageRef{Key: "0", DType: dtype.Float32, Location: "cpu", NumEl: 1}
 	pkl, err := torchzip.EncodeStateDict([]torchzip.Entry{{Name: "x", Tensor: &torchzip.TensorRef{Storage: s0, Shape: []int64{1 << 40}, Strides: []int64{0}}}})
 	if err != nil {
 		t.Fatal(err)

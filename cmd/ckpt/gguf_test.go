@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/safetensors"
 
 	"github.com/ckpt-dev/ckpt/ggml"
@@ -48,7 +49,7 @@ func ggufFixture(t *testing.T, dir string) string {
 	t.Helper()
 	f16 := make([]byte, 2*64*2)
 	for i, x := range randFloats(128, 4) {
-		binary.LittleEndian.PutUint16(f16[2*i:], ggml.F32ToF16(x))
+		binary.LittleEndian.PutUint16(f16[2*i:], dtype.F32ToF16(x))
 	}
 	tensors := []struct {
 		spec gguf.TensorSpec
@@ -148,7 +149,7 @@ func TestConvertGGUF(t *testing.T) {
 		if !bytes.Equal(got, f32bytes(ref)) {
 			t.Errorf("%s (%s): safetensors bytes differ from ggml's dequantization", ti.Name, ti.Type)
 		}
-		if tt := ck.Tensor(ti.Name); tt.DType != statedict.Float32 || len(tt.Shape) != len(ti.Dims) || tt.Shape[0] != int64(ti.Dims[len(ti.Dims)-1]) {
+		if tt := ck.Tensor(ti.Name); tt.DType != dtype.Float32 || len(tt.Shape) != len(ti.Dims) || tt.Shape[0] != int64(ti.Dims[len(ti.Dims)-1]) {
 			t.Errorf("%s: %s %v", ti.Name, tt.DType, tt.Shape)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/miniotest"
-	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
 	"github.com/minio/minio-go/v7"
 )
@@ -290,7 +290,7 @@ func manyRecords(t *testing.T, path string, n int, size int64) {
 	defer f.Close()
 	var entries []torchzip.Entry
 	for i := 0; i < n; i++ {
-		st := &torchzip.StorageRef{Key: fmt.Sprint(i), DType: statedict.Float32, Location: "cpu", NumEl: size / 4}
+		st := &torchzip.StorageRef{Key: fmt.Sprint(i), DType: dtype.Float32, Location: "cpu", NumEl: size / 4}
 		entries = append(entries, torchzip.Entry{Name: fmt.Sprintf("w%d", i), Tensor: &torchzip.TensorRef{Storage: st, Shape: []int64{size / 4}, Strides: []int64{1}}})
 	}
 	pkl, err := torchzip.EncodeStateDict(entries)

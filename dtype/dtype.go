@@ -1,4 +1,4 @@
-package statedict
+package dtype
 
 import (
 	"fmt"
@@ -152,9 +152,9 @@ func (d DType) StorageClass() string {
 	return dtypes[d].storage
 }
 
-// ParseDType accepts torch's spelling with or without the "torch." prefix
+// Parse accepts torch's spelling with or without the "torch." prefix
 // and the common aliases torch also accepts ("float", "half", "long", ...).
-func ParseDType(s string) (DType, bool) {
+func Parse(s string) (DType, bool) {
 	if len(s) > 6 && s[:6] == "torch." {
 		s = s[6:]
 	}
@@ -175,9 +175,9 @@ var dtypeAliases = map[string]DType{
 	"short": Int16, "bf16": BFloat16, "f16": Float16, "f32": Float32, "f64": Float64,
 }
 
-// DTypeFromStorageClass maps a classic typed storage class name
+// FromStorageClass maps a classic typed storage class name
 // ("FloatStorage", "HalfStorage", ...) to its dtype.
-func DTypeFromStorageClass(class string) (DType, bool) {
+func FromStorageClass(class string) (DType, bool) {
 	for i := Float64; i < numDTypes; i++ {
 		if dtypes[i].storage != "" && dtypes[i].storage == class {
 			return i, true
@@ -207,7 +207,7 @@ func SafetensorsShape(d DType, shape []int64) ([]int64, bool) {
 }
 
 // TorchShape is the inverse of SafetensorsShape: the torch shape of a
-// safetensors tensor of dtype d (from DTypeFromSafetensors) and header
+// safetensors tensor of dtype d (from FromSafetensors) and header
 // shape. An F4 tensor needs an even last dimension to pack two values per
 // float4_e2m1fn_x2 element; it reports false otherwise.
 func TorchShape(d DType, shape []int64) ([]int64, bool) {
@@ -223,12 +223,22 @@ func TorchShape(d DType, shape []int64) ([]int64, bool) {
 	return out, true
 }
 
-// DTypeFromSafetensors maps a safetensors dtype code ("F32") to its dtype.
-func DTypeFromSafetensors(code string) (DType, bool) {
+// FromSafetensors maps a safetensors dtype code ("F32") to its dtype.
+func FromSafetensors(code string) (DType, bool) {
 	for i := Float64; i < numDTypes; i++ {
 		if dtypes[i].st != "" && dtypes[i].st == code {
 			return i, true
 		}
 	}
 	return Invalid, false
+}
+
+// SwapUnit is the size of the byte groups that a big-endian storage of this
+// dtype swaps: the element size, or half of it for complex types (real and
+// imaginary parts swap separately). 1 means nothing to swap.
+func (d DType) SwapUnit() int {
+	if d.IsComplex() {
+		return d.Size() / 2
+	}
+	return d.Size()
 }
