@@ -186,7 +186,7 @@ func Classify(module, name string) (Verdict, string) {
 // (aliasTarget) as what it aliases, followed by the rest of the path.
 func classifyAlias(mod string, parts []string) (Verdict, string) {
 	for k, p := range parts {
-		t := aliasTarget(p)
+		t := aliasTarget(strings.Join(append([]string{mod}, parts[:k]...), "."), p)
 		if t == "" {
 			continue
 		}

@@ -23,6 +23,29 @@ var privateAliases = map[string]string{
 	"_winreg":             "winreg",                     // mimetypes
 }
 
+// fromAliases are the `from M import N as _Y` of the same sources whose
+// M.N is unsafe, by the module that holds the alias: collections'
+// _itemgetter is operator.itemgetter. (A name like _index is too common
+// to read as operator.index in every module.)
+var fromAliases = map[string]string{
+	"_pyio._setmode":                  "msvcrt.setmode",
+	"_strptime._thread_allocate_lock": "_thread.allocate_lock",
+	"collections._eq":                 "operator.eq",
+	"collections._itemgetter":         "operator.itemgetter",
+	"datetime._index":                 "operator.index",
+	"dis._opcodes_all":                "opcode.__all__",
+	"enum._or_":                       "operator.or_",
+	"hashlib._warn":                   "warnings.warn",
+	"ntpath._LCMAP_LOWERCASE":         "_winapi.LCMAP_LOWERCASE",
+	"ntpath._LCMapStringEx":           "_winapi.LCMapStringEx",
+	"ntpath._LOCALE_NAME_INVARIANT":   "_winapi.LOCALE_NAME_INVARIANT",
+	"ntpath._nt_readlink":             "nt.readlink",
+	"pprint._StringIO":                "io.StringIO",
+	"random._index":                   "operator.index",
+	"random._urandom":                 "os.urandom",
+	"random._warn":                    "warnings.warn",
+}
+
 // runnerNames are final names that run commands, open or delete files,
 // or import modules in every module that defines them (os, posix,
 // subprocess, shutil, pty, importlib, pkgutil, webbrowser, urllib, ...):
@@ -56,11 +79,15 @@ func runnerName(name string) bool {
 	return false
 }
 
-// aliasTarget returns what a component of a dotted name is when it is a
-// module's private alias: privateAliases, or an unsafe module's name with
+// aliasTarget returns what the component part of a dotted name, reached
+// through the module or object path within, is when it is a private
+// alias: fromAliases, privateAliases, or an unsafe module's name with
 // underscores in front (_os, _sys, _subprocess, _shutil, _warnings,
-// __os). "" when it is neither.
-func aliasTarget(part string) string {
+// __os). "" when it is none.
+func aliasTarget(within, part string) string {
+	if t, ok := fromAliases[within+"."+part]; ok {
+		return t
+	}
 	if t, ok := privateAliases[part]; ok {
 		return t
 	}
