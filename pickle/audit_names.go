@@ -21,12 +21,14 @@ var privateAliases = map[string]string{
 	"_bootstrap_external": "_frozen_importlib_external", // importlib, zipimport
 	"_interpreters":       "_xxsubinterpreters",         // test.support.interpreters
 	"_winreg":             "winreg",                     // mimetypes
+	"_osp":                "os.path",                    // torch.utils
+	"_util":               "multiprocessing.util",       // torch.multiprocessing._atfork
 }
 
 // fromAliases are the `from M import N as _Y` of the same sources whose
 // M.N is unsafe, by the module that holds the alias: collections'
 // _itemgetter is operator.itemgetter. (A name like _index is too common
-// to read as operator.index in every module.)
+// to read as operator.index in every module; so are torch's _osp and _util.)
 var fromAliases = map[string]string{
 	"_pyio._setmode":                  "msvcrt.setmode",
 	"_strptime._thread_allocate_lock": "_thread.allocate_lock",
@@ -44,6 +46,12 @@ var fromAliases = map[string]string{
 	"random._index":                   "operator.index",
 	"random._urandom":                 "os.urandom",
 	"random._warn":                    "warnings.warn",
+	// torch 2.6 (_osp and _util are `import X as _Y`, too common a name to read alone)
+	"torch.utils._osp":                              "os.path",
+	"torch.multiprocessing._atfork._util":           "multiprocessing.util",
+	"torch.backends.mps._lru_cache":                 "functools.lru_cache",
+	"torch.backends.opt_einsum._lru_cache":          "functools.lru_cache",
+	"torch.backends.xeon.run_cpu._DefaultLogsSpecs": "torch.distributed.elastic.multiprocessing.DefaultLogsSpecs",
 }
 
 // runnerNames are final names that run commands, open or delete files,

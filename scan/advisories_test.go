@@ -23,11 +23,13 @@ const advisories = "../testdata/scan-advisories"
 
 // proof says how a payload's harm shows when CPython loads it.
 type proof struct {
-	Kind    string `json:"kind"`    // creates (./pwned), exit (status 77), returns (the result's repr), none (benign)
-	Loader  string `json:"loader"`  // pickle (pickle.load) or torch (torch.load, weights_only=False)
-	Returns string `json:"returns"` // for returns: text the repr holds
-	Python  string `json:"python"`  // the major.minor the payload needs ("" any)
-	Needs   string `json:"needs"`   // a module the payload's loader path imports (torch, numpy)
+	Kind    string `json:"kind"`     // creates (./pwned), exit (status 77), returns (the result's repr), none (benign)
+	Loader  string `json:"loader"`   // pickle (pickle.load) or torch (torch.load, weights_only=False)
+	Returns string `json:"returns"`  // for returns: text the repr holds
+	Python  string `json:"python"`   // the major.minor the payload needs ("" any)
+	Needs   string `json:"needs"`    // a module the payload's loader path imports (torch, numpy)
+	Torch   string `json:"torch"`    // the torch version (prefix) whose sources the payload was listed from
+	OS      string `json:"platform"` // "win32" for an alias defined only on Windows (not run here)
 }
 
 type advisoryEntry struct {
@@ -68,7 +70,7 @@ except Exception as e:
     print("RAISED", type(e).__name__, str(e)[:300])
 print("RESULT", repr(res)[:2000])
 sys.stdout.flush()
-time.sleep(0.3)
+time.sleep(0.1)
 `
 
 // TestAdvisoriesRunInCPython proves every payload of the corpus does its
@@ -89,6 +91,11 @@ func TestAdvisoriesRunInCPython(t *testing.T) {
 	for _, m := range []string{"torch", "numpy"} {
 		has[m] = exec.Command(py, "-c", "import "+m).Run() == nil
 	}
+	torchVersion := ""
+	if has["torch"] {
+		v, _ := exec.Command(py, "-c", "import torch; print(torch.__version__)").Output()
+		torchVersion = strings.TrimSpace(string(v))
+	}
 	var skipped []string
 	ran := 0
 	for _, e := range readManifest[advisoryEntry](t, filepath.Join(advisories, "manifest.json")) {
@@ -97,69 +104,81 @@ func TestAdvisoriesRunInCPython(t *testing.T) {
 		if p.Loader == "torch" {
 			needs = "torch"
 		}
-		if p.Python != "" && p.Python != version || needs != "" && !has[needs] {
+		if p.Torch != "" {
+			needs = "torch"
+		}
+		if p.OS != "" || p.Python != "" && p.Python != version || needs != "" && !has[needs] || !strings.HasPrefix(torchVersion, p.Torch) {
 			skipped = append(skipped, e.File)
 			continue
 		}
 		ran++
-		dir := t.TempDir()
-		payload := filepath.Join(dir, filepath.Base(e.File))
-		data, err := os.ReadFile(filepath.Join(advisories, e.File))
-		if err != nil {
+		t.Run(e.File, func(t *testing.T) {
+			t.Parallel()
+			provePayload(t, py, version, e)
+		})
+	}
+	t.Logf("%d payloads run in %s %s; skipped (another Python or torch, or no torch/numpy): %s", ran, py, version, strings.Join(skipped, ", "))
+	if os.Getenv("CKPT_REQUIRE_INTEROP") == "all" && ran == 0 {
+		t.Errorf("CKPT_REQUIRE_INTEROP=all but no payload ran")
+	}
+}
+
+// provePayload runs one payload in an empty directory and checks its harm.
+func provePayload(t *testing.T, py, version string, e advisoryEntry) {
+	p := e.Proof
+	dir := t.TempDir()
+	payload := filepath.Join(dir, filepath.Base(e.File))
+	data, err := os.ReadFile(filepath.Join(advisories, e.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{payload: string(data), filepath.Join(dir, "secret.txt"): "s3cret\n",
+		filepath.Join(dir, "pwnmod.py"): "open('pwned', 'w').close()\nclass Warning(Warning): pass\n"}
+	for name, body := range files {
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		files := map[string]string{payload: string(data), filepath.Join(dir, "secret.txt"): "s3cret\n",
-			filepath.Join(dir, "pwnmod.py"): "open('pwned', 'w').close()\nclass Warning(Warning): pass\n"}
-		for name, body := range files {
-			if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cmd := exec.CommandContext(ctx, py, "-c", runner, filepath.Base(payload), p.Loader)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "LC_ALL=C.UTF-8"}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err = cmd.Run()
-		cancel()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("%s: %v", e.File, err)
-		}
-		marker := filepath.Join(dir, "pwned")
-		created := waitFor(marker, p.Kind == "creates")
-		var bad string
-		switch p.Kind {
-		case "creates":
-			if !created {
-				bad = "created no ./pwned"
-			}
-		case "exit":
-			if code != 77 {
-				bad = "did not exit 77"
-			}
-		case "returns":
-			if !strings.Contains(out.String(), "RESULT") || !strings.Contains(out.String()[strings.Index(out.String(), "RESULT"):], p.Returns) {
-				bad = "returned nothing naming " + p.Returns
-			}
-		case "none":
-			if created || code != 0 || strings.Contains(out.String(), "RAISED") {
-				bad = "a benign control left a marker, failed or raised"
-			}
-		default:
-			t.Fatalf("%s: proof kind %q", e.File, p.Kind)
-		}
-		if bad != "" {
-			t.Errorf("%s (%s) %s in %s %s: exit %d\n%s", e.File, e.Does, bad, py, version, code, out.String())
-		}
 	}
-	t.Logf("%d payloads run in %s %s; skipped (another Python or no torch/numpy): %s", ran, py, version, strings.Join(skipped, ", "))
-	if len(skipped) > 0 && os.Getenv("CKPT_REQUIRE_INTEROP") == "all" && ran == 0 {
-		t.Errorf("CKPT_REQUIRE_INTEROP=all but no payload ran")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	cmd := exec.CommandContext(ctx, py, "-c", runner, filepath.Base(payload), p.Loader)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + dir, "PWD=" + dir, "LC_ALL=C.UTF-8"}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	cancel()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", e.File, err)
+	}
+	marker := filepath.Join(dir, "pwned")
+	created := waitFor(marker, p.Kind == "creates")
+	var bad string
+	switch p.Kind {
+	case "creates":
+		if !created {
+			bad = "created no ./pwned"
+		}
+	case "exit":
+		if code != 77 {
+			bad = "did not exit 77"
+		}
+	case "returns":
+		if !strings.Contains(out.String(), "RESULT") || !strings.Contains(out.String()[strings.Index(out.String(), "RESULT"):], p.Returns) {
+			bad = "returned nothing naming " + p.Returns
+		}
+	case "none":
+		if created || code != 0 || strings.Contains(out.String(), "RAISED") {
+			bad = "a benign control left a marker, failed or raised"
+		}
+	default:
+		t.Fatalf("%s: proof kind %q", e.File, p.Kind)
+	}
+	if bad != "" {
+		t.Errorf("%s (%s) %s in %s %s: exit %d\n%s", e.File, e.Does, bad, py, version, code, out.String())
 	}
 }
 
@@ -189,7 +208,7 @@ func TestAliasesFromSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Aliases [][5]string `json:"aliases"`
+		Aliases [][6]string `json:"aliases"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)

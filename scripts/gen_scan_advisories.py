@@ -120,8 +120,9 @@ SKIP_DIRS = {"test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packa
 
 
 def module_aliases(root, prefix=""):
-    """(module, alias, target, how) for every module-level import whose alias starts with '_':
-    how is "import" (import target as alias) or "from" (from M import N as alias; target M.N)."""
+    """(module, alias, target, how, platform) for every module-level import whose alias starts with '_':
+    how is "import" (import target as alias) or "from" (from M import N as alias; target M.N);
+    platform is "win32" for an import under `if sys.platform == "win32"` (or os.name == 'nt'), else ""."""
     out = []
     for dp, dn, fn in os.walk(root):
         dn[:] = sorted(d for d in dn if d not in SKIP_DIRS)
@@ -135,16 +136,18 @@ def module_aliases(root, prefix=""):
                 tree = ast.parse(Path(p).read_text(encoding="utf-8", errors="replace"))
             except SyntaxError:
                 continue
-            todo = list(tree.body)
+            todo = [(n, "") for n in tree.body]
             while todo:
-                n = todo.pop(0)
-                if isinstance(n, (ast.If, ast.Try)):
-                    todo += n.body + n.orelse + getattr(n, "finalbody", [])
-                    todo += [x for h in getattr(n, "handlers", []) for x in h.body]
+                n, plat = todo.pop(0)
+                if isinstance(n, ast.If):
+                    win = "win32" in ast.unparse(n.test) or "'nt'" in ast.unparse(n.test)
+                    todo += [(x, "win32" if win else plat) for x in n.body] + [(x, plat) for x in n.orelse]
+                elif isinstance(n, ast.Try):
+                    todo += [(x, plat) for x in n.body + n.orelse + n.finalbody + [y for h in n.handlers for y in h.body]]
                 elif isinstance(n, ast.Import):
-                    out += [(mod, a.asname, a.name, "import") for a in n.names if (a.asname or "").startswith("_")]
+                    out += [(mod, a.asname, a.name, "import", plat) for a in n.names if (a.asname or "").startswith("_")]
                 elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
-                    out += [(mod, a.asname, n.module + "." + a.name, "from") for a in n.names
+                    out += [(mod, a.asname, n.module + "." + a.name, "from", plat) for a in n.names
                             if (a.asname or "").startswith("_")]
     return sorted(set(out))
 
@@ -167,6 +170,9 @@ ALIAS_PAYLOADS = {
     "types": lambda m, a: ("creates", call(call(sg(m, a + ".FunctionType"), code_object(sg(m, a + ".CodeType")), {}))),
     "_frozen_importlib": lambda m, a: ("creates", call(sg(m, a + "._gcd_import"), "pwnmod")),
     "_frozen_importlib_external": lambda m, a: ("creates", call(sg(m, a + "._bootstrap._gcd_import"), "pwnmod")),
+    "multiprocessing.util": lambda m, a: ("creates", call(sg(m, a + ".spawnv_passfds"), b"/bin/sh",
+                                                          [b"sh", b"-c", CMD.encode()], [])),
+    "os.path": lambda m, a: ("creates", call(sg(m, a + ".os.system"), CMD)),
     "operator.itemgetter": lambda m, a: ("returns", call(call(sg(m, a), "x"), {"x": "secret.txt"}), "secret.txt"),
 }
 
@@ -182,7 +188,7 @@ def code_object(code_type):
 
 def alias_entries(aliases, where):
     out = []
-    for mod, alias, target, _ in aliases:
+    for mod, alias, target, _, plat in aliases:
         mk = ALIAS_PAYLOADS.get(target)
         if mk is None:
             continue
@@ -194,10 +200,12 @@ def alias_entries(aliases, where):
                  proof=dict(kind=proof))
         if ret:
             e["proof"]["returns"] = ret[0]
-        if target == "types":
-            e["proof"]["python"] = "%d.%d" % sys.version_info[:2]  # code objects are version-specific
+        if plat:
+            e["proof"]["platform"] = plat
         if where.startswith("torch"):
-            e["proof"]["needs"] = "torch"
+            e["proof"]["torch"] = "2.6"  # the sources listed
+        else:
+            e["proof"]["python"] = "%d.%d" % sys.version_info[:2]  # the standard library listed
         out.append(e)
     return out
 
@@ -231,7 +239,7 @@ def main():
         p.write_bytes(data)
         e["sha256"] = hashlib.sha256(data).hexdigest()
     (OUT / "aliases.json").write_text(json.dumps(
-        {"about": "module-level imports aliased to a private name: [source, module, alias, target, import|from]",
+        {"about": "module-level imports aliased to a private name: [source, module, alias, target, import|from, win32 or \"\"]",
          "aliases": [list(a) for a in aliases]}, indent=0) + "\n")
     (OUT / "manifest.json").write_text(json.dumps(
         {"about": "ckpt's own hostile corpus, built by scripts/gen_scan_advisories.py; see docs/scan-corpora.md.",
