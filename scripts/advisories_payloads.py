@@ -17,8 +17,8 @@ def torch_zip(pickle_bytes, bad_crc=False):
     """A torch.save zip (archive/data.pkl, archive/version) holding pickle_bytes."""
     b = io.BytesIO()
     with zipfile.ZipFile(b, "w", zipfile.ZIP_STORED) as z:
-        z.writestr("archive/data.pkl", pickle_bytes)
-        z.writestr("archive/version", b"3\n")
+        for name, body in (("archive/data.pkl", pickle_bytes), ("archive/version", b"3\n")):
+            z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), body)  # reproducible bytes
     data = bytearray(b.getvalue())
     if bad_crc:
         crc = struct.pack("<I", zlib.crc32(pickle_bytes))
