@@ -3686,7 +3686,10 @@ def report(ckpt):
     for e in m["files"]:
         r = subprocess.run([ckpt, "scan", "--json", str(OUT / e["file"])], capture_output=True, text=True)
         rep = json.loads(r.stdout) if r.stdout.strip() else {"verdict": "?", "findings": [], "problems": []}
-        ok = r.returncode == 1 if e["expected"] == "malicious" else r.returncode in (0, 3)
+        # scan's exit rule: 1 for an unsafe global or anything not scanned in
+        # full, so a benign file passes when it has no unsafe finding.
+        unsafe = rep.get("verdict") == "unsafe"
+        ok = r.returncode == 1 and unsafe if e["expected"] == "malicious" else not unsafe and r.returncode in (0, 1, 3)
         seen = ["%s %s" % (f["verdict"], f["global"]) for f in rep.get("findings") or [] if f["verdict"] != "allowed"]
         seen += ["problem: %s" % p["error"].replace(str(OUT) + "/", "") for p in rep.get("problems") or []]
         t = per.setdefault(e["corpus"], [0, 0, 0, 0])
@@ -3694,7 +3697,7 @@ def report(ckpt):
         t[i] += ok
         t[i + 1] += 1
         rows.append((e, r.returncode, ok, "; ".join(dict.fromkeys(seen)) or "only allowed globals"))
-    print("| corpus | malicious caught (exit 1) | benign passed (exit 0 or 3) |")
+    print("| corpus | malicious caught (exit 1, unsafe) | benign passed (no unsafe finding) |")
     print("|---|---|---|")
     tot = [0, 0, 0, 0]
     for c in sorted(per):
