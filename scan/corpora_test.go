@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,16 +34,8 @@ type corpusEntry struct {
 // reason, or a problem). Every misjudged file is listed in one error, with
 // what scan reported, so that one run shows the whole gap.
 func TestPublicCorpora(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(corpora, "manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m struct {
-		Files []corpusEntry `json:"files"`
-	}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
+	var m struct{ Files []corpusEntry }
+	m.Files = readManifest[corpusEntry](t, filepath.Join(corpora, "manifest.json"))
 	if len(m.Files) < 150 {
 		t.Fatalf("manifest lists %d files, want the whole corpora (about 200)", len(m.Files))
 	}

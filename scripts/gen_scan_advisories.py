@@ -30,13 +30,10 @@ marker does not appear by itself.
 
 import argparse
 import ast
-import hashlib
-import io
 import json
 import os
 import struct
 import sys
-import zipfile
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "testdata" / "scan-advisories"
@@ -215,6 +212,7 @@ def main():
     ap.add_argument("--torch-src", metavar="DIR", help="torch 2.6's package directory, for its aliases")
     args = ap.parse_args()
     import advisories_payloads as adv  # scripts/advisories_payloads.py
+    from gen_scan_corpora import write_entries
 
     stdlib = os.path.dirname(os.__file__)
     where = "CPython %d.%d %s" % (sys.version_info[:2] + (stdlib,))
@@ -229,15 +227,7 @@ def main():
     for old in OUT.rglob("*"):
         if old.is_file():
             old.unlink()
-    seen = set()
-    for e in entries:
-        assert e["file"] not in seen, e["file"]
-        seen.add(e["file"])
-        p = OUT / e["file"]
-        p.parent.mkdir(parents=True, exist_ok=True)
-        data = e.pop("data")
-        p.write_bytes(data)
-        e["sha256"] = hashlib.sha256(data).hexdigest()
+    write_entries(OUT, entries)
     (OUT / "aliases.json").write_text(json.dumps(
         {"about": "module-level imports aliased to a private name: [source, module, alias, target, import|from, win32 or \"\"]",
          "aliases": [list(a) for a in aliases]}, indent=0) + "\n")

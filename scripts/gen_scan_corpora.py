@@ -3716,6 +3716,21 @@ def report(ckpt):
 # ---- main -------------------------------------------------------------------
 
 
+def write_entries(out, entries):
+    """Writes each entry's data to out/entry["file"] (names must be unique) and
+    returns the entries with "data" replaced by its "sha256"."""
+    seen = set()
+    for e in entries:
+        assert e["file"] not in seen, e["file"]
+        seen.add(e["file"])
+        p = out / e["file"]
+        p.parent.mkdir(parents=True, exist_ok=True)
+        data = e.pop("data")
+        p.write_bytes(data)
+        e["sha256"] = hashlib.sha256(data).hexdigest()
+    return entries
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--transcribe", metavar="FILE", help="print FILE as an opcode listing and exit")
@@ -3742,17 +3757,7 @@ def main():
                documented_entries())
     if OUT.exists():
         shutil.rmtree(OUT)
-    manifest = []
-    seen = set()
-    for e in entries:
-        assert e["file"] not in seen, e["file"]
-        seen.add(e["file"])
-        p = OUT / e["file"]
-        p.parent.mkdir(parents=True, exist_ok=True)
-        data = e.pop("data")
-        p.write_bytes(data)
-        e["sha256"] = hashlib.sha256(data).hexdigest()
-        manifest.append(e)
+    manifest = write_entries(OUT, entries)
     doc = {
         "about": "Public scanner corpora rebuilt by scripts/gen_scan_corpora.py; see docs/scan-corpora.md.",
         "upstream": {
