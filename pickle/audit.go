@@ -120,6 +120,9 @@ var scanUnsafe = []string{
 	"idlelib", "lib2to3", "pydoc", "ensurepip", "uuid._get_command_stdout", "ctypes", "cffi",
 	"IPython", "jinja2", "yaml", "joblib", "torch.utils.data.datapipes", "pandas.io", "keras", "tensorflow",
 	"zipfile", "tarfile", "tty", "termios",
+	// Imports any module by name (warnings._getcategory, which
+	// _setoption calls); tempfile and hmac hold it as _warnings.
+	"warnings",
 	// Loaders nested in a load: each unpickles (or executes) other data
 	// with no allowlist of its own.
 	"torch.storage._load_from_bytes", "torch.utils.model_zoo", "torch.multiprocessing.reductions",
@@ -159,11 +162,51 @@ var dataFuncs = map[string]bool{
 // __class__, ...), which reaches arbitrary objects; at best unknown
 // otherwise, since what an attribute of a module is cannot be known
 // without importing it.
+//
+// Whatever the module, a component that is a module's private alias of an
+// unsafe module or function (random's _os, bz2's _builtin_open) is read as
+// what it aliases, and a final name that runs commands, opens or deletes
+// files or imports modules (system, popen, exec*, spawn*, open, rmtree,
+// import_module, ...) is unsafe: a module's attribute may be another
+// module's function it imported.
 func Classify(module, name string) (Verdict, string) {
 	if strings.Contains(name, ".") {
 		return classifyDotted(normalizeModule(module), name)
 	}
-	return classifyName(module, name)
+	v, why := classifyName(module, name)
+	if v != VerdictUnsafe {
+		if av, awhy := classifyAlias(normalizeModule(module), []string{name}); av == VerdictUnsafe {
+			return av, awhy
+		}
+	}
+	return v, why
+}
+
+// classifyAlias judges each component of parts that is a private alias
+// (aliasTarget) as what it aliases, followed by the rest of the path.
+func classifyAlias(mod string, parts []string) (Verdict, string) {
+	for k, p := range parts {
+		t := aliasTarget(strings.Join(append([]string{mod}, parts[:k]...), "."), p)
+		if t == "" {
+			continue
+		}
+		full := strings.Join(append([]string{t}, parts[k+1:]...), ".")
+		i := strings.LastIndexByte(full, '.')
+		var v Verdict
+		var why string
+		if i < 0 {
+			v, why = VerdictUnknown, ""
+			if unsafeModuleName(full) {
+				v, why = VerdictUnsafe, "names the module "+full+" itself"
+			}
+		} else {
+			v, why = classifyName(full[:i], full[i+1:])
+		}
+		if v == VerdictUnsafe {
+			return v, "reached through " + mod + ", whose " + p + " is a private alias of " + t + ", it is " + full + ": " + why
+		}
+	}
+	return VerdictUnknown, ""
 }
 
 // classifyDotted judges module + dotted name; see Classify.
@@ -176,6 +219,9 @@ func classifyDotted(mod, name string) (Verdict, string) {
 	}
 	if v, why := classifyName(mod, name); v == VerdictUnsafe {
 		return v, why
+	}
+	if v, why := classifyAlias(mod, parts); v == VerdictUnsafe {
+		return v, "dotted name " + why
 	}
 	// Every tail of the path as a global of its own: a module's
 	// attribute may be another module it imports (torch.serialization.os).
@@ -205,6 +251,9 @@ func classifyName(module, name string) (Verdict, string) {
 	}
 	if isUnsafe(mod, name) {
 		return VerdictUnsafe, "can run code or touch the system (" + mod + ")"
+	}
+	if runnerName(name) {
+		return VerdictUnsafe, "named " + strconv.Quote(name) + ", which runs commands, opens or deletes files or imports modules wherever it is defined (" + mod + " may have imported it)"
 	}
 	for _, p := range scanUnsafe {
 		if mod == p || strings.HasPrefix(mod, p+".") || full == p || strings.HasPrefix(full, p+".") {

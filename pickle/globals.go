@@ -140,7 +140,7 @@ var unsafeModules = []string{
 	"codecs", "types", "operator", "_operator", "bdb", "pdb", "timeit", "trace", "profile", "cProfile",
 	"doctest", "tempfile", "glob", "fileinput", "shelve", "dbm", "sqlite3", "urllib", "urllib2", "http",
 	"httplib", "ftplib", "smtplib", "telnetlib", "requests", "setuptools", "distutils", "pip", "venv",
-	"ensurepip", "gc", "inspect", "sysconfig", "site",
+	"ensurepip", "gc", "inspect", "sysconfig", "site", "_frozen_importlib", "_frozen_importlib_external", "_imp",
 	// Found by the public scanner corpora (docs/scan-corpora.md): shell
 	// helpers, mail and news clients that connect, subinterpreters,
 	// pagers, the test suite's script helpers, logging handlers that open

@@ -3686,7 +3686,10 @@ def report(ckpt):
     for e in m["files"]:
         r = subprocess.run([ckpt, "scan", "--json", str(OUT / e["file"])], capture_output=True, text=True)
         rep = json.loads(r.stdout) if r.stdout.strip() else {"verdict": "?", "findings": [], "problems": []}
-        ok = r.returncode == 1 if e["expected"] == "malicious" else r.returncode in (0, 3)
+        # scan's exit rule: 1 for an unsafe global or anything not scanned in
+        # full, so a benign file passes when it has no unsafe finding.
+        unsafe = rep.get("verdict") == "unsafe"
+        ok = r.returncode == 1 and unsafe if e["expected"] == "malicious" else not unsafe and r.returncode in (0, 1, 3)
         seen = ["%s %s" % (f["verdict"], f["global"]) for f in rep.get("findings") or [] if f["verdict"] != "allowed"]
         seen += ["problem: %s" % p["error"].replace(str(OUT) + "/", "") for p in rep.get("problems") or []]
         t = per.setdefault(e["corpus"], [0, 0, 0, 0])
@@ -3694,7 +3697,7 @@ def report(ckpt):
         t[i] += ok
         t[i + 1] += 1
         rows.append((e, r.returncode, ok, "; ".join(dict.fromkeys(seen)) or "only allowed globals"))
-    print("| corpus | malicious caught (exit 1) | benign passed (exit 0 or 3) |")
+    print("| corpus | malicious caught (exit 1, unsafe) | benign passed (no unsafe finding) |")
     print("|---|---|---|")
     tot = [0, 0, 0, 0]
     for c in sorted(per):
@@ -3711,6 +3714,21 @@ def report(ckpt):
 
 
 # ---- main -------------------------------------------------------------------
+
+
+def write_entries(out, entries):
+    """Writes each entry's data to out/entry["file"] (names must be unique) and
+    returns the entries with "data" replaced by its "sha256"."""
+    seen = set()
+    for e in entries:
+        assert e["file"] not in seen, e["file"]
+        seen.add(e["file"])
+        p = out / e["file"]
+        p.parent.mkdir(parents=True, exist_ok=True)
+        data = e.pop("data")
+        p.write_bytes(data)
+        e["sha256"] = hashlib.sha256(data).hexdigest()
+    return entries
 
 
 def main():
@@ -3739,17 +3757,7 @@ def main():
                documented_entries())
     if OUT.exists():
         shutil.rmtree(OUT)
-    manifest = []
-    seen = set()
-    for e in entries:
-        assert e["file"] not in seen, e["file"]
-        seen.add(e["file"])
-        p = OUT / e["file"]
-        p.parent.mkdir(parents=True, exist_ok=True)
-        data = e.pop("data")
-        p.write_bytes(data)
-        e["sha256"] = hashlib.sha256(data).hexdigest()
-        manifest.append(e)
+    manifest = write_entries(OUT, entries)
     doc = {
         "about": "Public scanner corpora rebuilt by scripts/gen_scan_corpora.py; see docs/scan-corpora.md.",
         "upstream": {

@@ -12,7 +12,7 @@ const (
 	exitOK      = 0
 	exitError   = 1 // unreadable, unsafe or failing input
 	exitUsage   = 2 // bad flags or arguments
-	exitUnknown = 3 // ckpt scan: unknown globals, nothing unsafe
+	exitUnknown = 3 // ckpt scan: read in full, unknown globals, nothing unsafe
 )
 
 // exitCodeError makes the command exit with code after printing err (a

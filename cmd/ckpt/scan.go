@@ -38,8 +38,13 @@ strings and STACK_GLOBAL are traced, names computed at load time are
 unknown, and a pickle the loader would refuse is still listed in full.
 The human report shows every global that is not allowed (--all: every one).
 
-Exit codes: 0 nothing unsafe or unknown, 1 unsafe globals (or unreadable
-input), 2 usage error, 3 unknown globals or unreadable records, nothing unsafe.`,
+Exit codes (the first that applies):
+  1  an unsafe global, or anything not scanned in full: a file or record
+     that cannot be read or parsed (a malformed GGUF header, a truncated
+     pickle, a path that does not exist), listed under "Not scanned in full"
+  2  usage error
+  3  every file read in full, unknown globals found, nothing unsafe
+  0  every file read in full, only allowed and data globals`,
 		Example: `  ckpt scan model.pt
   ckpt scan --json downloads/ > audit.json
   ckpt scan checkpoint_dir/ || echo "do not torch.load this"`,
@@ -61,13 +66,7 @@ input), 2 usage error, 3 unknown globals or unreadable records, nothing unsafe.`
 			} else {
 				printScan(s, rep, opts.All)
 			}
-			switch rep.Worst() {
-			case pickle.VerdictUnsafe:
-				return exitCodeError{exitError, fmt.Errorf("scan: unsafe globals found")}
-			case pickle.VerdictUnknown:
-				return exitCodeError{exitUnknown, fmt.Errorf("scan: unknown globals or unreadable records found, nothing unsafe")}
-			}
-			return nil
+			return scanExit(rep)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON (every global, allowed ones included)")
@@ -95,7 +94,7 @@ func printScan(s *streams, rep *scan.Report, all bool) {
 	}
 	tw.Flush()
 	if len(rep.Problems) > 0 {
-		fmt.Fprintln(s.Out, "\nNot scanned in full (counts as unknown):")
+		fmt.Fprintln(s.Out, "\nNot scanned in full (exit 1: what was not read was not checked; the verdict counts it as unknown):")
 		for _, p := range rep.Problems {
 			where := p.File
 			if p.Record != "" {
@@ -104,4 +103,23 @@ func printScan(s *streams, rep *scan.Report, all bool) {
 			fmt.Fprintf(s.Out, "  %s: %s\n", clean(where), clean(p.Error))
 		}
 	}
+}
+
+// scanExit maps a report to scan's exit code, by the one rule --help
+// states: unsafe globals or anything not scanned in full exit 1 (what was
+// not read was not checked, so it never reads as "nothing unsafe"); then
+// unknown globals exit 3.
+func scanExit(rep *scan.Report) error {
+	c := rep.Counts()
+	switch {
+	case c[pickle.VerdictUnsafe] > 0 && len(rep.Problems) > 0:
+		return exitCodeError{exitError, fmt.Errorf("scan: unsafe globals found, and not everything could be scanned in full (%d problems listed above)", len(rep.Problems))}
+	case c[pickle.VerdictUnsafe] > 0:
+		return exitCodeError{exitError, fmt.Errorf("scan: unsafe globals found")}
+	case len(rep.Problems) > 0:
+		return exitCodeError{exitError, fmt.Errorf("scan: not everything could be scanned in full (%d problems listed above); what was not read was not checked", len(rep.Problems))}
+	case c[pickle.VerdictUnknown] > 0:
+		return exitCodeError{exitUnknown, fmt.Errorf("scan: unknown globals found, nothing unsafe")}
+	}
+	return nil
 }

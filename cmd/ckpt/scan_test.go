@@ -11,7 +11,30 @@ import (
 	"testing"
 )
 
+// TestScanExitCodes: one rule (scan --help, README, docs/cli-json.md):
+// an unsafe global or anything not scanned in full exits 1, unknown
+// globals in files read in full exit 3, the rest 0. An unreadable file
+// or record never exits 3 ("nothing unsafe", issue 34 item 2), alone or
+// beside a file with unknown globals.
 func TestScanExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// A GGUF whose header says 2^40 tensors in a 40-byte file.
+	badGGUF := write("bad.gguf", append([]byte("GGUF\x03\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"), make([]byte, 16)...))
+	truncated := write("truncated.pkl", []byte("\x80\x02cmymodule\nMyConfig\n)\x81}(X"))
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	w, _ := zw.CreateHeader(&zip.FileHeader{Name: "archive/data.pkl", Method: zip.Store})
+	w.Write([]byte("\x80\x02}q\x00(X"))
+	zw.Close()
+	badRecord := write("bad_record.pt", b.Bytes())
+	readme := write("README.md", []byte("# a model card\n"))
 	for _, c := range []struct {
 		args []string
 		code int
@@ -19,15 +42,25 @@ func TestScanExitCodes(t *testing.T) {
 	}{
 		{[]string{"scan", fx + "zip_basic.pt"}, 0, "Verdict:  allowed"},
 		{[]string{"scan", fx + "training.pt"}, 0, "numpy"},
+		{[]string{"scan", fx + "tiny.gguf"}, 0, "Verdict:  allowed"},
 		{[]string{"scan", fx + "foreign.pt"}, 3, "mymodule.MyConfig"},
 		{[]string{"scan", fx + "foreign.pt", fx + "bad/unsafe_os_system.pt"}, 1, "os.system"},
-		{[]string{"scan", fx + "bad/garbage.pt"}, 3, "Not scanned in full"},
+		{[]string{"scan", fx + "bad/garbage.pt"}, 1, "Not scanned in full"},
+		{[]string{"scan", badGGUF}, 1, "bad.gguf"},
+		{[]string{"scan", truncated}, 1, "mymodule.MyConfig"},
+		{[]string{"scan", badRecord}, 1, "archive/data.pkl"},
+		{[]string{"scan", readme}, 1, "malformed pickle"},
+		{[]string{"scan", fx + "foreign.pt", badGGUF}, 1, "mymodule.MyConfig"},
+		{[]string{"scan", dir}, 1, "bad_record.pt"},
 		{[]string{"scan"}, 2, ""},
 		{[]string{"scan", fx + "no_such_file.pt"}, 1, ""},
 	} {
 		code, out, errs := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(out, c.want) {
 			t.Errorf("ckpt %s: exit %d (want %d), output lacks %q:\n%s%s", strings.Join(c.args, " "), code, c.code, c.want, out, errs)
+		}
+		if code == 1 && strings.Contains(errs, "nothing unsafe") || code == exitUnknown && !strings.Contains(errs, "nothing unsafe") {
+			t.Errorf("ckpt %s: exit %d says %q", strings.Join(c.args, " "), code, errs)
 		}
 	}
 }
