@@ -64,8 +64,8 @@ type Store struct {
 	bufs sync.Pool // chunk buffers
 
 	mu     sync.Mutex
-	opened map[string]*Object  // opened by IsDir, for the next Open
-	listed map[string][]string // listings, once each: a Store sees one snapshot of a directory
+	opened map[string]*Object // opened by IsDir, for the next Open
+	listed map[string]listing // listings, once each: a Store sees one snapshot of a directory
 }
 
 // NewStore returns the Store that holds the object rawURL names, and the
@@ -154,15 +154,17 @@ func Join(key, name string) string {
 
 // List returns the names of the objects directly under the prefix dir
 // ("a/b" lists "a/b/..."), relative to it. A directory is listed once per
-// Store; later calls get the same answer.
+// Store, and later calls get the same answer: the same names, or the same
+// error (a listing past a bound, or one that failed after its retries, is
+// not listed again). A web server cannot list: ErrCannotList.
 func (s *Store) List(dir string) ([]string, error) {
 	if dir != "" && !strings.HasSuffix(dir, "/") {
 		dir += "/"
 	}
 	s.mu.Lock()
-	if names, ok := s.listed[dir]; ok {
+	if l, ok := s.listed[dir]; ok {
 		s.mu.Unlock()
-		return names, nil
+		return l.names, l.err
 	}
 	s.mu.Unlock()
 	if err := checkKey(strings.TrimSuffix(dir, "/")); dir != "" && err != nil {
@@ -175,15 +177,22 @@ func (s *Store) List(dir string) ([]string, error) {
 		names, err = s.b.list(lctx, dir)
 		return err
 	})
-	if err == nil {
-		s.mu.Lock()
-		if s.listed == nil {
-			s.listed = make(map[string][]string)
-		}
-		s.listed[dir] = names
-		s.mu.Unlock()
+	if err != nil {
+		names = nil
 	}
+	s.mu.Lock()
+	if s.listed == nil {
+		s.listed = make(map[string]listing)
+	}
+	s.listed[dir] = listing{names, err}
+	s.mu.Unlock()
 	return names, err
+}
+
+// listing is the answer of one directory listing.
+type listing struct {
+	names []string
+	err   error
 }
 
 // IsDir reports whether key is a "directory": it ends in "/", is empty,
@@ -281,7 +290,7 @@ func (s *Store) classify(err error) error {
 	if errors.As(err, &he) {
 		return he.mapped()
 	}
-	if errors.Is(err, ErrChanged) || errors.Is(err, ErrNoRange) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
+	if errors.Is(err, ErrChanged) || errors.Is(err, ErrNoRange) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) || errors.Is(err, ErrCannotList) {
 		return err
 	}
 	var ne net.Error

@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ckpt-dev/ckpt/internal/hostileserver"
 )
@@ -17,7 +20,15 @@ import (
 // code, stdout and stderr.
 func runBin(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(buildCLI(t), args...)
+	return runBinWithin(t, time.Hour, args...)
+}
+
+// runBinWithin is runBin with the child killed after d (exit -1).
+func runBinWithin(t *testing.T, d time.Duration, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, buildCLI(t), args...)
 	cmd.Env = append(os.Environ(), "TERM=dumb", "CKPT_NO_PROGRESS=1")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -107,5 +118,46 @@ func TestShardNamesOverHTTP(t *testing.T) {
 		if strings.Contains(r.Path, "secret") {
 			t.Fatalf("requested %s", r.URI)
 		}
+	}
+}
+
+// Issue #34 item 6: against a server whose every listing page holds 1000
+// names and says "more to come", one inspect of a prefix makes one
+// listing, which stops at the client's bound of 100,000 names (page 101),
+// and ends with one line naming that bound. Before the fix, every format
+// probe listed the prefix again: 1,373 listing requests and counting.
+func TestPrefixListedOnce(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		list func(hostileserver.ListPage) http.HandlerFunc
+		env  func(url string) map[string]string
+	}{
+		{"s3://bucket/dir/", hostileserver.S3List, func(u string) map[string]string { return hostileserver.S3Env(u, t.TempDir()+"/none") }},
+		{"s3://bucket/dir", hostileserver.S3List, func(u string) map[string]string { return hostileserver.S3Env(u, t.TempDir()+"/none") }},
+		{"gs://bucket/dir/", hostileserver.GCSList, hostileserver.GCSEnv},
+		{"az://container/dir/", hostileserver.AzureList, hostileserver.AzureEnv},
+	} {
+		t.Run(c.url, func(t *testing.T) {
+			var lists atomic.Int64
+			h := c.list(hostileserver.Endless(1000))
+			s := hostileserver.New(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if hostileserver.IsListing(r) {
+					lists.Add(1)
+				}
+				h(w, r)
+			}))
+			for k, v := range c.env(s.URL) {
+				t.Setenv(k, v)
+			}
+			start := time.Now()
+			code, _, stderr := runBinWithin(t, 60*time.Second, "inspect", c.url)
+			t.Logf("%v, %d listing requests, %d in all: %s", time.Since(start).Round(time.Millisecond), lists.Load(), len(s.Requests()), strings.TrimSpace(stderr))
+			if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "more than 100000 objects") {
+				t.Fatalf("exit %d, stderr %q: want 1 and one line naming the bound", code, stderr)
+			}
+			if n := lists.Load(); n != 101 {
+				t.Fatalf("%d listing requests, want 101 (one listing, to its bound)", n)
+			}
+		})
 	}
 }
