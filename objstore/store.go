@@ -84,7 +84,8 @@ func NewStore(ctx context.Context, rawURL string, opts ...Option) (*Store, strin
 		return nil, "", &Error{URL: redact(rawURL), Err: fmt.Errorf("%w: credentials in a URL are refused; use the environment", ErrBadURL)}
 	}
 	s := &Store{ctx: ctx, cfg: cfg, sem: make(chan struct{}, cfg.concurrency)}
-	transport := &guardTransport{base: &countingTransport{base: newTransport(cfg), n: &s.requests}, idle: cfg.idle}
+	transport := &guardTransport{base: &countingTransport{base: newTransport(cfg), n: &s.requests}, idle: cfg.idle,
+		speedLimit: cfg.speedLimit, speedTime: cfg.speedTime}
 	switch strings.ToLower(u.Scheme) {
 	case "s3":
 		if u.Host == "" {
@@ -233,7 +234,8 @@ func (s *Store) IsDir(key string) (bool, error) {
 }
 
 // do runs one request (fn) with the Store's concurrency bound, timeouts
-// and retries, and maps its error.
+// and retries, and maps its error. Retries stop at the retry count, or
+// when the next would start past the retry time after the first failure.
 func (s *Store) do(op, key string, fn func(ctx context.Context) error) error {
 	select {
 	case s.sem <- struct{}{}:
@@ -242,6 +244,7 @@ func (s *Store) do(op, key string, fn func(ctx context.Context) error) error {
 	}
 	defer func() { <-s.sem }()
 	delay := s.cfg.backoff
+	var failed time.Time // the first failure
 	for attempt := 0; ; attempt++ {
 		err := fn(s.ctx)
 		if err == nil {
@@ -251,8 +254,15 @@ func (s *Store) do(op, key string, fn func(ctx context.Context) error) error {
 			return &Error{Op: op, URL: s.b.url(key), Err: s.ctx.Err()}
 		}
 		err = s.classify(err)
+		if attempt == 0 {
+			failed = time.Now()
+		}
 		if !retryable(err) || attempt >= s.cfg.retries {
 			return &Error{Op: op, URL: s.b.url(key), Err: err}
+		}
+		if since := time.Since(failed); since+delay > s.cfg.retryTime {
+			return &Error{Op: op, URL: s.b.url(key), Err: fmt.Errorf("%w (given up after %d attempts: no retry starts more than %v after the first failure, %s sets it)",
+				err, attempt+1, s.cfg.retryTime, EnvRetryTime)}
 		}
 		t := time.NewTimer(delay)
 		select {

@@ -161,3 +161,35 @@ func TestPrefixListedOnce(t *testing.T) {
 		})
 	}
 }
+
+// Issue #34 item 5: a server that trickles every response (a byte every
+// 20 ms, well inside the idle timeout) no longer holds inspect for as long
+// as it likes: each attempt fails under the low-speed rule, retries stop
+// at the retry time, and the command ends with one line naming the rule.
+// Short settings from the environment stand for the defaults (1024 bytes/s
+// over 30 s, retries within 30 s): about 60 s. Before the fix, inspect
+// read every byte of the trickle (12 s for this 621-byte file, exit 0;
+// as long as the server likes for a larger one).
+func TestTrickleEnds(t *testing.T) {
+	data, err := os.ReadFile("../../testdata/fixtures/model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := hostileserver.New(t, hostileserver.Trickle(data, 20*time.Millisecond))
+	t.Setenv("CKPT_NET_SPEED_TIME", "300ms")
+	t.Setenv("CKPT_NET_RETRY_TIME", "1s")
+	buildCLI(t)
+	start := time.Now()
+	code, _, stderr := runBinWithin(t, 30*time.Second, "inspect", s.URL+"/model.safetensors")
+	took := time.Since(start)
+	t.Logf("%v, %d requests: %s", took.Round(time.Millisecond), len(s.Requests()), strings.TrimSpace(stderr))
+	if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "under the limit of 1024 bytes/s over 300ms") ||
+		!strings.Contains(stderr, "CKPT_NET_SPEED_LIMIT") || !strings.Contains(stderr, "/model.safetensors") {
+		t.Fatalf("exit %d, stderr %q: want 1 and one line naming the object and the rule", code, stderr)
+	}
+	// Attempts of 300 ms each, retried within 1 s of the first failure:
+	// at most 5 requests, ended in about 1.5 s.
+	if n := len(s.Requests()); n < 2 || n > 5 || took > 10*time.Second {
+		t.Fatalf("%d requests in %v, want 2 to 5 within 10 s", n, took)
+	}
+}
