@@ -422,7 +422,7 @@ func BenchmarkGuardBody(b *testing.B) {
 			for b.Loop() {
 				var r io.ReadCloser = io.NopCloser(bytes.NewReader(data))
 				if guarded {
-					r = &guardBody{rc: r, cancel: func() {}, idle: DefaultIdleTimeout}
+					r = &guardBody{rc: r, cancel: func() {}, idle: DefaultIdleTimeout, speedLimit: DefaultSpeedLimit, speedTime: DefaultSpeedTime}
 				}
 				for {
 					if _, err := r.Read(buf); err != nil {
