@@ -37,6 +37,21 @@ func fakeAzure(t *testing.T, h http.Handler) *hostileserver.Server {
 	return s
 }
 
+// objectServers start a server of the test's own that serves the object
+// they return the URL of: over https:// and as s3://.
+var objectServers = []struct {
+	name string
+	url  func(t *testing.T, h http.Handler) (string, *hostileserver.Server)
+}{
+	{"https", func(t *testing.T, h http.Handler) (string, *hostileserver.Server) {
+		s := hostileserver.New(t, h)
+		return s.URL + "/m.bin", s
+	}},
+	{"s3", func(t *testing.T, h http.Handler) (string, *hostileserver.Server) {
+		return "s3://bucket/m.bin", fakeS3(t, h)
+	}},
+}
+
 func setEnv(t *testing.T, env map[string]string) {
 	for k, v := range env {
 		t.Setenv(k, v)
@@ -203,18 +218,7 @@ func TestCheckRedirect(t *testing.T) {
 // read waited for every byte.
 func TestIdleBodyTimeout(t *testing.T) {
 	data := make([]byte, 200)
-	for _, c := range []struct {
-		name string
-		url  func(t *testing.T, h http.Handler) (string, *hostileserver.Server)
-	}{
-		{"https", func(t *testing.T, h http.Handler) (string, *hostileserver.Server) {
-			s := hostileserver.New(t, h)
-			return s.URL + "/m.bin", s
-		}},
-		{"s3", func(t *testing.T, h http.Handler) (string, *hostileserver.Server) {
-			return "s3://bucket/m.bin", fakeS3(t, h)
-		}},
-	} {
+	for _, c := range objectServers {
 		t.Run(c.name, func(t *testing.T) {
 			u, s := c.url(t, hostileserver.Trickle(data, 100*time.Millisecond))
 			st, key, err := NewStore(context.Background(), u, WithRetries(2, time.Millisecond), WithIdleTimeout(20*time.Millisecond))

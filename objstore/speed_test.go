@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -20,18 +19,7 @@ import (
 // count. Before the fix, every attempt read the whole trickle.
 func TestLowSpeed(t *testing.T) {
 	data := make([]byte, 4096)
-	for _, c := range []struct {
-		name string
-		url  func(t *testing.T, h http.Handler) (string, *hostileserver.Server)
-	}{
-		{"https", func(t *testing.T, h http.Handler) (string, *hostileserver.Server) {
-			s := hostileserver.New(t, h)
-			return s.URL + "/m.bin", s
-		}},
-		{"s3", func(t *testing.T, h http.Handler) (string, *hostileserver.Server) {
-			return "s3://bucket/m.bin", fakeS3(t, h)
-		}},
-	} {
+	for _, c := range objectServers {
 		t.Run(c.name, func(t *testing.T) {
 			u, s := c.url(t, hostileserver.Trickle(data, 10*time.Millisecond))
 			st, key, err := NewStore(context.Background(), u, WithIdleTimeout(10*time.Second),
