@@ -50,9 +50,13 @@
 // credentials (Authorization, Cookie, x-amz-*, x-ms-*, x-goog-*) and
 // without the first URL's query values (a SAS signature). A refusal is
 // ErrRedirect. A response body that sends nothing for the idle timeout
-// (WithIdleTimeout, $CKPT_NET_IDLE_TIMEOUT, default 30 s) is abandoned and
-// retried. Listings are bounded in pages, names, name length and bytes
-// (ErrLimit), and the Store's context cancels them. Object names are
+// (WithIdleTimeout, $CKPT_NET_IDLE_TIMEOUT, default 30 s), or arrives
+// slower than the low-speed rule allows (WithLowSpeed, default 1024 bytes
+// a second over 30 s of waiting), is abandoned and retried; no retry
+// starts later than the retry time after a request's first failure
+// (WithRetryTime, default 30 s). Listings are bounded in pages, names,
+// name length and bytes (ErrLimit), and the Store's context cancels them;
+// a Store lists a directory once, a failed listing included. Object names are
 // escaped segment by segment; a name whose segment is or decodes to "."
 // or "..", or holds "/" or "\" once decoded, is refused (ErrBadURL).
 //

@@ -19,7 +19,18 @@ var (
 	ErrBadURL            = errors.New("bad URL")
 	ErrRedirect          = errors.New("redirect refused")
 	ErrLimit             = errors.New("exceeds a limit of the network client")
+	// ErrCannotList is a listing asked of a server that cannot list (a
+	// web server). It matches errors.ErrUnsupported too.
+	ErrCannotList error = cannotList{}
 )
+
+type cannotList struct{}
+
+func (cannotList) Error() string {
+	return "a web server cannot list a directory: name the file or its index.json"
+}
+
+func (cannotList) Is(target error) bool { return target == errors.ErrUnsupported }
 
 // Error is a failed operation on an object, named by its URL (which never
 // holds a secret: credentials come from the environment only).

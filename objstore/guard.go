@@ -16,13 +16,16 @@ import (
 )
 
 // guardTransport bounds what a server can make the client do, for every
-// backend: a response body that sends nothing for the idle timeout is
-// abandoned (idleError, retried like a dropped connection), and the
-// requests of a listing (a context from withListBudget) are counted and
-// their bodies capped.
+// backend: a response body that sends nothing for the idle timeout
+// (idleError), or less than the low-speed rule's rate over its window
+// (slowError), is abandoned and retried like a dropped connection, and
+// the requests of a listing (a context from withListBudget) are counted
+// and their bodies capped.
 type guardTransport struct {
-	base http.RoundTripper
-	idle time.Duration
+	base       http.RoundTripper
+	idle       time.Duration
+	speedLimit int64 // bytes a second; 0: no low-speed rule
+	speedTime  time.Duration
 }
 
 func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -38,7 +41,8 @@ func (t *guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		cancel()
 		return nil, err
 	}
-	resp.Body = &guardBody{rc: resp.Body, cancel: cancel, idle: t.idle, budget: budget}
+	resp.Body = &guardBody{rc: resp.Body, cancel: cancel, idle: t.idle, budget: budget,
+		speedLimit: t.speedLimit, speedTime: t.speedTime}
 	return resp, nil
 }
 
@@ -54,12 +58,35 @@ func (e *idleError) Temporary() bool { return true }
 
 var _ net.Error = (*idleError)(nil)
 
-// guardBody is a response body with an idle timeout and, for a listing,
-// a cap on its bytes. Only the server's silence counts, not a slow
-// consumer: a timer checks every idle period whether a Read has been
-// waiting all along (no Read started and nothing arrived since the last
-// check), so a stall is caught between one and two periods after it
-// began. A Read costs three atomic operations, not a timer reset.
+// slowError is a response body that arrived slower than the low-speed
+// rule allows. It is a net.Error with Timeout true: retried as a dropped
+// connection.
+type slowError struct {
+	got    int64
+	waited time.Duration
+	limit  int64
+	window time.Duration
+}
+
+func (e *slowError) Error() string {
+	return fmt.Sprintf("the server sent %d bytes in %v of waiting, under the limit of %d bytes/s over %v (%s and %s set it)",
+		e.got, e.waited.Round(time.Millisecond), e.limit, e.window, EnvSpeedLimit, EnvSpeedTime)
+}
+func (e *slowError) Timeout() bool   { return true }
+func (e *slowError) Temporary() bool { return true }
+
+var _ net.Error = (*slowError)(nil)
+
+// guardBody is a response body with an idle timeout, a low-speed rule
+// and, for a listing, a cap on its bytes. Only the server's silence
+// counts, not a slow consumer: a timer checks every idle period whether a
+// Read has been waiting all along (no Read started and nothing arrived
+// since the last check), so a stall is caught between one and two periods
+// after it began. A Read costs three atomic operations and two readings
+// of the clock, not a timer reset. The low-speed rule adds up the time
+// Reads wait and the bytes they get: once the wait reaches the window,
+// fewer bytes than the rate times the wait end the request, more start
+// a new window.
 type guardBody struct {
 	rc     io.ReadCloser
 	cancel context.CancelFunc // the request's: ends a Read that waits
@@ -68,6 +95,11 @@ type guardBody struct {
 	fired  atomic.Bool
 	budget *listBudget
 	n      int64
+
+	speedLimit int64
+	speedTime  time.Duration
+	waited     time.Duration // in Reads, this window
+	got        int64         // bytes, this window
 
 	progress atomic.Int64 // Reads started plus bytes read
 	waiting  atomic.Bool  // a Read is under way
@@ -85,11 +117,21 @@ func (b *guardBody) Read(p []byte) (int, error) {
 	}
 	b.progress.Add(1)
 	b.waiting.Store(true)
+	var start time.Time
+	if b.speedLimit > 0 {
+		start = time.Now()
+	}
 	n, err := b.rc.Read(p)
 	b.waiting.Store(false)
 	b.progress.Add(int64(n))
 	if b.fired.Load() {
 		return n, &idleError{b.idle}
+	}
+	if b.speedLimit > 0 && err == nil {
+		if err := b.speed(n, time.Since(start)); err != nil {
+			b.cancel()
+			return n, err
+		}
 	}
 	if b.budget != nil && n > 0 {
 		b.n += int64(n)
@@ -101,6 +143,21 @@ func (b *guardBody) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// speed counts a Read of n bytes that waited d against the low-speed
+// rule.
+func (b *guardBody) speed(n int, d time.Duration) error {
+	b.waited += d
+	b.got += int64(n)
+	if b.waited < b.speedTime {
+		return nil
+	}
+	if float64(b.got) < float64(b.speedLimit)*b.waited.Seconds() {
+		return &slowError{got: b.got, waited: b.waited, limit: b.speedLimit, window: b.speedTime}
+	}
+	b.waited, b.got = 0, 0
+	return nil
 }
 
 // check runs every idle period: a Read waiting since the last check with

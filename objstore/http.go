@@ -2,7 +2,6 @@ package objstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -88,5 +87,5 @@ func (b *httpBackend) get(ctx context.Context, key string, off int64, dst []byte
 }
 
 func (b *httpBackend) list(ctx context.Context, dir string) ([]string, error) {
-	return nil, errors.New("a web server cannot list a directory: name the file or its index.json")
+	return nil, ErrCannotList
 }

@@ -3,13 +3,11 @@ package objstore
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,13 +18,7 @@ import (
 // path-style).
 func fakeS3(t *testing.T, h http.Handler) *hostileserver.Server {
 	s := hostileserver.New(t, h)
-	t.Setenv("AWS_ENDPOINT_URL", s.URL)
-	t.Setenv("AWS_ENDPOINT_URL_S3", "")
-	t.Setenv("AWS_REGION", "us-east-1")
-	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"} {
-		t.Setenv(k, "")
-	}
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
+	setEnv(t, hostileserver.S3Env(s.URL, t.TempDir()+"/none"))
 	return s
 }
 
@@ -34,16 +26,36 @@ func fakeS3(t *testing.T, h http.Handler) *hostileserver.Server {
 // emulator: no credentials).
 func fakeGCS(t *testing.T, h http.Handler) *hostileserver.Server {
 	s := hostileserver.New(t, h)
-	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(s.URL, "http://"))
+	setEnv(t, hostileserver.GCSEnv(s.URL))
 	return s
 }
 
 // fakeAzure points the Azure client at a server of the test's own.
 func fakeAzure(t *testing.T, h http.Handler) *hostileserver.Server {
 	s := hostileserver.New(t, h)
-	key := base64.StdEncoding.EncodeToString([]byte("not-a-secret-key-for-tests-only!"))
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=%s;BlobEndpoint=%s/acct;", key, s.URL))
+	setEnv(t, hostileserver.AzureEnv(s.URL))
 	return s
+}
+
+// objectServers start a server of the test's own that serves the object
+// they return the URL of: over https:// and as s3://.
+var objectServers = []struct {
+	name string
+	url  func(t *testing.T, h http.Handler) (string, *hostileserver.Server)
+}{
+	{"https", func(t *testing.T, h http.Handler) (string, *hostileserver.Server) {
+		s := hostileserver.New(t, h)
+		return s.URL + "/m.bin", s
+	}},
+	{"s3", func(t *testing.T, h http.Handler) (string, *hostileserver.Server) {
+		return "s3://bucket/m.bin", fakeS3(t, h)
+	}},
+}
+
+func setEnv(t *testing.T, env map[string]string) {
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
 }
 
 // Item 8: a redirect to the cloud metadata address is refused, on every
@@ -206,18 +218,7 @@ func TestCheckRedirect(t *testing.T) {
 // read waited for every byte.
 func TestIdleBodyTimeout(t *testing.T) {
 	data := make([]byte, 200)
-	for _, c := range []struct {
-		name string
-		url  func(t *testing.T, h http.Handler) (string, *hostileserver.Server)
-	}{
-		{"https", func(t *testing.T, h http.Handler) (string, *hostileserver.Server) {
-			s := hostileserver.New(t, h)
-			return s.URL + "/m.bin", s
-		}},
-		{"s3", func(t *testing.T, h http.Handler) (string, *hostileserver.Server) {
-			return "s3://bucket/m.bin", fakeS3(t, h)
-		}},
-	} {
+	for _, c := range objectServers {
 		t.Run(c.name, func(t *testing.T) {
 			u, s := c.url(t, hostileserver.Trickle(data, 100*time.Millisecond))
 			st, key, err := NewStore(context.Background(), u, WithRetries(2, time.Millisecond), WithIdleTimeout(20*time.Millisecond))
@@ -256,33 +257,6 @@ func TestIdleTimeoutSettings(t *testing.T) {
 	}
 }
 
-// s3List answers ListObjectsV2 with pages from page(n, r) (n from 1);
-// anything else 404.
-func s3List(page func(n int64, r *http.Request) (keys []string, more bool)) http.Handler {
-	var n atomic.Int64
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("list-type") != "2" {
-			w.WriteHeader(http.StatusNotFound)
-			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchKey</Code><Message>no</Message></Error>`)
-			return
-		}
-		i := n.Add(1)
-		keys, more := page(i, r)
-		w.Header().Set("Content-Type", "application/xml")
-		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>bucket</Name><Prefix>%s</Prefix><MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter><IsTruncated>%v</IsTruncated>`,
-			r.URL.Query().Get("prefix"), more)
-		if more {
-			fmt.Fprintf(w, "<NextContinuationToken>t%d</NextContinuationToken>", i)
-		}
-		for _, k := range keys {
-			io.WriteString(w, "<Contents><Key>")
-			io.WriteString(w, k)
-			io.WriteString(w, "</Key><Size>1</Size></Contents>")
-		}
-		io.WriteString(w, "</ListBucketResult>")
-	})
-}
-
 // listLimits sets small listing limits for a test.
 func listLimits(pages, names int, pageBytes int64) Option {
 	return func(c *config) { c.listPages, c.listNames, c.listPageBytes = pages, names, pageBytes }
@@ -313,7 +287,7 @@ func TestS3ListBounded(t *testing.T) {
 		}, "more than 50 objects"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := fakeS3(t, s3List(c.page))
+			s := fakeS3(t, hostileserver.S3List(c.page))
 			st, _, err := NewStore(context.Background(), "s3://bucket/d/", WithRetries(0, time.Millisecond), listLimits(20, 50, 1<<20))
 			if err != nil {
 				t.Fatal(err)
@@ -322,13 +296,19 @@ func TestS3ListBounded(t *testing.T) {
 			if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("got %d names, %v; want %q", len(names), err, c.want)
 			}
-			if n := len(s.Requests()); n > 21 {
+			n := len(s.Requests())
+			if n > 21 {
 				t.Fatalf("%d requests after the limit", n)
+			}
+			// Issue #34 item 6: the failed listing is the Store's answer,
+			// not listed again.
+			if _, again := st.List("d/"); again == nil || again.Error() != err.Error() || len(s.Requests()) != n {
+				t.Fatalf("listed again: %v, %d requests after %d", again, len(s.Requests()), n)
 			}
 		})
 	}
 	t.Run("within bounds", func(t *testing.T) {
-		fakeS3(t, s3List(func(n int64, r *http.Request) ([]string, bool) {
+		fakeS3(t, hostileserver.S3List(func(n int64, r *http.Request) ([]string, bool) {
 			return []string{fmt.Sprintf("d/k%d", n), "d/sub/"}, n < 3
 		}))
 		st, _, _ := NewStore(context.Background(), "s3://bucket/d/", listLimits(20, 50, 1<<20))
@@ -343,7 +323,7 @@ func TestS3ListBounded(t *testing.T) {
 // stalls (before the fix, the listing's requests ignored the context and
 // the listing returned the names once the server gave up).
 func TestS3ListCancel(t *testing.T) {
-	fakeS3(t, s3List(func(n int64, r *http.Request) ([]string, bool) {
+	fakeS3(t, hostileserver.S3List(func(n int64, r *http.Request) ([]string, bool) {
 		if n > 1 {
 			select {
 			case <-r.Context().Done():
@@ -403,39 +383,14 @@ func TestKeyEscaping(t *testing.T) {
 // stops at the page limit, and one with too many names at the name limit
 // (before the fix, both read every page the server gave, 1000 here).
 func TestCloudListBounded(t *testing.T) {
-	gcsPage := func(n int64, keys []string, more bool) string {
-		items := make([]string, len(keys))
-		for i, k := range keys {
-			items[i] = fmt.Sprintf(`{"kind":"storage#object","name":%q,"bucket":"bucket"}`, k)
-		}
-		tok := ""
-		if more {
-			tok = fmt.Sprintf(`"nextPageToken":"t%d",`, n)
-		}
-		return fmt.Sprintf(`{"kind":"storage#objects",%s"items":[%s]}`, tok, strings.Join(items, ","))
-	}
-	azPage := func(n int64, keys []string, more bool) string {
-		var b strings.Builder
-		b.WriteString(`<?xml version="1.0" encoding="utf-8"?><EnumerationResults ContainerName="container"><Prefix>d/</Prefix><Delimiter>/</Delimiter><Blobs>`)
-		for _, k := range keys {
-			fmt.Fprintf(&b, "<Blob><Name>%s</Name><Properties><Content-Length>1</Content-Length></Properties></Blob>", k)
-		}
-		b.WriteString("</Blobs>")
-		if more {
-			fmt.Fprintf(&b, "<NextMarker>t%d</NextMarker>", n)
-		}
-		b.WriteString("</EnumerationResults>")
-		return b.String()
-	}
 	for _, c := range []struct {
 		name  string
 		start func(t *testing.T, h http.Handler) *hostileserver.Server
 		url   string
-		page  func(n int64, keys []string, more bool) string
-		ctype string
+		list  func(hostileserver.ListPage) http.HandlerFunc
 	}{
-		{"gs", fakeGCS, "gs://bucket/d/", gcsPage, "application/json"},
-		{"az", fakeAzure, "az://container/d/", azPage, "application/xml"},
+		{"gs", fakeGCS, "gs://bucket/d/", hostileserver.GCSList},
+		{"az", fakeAzure, "az://container/d/", hostileserver.AzureList},
 	} {
 		for _, lim := range []struct {
 			name  string
@@ -443,16 +398,7 @@ func TestCloudListBounded(t *testing.T) {
 			want  string
 		}{{"endless", 0, "past 20 pages"}, {"many names", 7, "more than 50 objects"}} {
 			t.Run(c.name+"/"+lim.name, func(t *testing.T) {
-				var n atomic.Int64
-				s := c.start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					i := n.Add(1)
-					keys := make([]string, lim.names)
-					for j := range keys {
-						keys[j] = fmt.Sprintf("d/k%d-%d", i, j)
-					}
-					w.Header().Set("Content-Type", c.ctype)
-					io.WriteString(w, c.page(i, keys, i < 1000))
-				}))
+				s := c.start(t, c.list(hostileserver.Endless(lim.names)))
 				st, _, err := NewStore(context.Background(), c.url, WithRetries(0, time.Millisecond), listLimits(20, 50, 1<<20))
 				if err != nil {
 					t.Fatal(err)
@@ -480,7 +426,7 @@ func BenchmarkGuardBody(b *testing.B) {
 			for b.Loop() {
 				var r io.ReadCloser = io.NopCloser(bytes.NewReader(data))
 				if guarded {
-					r = &guardBody{rc: r, cancel: func() {}, idle: DefaultIdleTimeout}
+					r = &guardBody{rc: r, cancel: func() {}, idle: DefaultIdleTimeout, speedLimit: DefaultSpeedLimit, speedTime: DefaultSpeedTime}
 				}
 				for {
 					if _, err := r.Read(buf); err != nil {

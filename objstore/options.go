@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -19,11 +20,27 @@ const (
 	// DefaultIdleTimeout is how long a response body may send nothing
 	// before the request is abandoned (and retried).
 	DefaultIdleTimeout = 30 * time.Second
+	// DefaultSpeedLimit and DefaultSpeedTime are the low-speed rule (as
+	// curl's --speed-limit and --speed-time): a response body that
+	// arrives at fewer than DefaultSpeedLimit bytes a second over
+	// DefaultSpeedTime of waiting for it is abandoned (and retried).
+	DefaultSpeedLimit = 1024
+	DefaultSpeedTime  = 30 * time.Second
+	// DefaultRetryTime bounds a request's retries in time: none starts
+	// later than this after the request's first failure.
+	DefaultRetryTime = 30 * time.Second
 )
 
-// EnvIdleTimeout names the environment variable that overrides
-// DefaultIdleTimeout: a Go duration ("90s", "2m").
-const EnvIdleTimeout = "CKPT_NET_IDLE_TIMEOUT"
+// Environment variables that override the defaults of the network
+// client: EnvIdleTimeout, EnvSpeedTime and EnvRetryTime a Go duration
+// ("90s", "2m"), EnvSpeedLimit a number of bytes a second (0 turns the
+// low-speed rule off). A value that does not parse keeps the default.
+const (
+	EnvIdleTimeout = "CKPT_NET_IDLE_TIMEOUT"
+	EnvSpeedLimit  = "CKPT_NET_SPEED_LIMIT"
+	EnvSpeedTime   = "CKPT_NET_SPEED_TIME"
+	EnvRetryTime   = "CKPT_NET_RETRY_TIME"
+)
 
 // Bounds of a directory listing: every listing of s3://, gs:// and az://
 // stops with ErrLimit past any of them.
@@ -49,6 +66,9 @@ type config struct {
 	backoff     time.Duration
 	timeout     time.Duration // per request: until the response headers
 	idle        time.Duration // per response body: the longest wait for a byte
+	speedLimit  int64         // per response body: the lowest rate, bytes/s (0: no rule)
+	speedTime   time.Duration // ... over this much waiting
+	retryTime   time.Duration // no retry starts later after a request's first failure
 	partSize    int64
 
 	listPages     int
@@ -67,7 +87,10 @@ func defaultConfig() config {
 		backoff:     100 * time.Millisecond,
 		timeout:     60 * time.Second,
 		partSize:    64 << 20,
-		idle:        envIdleTimeout(),
+		idle:        envDuration(EnvIdleTimeout, DefaultIdleTimeout),
+		speedLimit:  envSpeedLimit(),
+		speedTime:   envDuration(EnvSpeedTime, DefaultSpeedTime),
+		retryTime:   envDuration(EnvRetryTime, DefaultRetryTime),
 
 		listPages:     maxListPages,
 		listNames:     maxListNames,
@@ -75,13 +98,23 @@ func defaultConfig() config {
 	}
 }
 
-// envIdleTimeout returns $CKPT_NET_IDLE_TIMEOUT, or DefaultIdleTimeout when
-// it is unset or not a positive duration.
-func envIdleTimeout() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(EnvIdleTimeout)); err == nil && d > 0 {
+// envDuration returns the duration the environment variable name holds,
+// or def when it is unset or not a positive duration.
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
 		return d
 	}
-	return DefaultIdleTimeout
+	return def
+}
+
+// envSpeedLimit returns $CKPT_NET_SPEED_LIMIT (bytes a second, 0 for no
+// low-speed rule), or DefaultSpeedLimit when it is unset or not a
+// number.
+func envSpeedLimit() int64 {
+	if n, err := strconv.ParseInt(os.Getenv(EnvSpeedLimit), 10, 64); err == nil && n >= 0 {
+		return n
+	}
+	return DefaultSpeedLimit
 }
 
 // WithConcurrency bounds the requests in flight per Store (default 8).
@@ -158,6 +191,37 @@ func WithIdleTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
 			c.idle = d
+		}
+	}
+}
+
+// WithLowSpeed sets the low-speed rule: a response body that arrives at
+// fewer than limit bytes a second, over window of time spent waiting for
+// it, is abandoned and retried like a dropped connection (as curl's
+// --speed-limit and --speed-time). Only the time a read waits counts (a
+// slow consumer is not the server's fault). Default: 1024 bytes a second
+// over 30 s, or $CKPT_NET_SPEED_LIMIT and $CKPT_NET_SPEED_TIME; a limit of
+// 0 turns the rule off, a window of 0 keeps the default.
+func WithLowSpeed(limit int64, window time.Duration) Option {
+	return func(c *config) {
+		if limit >= 0 {
+			c.speedLimit = limit
+		}
+		if window > 0 {
+			c.speedTime = window
+		}
+	}
+}
+
+// WithRetryTime bounds a request's retries in time: none starts later
+// than d after the request's first failure (default 30 s, or
+// $CKPT_NET_RETRY_TIME), whatever WithRetries allows. A server that
+// trickles or stalls every attempt is given up on within the low-speed
+// window or idle timeout, then d, then one more attempt.
+func WithRetryTime(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.retryTime = d
 		}
 	}
 }

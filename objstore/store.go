@@ -64,8 +64,8 @@ type Store struct {
 	bufs sync.Pool // chunk buffers
 
 	mu     sync.Mutex
-	opened map[string]*Object  // opened by IsDir, for the next Open
-	listed map[string][]string // listings, once each: a Store sees one snapshot of a directory
+	opened map[string]*Object // opened by IsDir, for the next Open
+	listed map[string]listing // listings, once each: a Store sees one snapshot of a directory
 }
 
 // NewStore returns the Store that holds the object rawURL names, and the
@@ -84,7 +84,8 @@ func NewStore(ctx context.Context, rawURL string, opts ...Option) (*Store, strin
 		return nil, "", &Error{URL: redact(rawURL), Err: fmt.Errorf("%w: credentials in a URL are refused; use the environment", ErrBadURL)}
 	}
 	s := &Store{ctx: ctx, cfg: cfg, sem: make(chan struct{}, cfg.concurrency)}
-	transport := &guardTransport{base: &countingTransport{base: newTransport(cfg), n: &s.requests}, idle: cfg.idle}
+	transport := &guardTransport{base: &countingTransport{base: newTransport(cfg), n: &s.requests}, idle: cfg.idle,
+		speedLimit: cfg.speedLimit, speedTime: cfg.speedTime}
 	switch strings.ToLower(u.Scheme) {
 	case "s3":
 		if u.Host == "" {
@@ -154,15 +155,17 @@ func Join(key, name string) string {
 
 // List returns the names of the objects directly under the prefix dir
 // ("a/b" lists "a/b/..."), relative to it. A directory is listed once per
-// Store; later calls get the same answer.
+// Store, and later calls get the same answer: the same names, or the same
+// error (a listing past a bound, or one that failed after its retries, is
+// not listed again). A web server cannot list: ErrCannotList.
 func (s *Store) List(dir string) ([]string, error) {
 	if dir != "" && !strings.HasSuffix(dir, "/") {
 		dir += "/"
 	}
 	s.mu.Lock()
-	if names, ok := s.listed[dir]; ok {
+	if l, ok := s.listed[dir]; ok {
 		s.mu.Unlock()
-		return names, nil
+		return l.names, l.err
 	}
 	s.mu.Unlock()
 	if err := checkKey(strings.TrimSuffix(dir, "/")); dir != "" && err != nil {
@@ -175,15 +178,22 @@ func (s *Store) List(dir string) ([]string, error) {
 		names, err = s.b.list(lctx, dir)
 		return err
 	})
-	if err == nil {
-		s.mu.Lock()
-		if s.listed == nil {
-			s.listed = make(map[string][]string)
-		}
-		s.listed[dir] = names
-		s.mu.Unlock()
+	if err != nil {
+		names = nil
 	}
+	s.mu.Lock()
+	if s.listed == nil {
+		s.listed = make(map[string]listing)
+	}
+	s.listed[dir] = listing{names, err}
+	s.mu.Unlock()
 	return names, err
+}
+
+// listing is the answer of one directory listing.
+type listing struct {
+	names []string
+	err   error
 }
 
 // IsDir reports whether key is a "directory": it ends in "/", is empty,
@@ -224,7 +234,8 @@ func (s *Store) IsDir(key string) (bool, error) {
 }
 
 // do runs one request (fn) with the Store's concurrency bound, timeouts
-// and retries, and maps its error.
+// and retries, and maps its error. Retries stop at the retry count, or
+// when the next would start past the retry time after the first failure.
 func (s *Store) do(op, key string, fn func(ctx context.Context) error) error {
 	select {
 	case s.sem <- struct{}{}:
@@ -233,6 +244,7 @@ func (s *Store) do(op, key string, fn func(ctx context.Context) error) error {
 	}
 	defer func() { <-s.sem }()
 	delay := s.cfg.backoff
+	var failed time.Time // the first failure
 	for attempt := 0; ; attempt++ {
 		err := fn(s.ctx)
 		if err == nil {
@@ -242,8 +254,15 @@ func (s *Store) do(op, key string, fn func(ctx context.Context) error) error {
 			return &Error{Op: op, URL: s.b.url(key), Err: s.ctx.Err()}
 		}
 		err = s.classify(err)
+		if attempt == 0 {
+			failed = time.Now()
+		}
 		if !retryable(err) || attempt >= s.cfg.retries {
 			return &Error{Op: op, URL: s.b.url(key), Err: err}
+		}
+		if since := time.Since(failed); since+delay > s.cfg.retryTime {
+			return &Error{Op: op, URL: s.b.url(key), Err: fmt.Errorf("%w (given up after %d attempts: no retry starts more than %v after the first failure, %s sets it)",
+				err, attempt+1, s.cfg.retryTime, EnvRetryTime)}
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -281,7 +300,7 @@ func (s *Store) classify(err error) error {
 	if errors.As(err, &he) {
 		return he.mapped()
 	}
-	if errors.Is(err, ErrChanged) || errors.Is(err, ErrNoRange) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
+	if errors.Is(err, ErrChanged) || errors.Is(err, ErrNoRange) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) || errors.Is(err, ErrCannotList) {
 		return err
 	}
 	var ne net.Error

@@ -1,6 +1,7 @@
 package statedict
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path"
@@ -25,6 +26,21 @@ func (c *config) isDCPDir(dir string) bool {
 	}
 	f.Close()
 	return true
+}
+
+// checkList lists dir when it is in c.fs, so that a listing that fails
+// (past a bound of the object store, or the server unreachable) ends the
+// open with its error: the probes of openDir would each take it for an
+// empty directory and ask again. An FS that cannot list
+// (errors.ErrUnsupported) is probed file by file.
+func (c *config) checkList(dir string) error {
+	if c.fs == nil {
+		return nil
+	}
+	if _, err := c.fs.ReadDir(dir); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return err
+	}
+	return nil
 }
 
 // join returns the name of file name in directory dir: slash-separated

@@ -12,7 +12,35 @@ import (
 // noListFS is a dirFS that cannot list directories, as a web server.
 type noListFS struct{ *dirFS }
 
-func (noListFS) ReadDir(string) ([]string, error) { return nil, errors.New("cannot list") }
+func (noListFS) ReadDir(string) ([]string, error) {
+	return nil, fmt.Errorf("cannot list: %w", errors.ErrUnsupported)
+}
+
+// failListFS is a dirFS whose listings fail (as an object store's past a
+// bound), counting them.
+type failListFS struct {
+	*dirFS
+	n *int
+}
+
+func (f failListFS) ReadDir(string) ([]string, error) {
+	*f.n++
+	return nil, errors.New("listing refused")
+}
+
+// Issue #34 item 6: a listing that fails ends the open of a directory
+// with its error, after one question. Before, every probe took it for an
+// empty directory (and asked again), and the DCP probe opened .metadata.
+func TestOpenFSListFails(t *testing.T) {
+	n := 0
+	ck, err := OpenFS(failListFS{&dirFS{root: dcpFixtures}, &n}, "basic/")
+	if err == nil {
+		ck.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "listing refused") || n != 1 {
+		t.Fatalf("got %v after %d listings, want the listing's error after one", err, n)
+	}
+}
 
 // A DCP directory opens through an FS as it does locally, named as a
 // directory (with or without a trailing slash) or by its .metadata, and

@@ -122,7 +122,12 @@ type FS interface {
 	// rather than a file.
 	IsDir(name string) (bool, error)
 	// ReadDir returns the names of the files directly in the directory
-	// name, relative to it.
+	// name, relative to it. An FS that cannot list (a web server) returns
+	// an error matching errors.ErrUnsupported, and its directories are
+	// probed file by file; any other error ends the open. One open may
+	// ask for a directory several times, one question per probe: an FS
+	// whose listing costs requests answers them from one listing
+	// (objstore.Store.List).
 	ReadDir(name string) ([]string, error)
 }
 
@@ -399,6 +404,9 @@ func isIndexJSON(r io.ReaderAt, size int64) bool {
 // is one, else torch >= 2.8's safetensors DCP files (found by their
 // DCP_SHARDING_INFO metadata), else its single checkpoint file.
 func openDir(dir string, cfg *config) (*Checkpoint, error) {
+	if err := cfg.checkList(dir); err != nil {
+		return nil, err
+	}
 	if cfg.isDCPDir(dir) {
 		return openDCP(dir, cfg)
 	}
