@@ -101,6 +101,7 @@ func globalsOnce(data []byte, lim Limits) ([]GlobalUse, []int, int, error) {
 	var out []GlobalUse
 	s := newScanner(data, lim)
 	s.audit = &out
+	s.noEmit = true // nothing runs the rewritten stream
 	if _, err := s.run(-1); err != nil {
 		return out, s.crossings, 0, err
 	}

@@ -56,6 +56,18 @@ type scanner struct {
 	strs   []string
 	marks  []int
 	memo   memoTable
+	// from[i] is where in out the push of stack[i] began when that push
+	// had no effect but the item (see pureOps), else -1; markFrom is the
+	// same for marks. fence is where out's last opcode with effects ended:
+	// a pop of an item pushed at or after it drops the push from out
+	// instead of adding a POP (see drop). opOut is len(out) when the
+	// current opcode began, -1 when it has effects.
+	from     []int32
+	markFrom []int32
+	fence    int
+	opOut    int32
+	// noEmit: out is not kept (Globals needs no rewritten stream).
+	noEmit bool
 	used   []uint64 // bit i: some GET reads what the i-th PUT stored (see markUsed)
 	stop   int      // bytes through the first STOP, as markUsed found it (0: none found)
 	nput   int      // PUTs seen so far
@@ -116,7 +128,7 @@ func newScanner(data []byte, lim Limits) *scanner {
 		data:   data,
 		str:    unsafe.String(unsafe.SliceData(data), len(data)),
 		lim:    lim,
-		memo:   memoTable{sparse: make(map[int]memoSlot), denseMax: len(data) + 1},
+		memo:   newMemoTable(len(data)),
 		prog:   &program{data: data, limits: lim, fsMark: &frozenMark{}},
 		index:  make(map[[2]string]int),
 		intern: make(map[string]int),
@@ -136,35 +148,48 @@ func (p *program) origin(consumed int) (int, string) {
 	return off, opTable[p.data[off]].name
 }
 
-// run walks the opcodes. With target >= 0 it stops at the first opcode
-// whose rewritten form reaches target bytes of output and returns its offset.
+// run walks the opcodes. With target >= 0 it walks to STOP and returns the
+// offset of the opcode whose rewritten form holds byte target-1 of the
+// final output (an opcode dropped later no longer counts).
 func (s *scanner) run(target int) (int, error) {
 	ops := 0
+	hit := -1 // with target >= 0: the opcode that wrote byte target-1, if still written
 	for {
+		if target < 0 {
+			ops = s.runFast(ops)
+		}
 		start := s.pos
 		if start >= len(s.data) {
 			return -1, &OpError{Offset: int64(start), Op: "EOF", Err: truncated("pickle ends without STOP")}
 		}
 		op := s.data[start]
-		info := opTable[op]
-		if info.name == "" {
+		if opTable[op].name == "" {
 			return -1, &OpError{Offset: int64(start), Op: fmt.Sprintf("0x%02x", op), Err: malformed("unknown opcode 0x%02x", op)}
 		}
 		ops++
 		if ops > s.lim.MaxOps {
-			return -1, &OpError{Offset: int64(start), Op: info.name, Err: limitErr("MaxOps", "opcodes", int64(ops), int64(s.lim.MaxOps))}
+			return -1, &OpError{Offset: int64(start), Op: opTable[op].name, Err: limitErr("MaxOps", "opcodes", int64(ops), int64(s.lim.MaxOps))}
 		}
 		if ops%ctxEvery == 0 {
 			if err := s.ctx.Err(); err != nil {
-				return -1, &OpError{Offset: int64(start), Op: info.name, Err: err}
+				return -1, &OpError{Offset: int64(start), Op: opTable[op].name, Err: err}
 			}
 		}
 		s.pos++
 		s.start = start
 		s.argData = 0
-		stop, err := s.step(op, info, start)
+		s.opOut = -1
+		if pureOps[op] && len(s.out) < math.MaxInt32 {
+			s.opOut = int32(len(s.out))
+		}
+		stop, err := s.step(op, opTable[op], start)
 		if err != nil {
-			return -1, &OpError{Offset: int64(start), Op: info.name, Err: err}
+			return -1, &OpError{Offset: int64(start), Op: opTable[op].name, Err: err}
+		}
+		if s.noEmit {
+			s.out = s.out[:0]
+		} else if !pureOps[op] {
+			s.fence = len(s.out)
 		}
 		if s.frameEnd > 0 && start < s.frameEnd && s.pos > s.frameEnd && len(s.crossings) < maxCrossings {
 			// Where another reader may resume: Python's C unpickler
@@ -182,17 +207,50 @@ func (s *scanner) run(target int) (int, error) {
 			}
 		}
 		if len(s.stack) > s.lim.MaxStack {
-			return -1, &OpError{Offset: int64(start), Op: info.name, Err: limitErr("MaxStack", "items on the stack", int64(len(s.stack)), int64(s.lim.MaxStack))}
+			return -1, &OpError{Offset: int64(start), Op: opTable[op].name, Err: limitErr("MaxStack", "items on the stack", int64(len(s.stack)), int64(s.lim.MaxStack))}
 		}
-		if target >= 0 && len(s.out) >= target {
-			return start, nil
+		if target >= 0 {
+			if len(s.out) < target {
+				hit = -1
+			} else if hit < 0 {
+				hit = start
+			}
 		}
 		if stop {
 			s.prog.code = s.out
 			s.prog.end = s.pos
+			if target >= 0 {
+				return hit, nil
+			}
 			return start, nil
 		}
 	}
+}
+
+// pureOps are the opcodes whose rewritten form has no effect in gopickle
+// but the item it pushes (or the mark, or nothing), and cannot fail there:
+// an item they push, popped with nothing of effect written since, is
+// dropped from the rewritten stream with all that followed it instead of
+// being popped there (see drop). POP and POP_MARK are among them: what
+// they pop was pushed before the fence, or they are dropped. A used PUT
+// moves the fence itself.
+var pureOps = func() (t [256]bool) {
+	for _, op := range []byte{'(', '0', '1', '2', 'N', 'K', 'J', 'M', 'G', 0x88, 0x89, ')', ']', '}',
+		'X', 0x8c, 0x8d, 'B', 'C', 0x8e, 0x96, 'T', 'U', 'S', 'V', 0x8a, 'g', 'h', 'j',
+		0x94, 'p', 'q', 'r', 0x95, 0x98} {
+		t[op] = true
+	}
+	return t
+}()
+
+// drop removes from out the push that began at from, and everything after
+// it, when nothing of effect was written since; it reports whether it did.
+func (s *scanner) drop(from int32) bool {
+	if from < 0 || int(from) < s.fence || s.noEmit {
+		return false
+	}
+	s.out = s.out[:from]
+	return true
 }
 
 // arg holds a decoded opcode argument.
@@ -314,7 +372,10 @@ func (s *scanner) pop(n int) error {
 	return nil
 }
 
-func (s *scanner) push(v aval) { s.stack = append(s.stack, v) }
+func (s *scanner) push(v aval) {
+	s.from = append(s.from[:len(s.stack)], s.opOut)
+	s.stack = append(s.stack, v)
+}
 
 func (s *scanner) pushStr(str string) {
 	s.strs = append(s.strs, str)
@@ -331,6 +392,7 @@ func (s *scanner) popMark() (int, error) {
 	n := len(s.stack) - b
 	s.stack = s.stack[:b]
 	s.marks = s.marks[:len(s.marks)-1]
+	s.markFrom = s.markFrom[:len(s.marks)]
 	if n > s.lim.MaxContainerLen {
 		return 0, limitErr("MaxContainerLen", "items in one container", int64(n), int64(s.lim.MaxContainerLen))
 	}

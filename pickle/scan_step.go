@@ -9,9 +9,12 @@ import (
 // step validates one opcode, updates the abstract stack and emits its
 // rewritten form. It reports whether the opcode was STOP.
 func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
-	a, err := s.readArg(info.arg)
-	if err != nil {
-		return false, err
+	var a arg
+	var err error
+	if info.arg != argNone {
+		if a, err = s.readArg(info.arg); err != nil {
+			return false, err
+		}
 	}
 	raw := s.data[start:s.pos]
 	other := notStr
@@ -21,21 +24,29 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			return false, limitErr("MaxDepth", "nested MARKs", int64(len(s.marks)+1), int64(s.lim.MaxDepth))
 		}
 		s.marks = append(s.marks, len(s.stack))
+		s.markFrom = append(s.markFrom, s.opOut)
 	case '.':
 		if err := s.need(1); err != nil {
 			return false, err
 		}
 		s.out = append(s.out, raw...)
 		return true, nil
-	case '0':
-		if len(s.stack) > s.base() {
-			s.stack = s.stack[:len(s.stack)-1]
-		} else if _, err := s.popMark(); err != nil {
-			return false, err
+	case '0', '1':
+		// A pop of what was pushed with no effect drops the push instead.
+		var from int32
+		if n := len(s.stack) - 1; op == '0' && n >= s.base() {
+			from = s.from[n]
+			s.stack = s.stack[:n]
+		} else {
+			if len(s.markFrom) > 0 {
+				from = s.markFrom[len(s.markFrom)-1]
+			}
+			if _, err := s.popMark(); err != nil {
+				return false, err
+			}
 		}
-	case '1':
-		if _, err := s.popMark(); err != nil {
-			return false, err
+		if s.drop(from) {
+			return false, nil
 		}
 	case '2':
 		if err := s.need(1); err != nil {
@@ -237,7 +248,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		}
 		id := s.nput
 		s.nput++
-		s.memo.set(idx, memoSlot{v: s.stack[len(s.stack)-1], put: int32(id + 1)})
+		s.memo.set(idx, memoWord(s.stack[len(s.stack)-1]))
 		if !s.isUsed(id) {
 			return false, nil // never read: gopickle need not store it
 		}
@@ -248,6 +259,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		} else {
 			s.out = append(strconv.AppendInt(append(s.out, 'p'), int64(idx), 10), '\n')
 		}
+		s.fence = len(s.out) // the memo entry is an effect
 		return false, nil
 	case 'g', 'h', 'j':
 		i := a.n
@@ -256,11 +268,11 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 				return false, err
 			}
 		}
-		sl, ok := s.memo.get(i)
+		w, ok := s.memo.get(i)
 		if !ok || i >= uint64(s.lim.MaxMemo) {
 			return false, malformed("memo index %d was never stored", i)
 		}
-		s.push(sl.v)
+		s.push(memoAval(w))
 	case 0x80:
 		if a.n > highestProtocol {
 			return false, malformed("unsupported protocol %d", a.n)
@@ -281,6 +293,12 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 	case 0x82, 0x83, 0x84:
 		return false, malformed("the extension registry is not supported")
 	}
-	s.out = append(s.out, raw...)
+	switch {
+	case s.noEmit:
+	case len(raw) == 1:
+		s.out = append(s.out, op)
+	default:
+		s.out = append(s.out, raw...)
+	}
 	return false, nil
 }
