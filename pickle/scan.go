@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,12 +12,19 @@ import (
 	"unsafe"
 )
 
-// aval is what the validating pass knows about a stack slot: an index
-// into scanner.strs for strings (so that STACK_GLOBAL can be resolved
-// statically), or notStr.
+// aval is what the validating pass knows about a stack slot: for a
+// string (so that STACK_GLOBAL can be resolved statically), the offset of
+// the opcode that pushed it (scanner.strAt reads it again), or past
+// 2 GiB an index into scanner.strs; for the object a global resolved to,
+// the global's index; else notStr. Nothing is kept per string pushed.
 type aval int32
 
-const notStr aval = -1
+const (
+	notStr aval = -1
+	// strFloor and below: strings of scanner.strs (strFloor - v); from
+	// strFloor+1 to -2: globals.
+	strFloor aval = -1 << 30
+)
 
 // globalAval marks a slot holding the object the idx-th global resolved
 // to (a module, class or function, as imported), for BUILD's check.
@@ -24,11 +32,14 @@ func globalAval(idx int) aval { return aval(-2 - idx) }
 
 // global returns the index of the global a slot holds, if it holds one.
 func (v aval) global() (int, bool) {
-	if v <= -2 {
+	if v <= -2 && v > strFloor {
 		return int(-2 - v), true
 	}
 	return 0, false
 }
+
+// isStr reports whether a slot holds a string.
+func (v aval) isStr() bool { return v >= 0 || v <= strFloor }
 
 // frozenMark tags the persistent id that a rewritten FROZENSET passes.
 type frozenMark struct{ _ byte }
@@ -68,6 +79,9 @@ type scanner struct {
 	opOut    int32
 	// noEmit: out is not kept (Globals needs no rewritten stream).
 	noEmit bool
+	// noGet: the pass runs without markUsed's findings, and fails with
+	// errGetSeen at the first GET (see scan).
+	noGet bool
 	used   []uint64 // bit i: some GET reads what the i-th PUT stored (see markUsed)
 	stop   int      // bytes through the first STOP, as markUsed found it (0: none found)
 	nput   int      // PUTs seen so far
@@ -103,9 +117,26 @@ type scanner struct {
 //   - LONG4 is decoded in quadratic time: rewritten to a call of our decoder;
 //   - STRING and UNICODE arguments are passed through undecoded: rewritten
 //     to BINUNICODE after decoding Python's escapes.
+//
+// Most floods read no memo entry: the pass first runs as if no GET
+// followed, and only at the first GET does it start over, after
+// markUsed has found which PUTs are read.
 func scan(ctx context.Context, data []byte, lim Limits) (*program, error) {
 	s := newScanner(data, lim)
 	s.ctx = ctx
+	s.noGet = true
+	_, err := s.run(-1)
+	if !errors.Is(err, errGetSeen) {
+		if err != nil {
+			return nil, err
+		}
+		return s.prog, nil
+	}
+	memo := s.memo
+	memo.reset()
+	s = newScanner(data, lim)
+	s.ctx = ctx
+	s.memo = memo
 	if err := s.markUsed(); err != nil {
 		return nil, err
 	}
@@ -135,6 +166,9 @@ func newScanner(data []byte, lim Limits) *scanner {
 		rt:     &hookEnv{budget: 2*int64(len(data)) + 1<<16, total: 2*int64(len(data)) + 1<<16, maxDepth: lim.MaxDepth},
 	}
 }
+
+// errGetSeen stops a pass run with noGet at its first GET.
+var errGetSeen = errors.New("pickle: a GET needs the used PUTs")
 
 // origin maps a count of rewritten bytes consumed by gopickle back to the
 // offset and name of the original opcode being executed.
@@ -377,9 +411,15 @@ func (s *scanner) push(v aval) {
 	s.stack = append(s.stack, v)
 }
 
-func (s *scanner) pushStr(str string) {
-	s.strs = append(s.strs, str)
-	s.push(aval(len(s.strs) - 1))
+// pushStr pushes the string of the opcode at start, str (which strAt
+// reads again from the opcode).
+func (s *scanner) pushStr(start int, str string) {
+	if start <= math.MaxInt32 {
+		s.push(aval(start))
+		return
+	}
+	s.strs = append(s.strs, strings.Clone(str))
+	s.push(strFloor - aval(len(s.strs)-1))
 }
 
 // popMark removes the items above the topmost MARK and the MARK itself and

@@ -95,14 +95,14 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			// Python fails on it too (UnicodeDecodeError).
 			return false, malformed("string is not valid UTF-8")
 		}
-		s.pushStr(text)
+		s.pushStr(start, text)
 	case 'T', 'U':
 		// Python 2 byte strings: torch decodes them as UTF-8 by default,
 		// as latin-1 when asked; kept as they are.
 		if err := s.addBytes(len(a.data)); err != nil {
 			return false, err
 		}
-		s.pushStr(s.str[s.pos-len(a.data) : s.pos])
+		s.pushStr(start, s.str[s.pos-len(a.data):s.pos])
 	case 'S', 'V':
 		var dec []byte
 		if op == 'S' {
@@ -116,7 +116,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		if err := s.addBytes(len(dec)); err != nil {
 			return false, err
 		}
-		s.pushStr(string(dec))
+		s.pushStr(start, string(dec))
 		return false, s.emitString(dec)
 	case 0x8f:
 		s.push(other)
@@ -210,17 +210,17 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			return false, err
 		}
 		mod, name := s.stack[len(s.stack)-2], s.stack[len(s.stack)-1]
-		if (mod < 0 || name < 0) && s.audit != nil {
+		if (!mod.isStr() || !name.isStr()) && s.audit != nil {
 			s.recordGlobal("", "", true)
 			s.stack = s.stack[:len(s.stack)-2]
 			s.push(other)
 			s.out = append(s.out, '0', '0', 'N')
 			return false, nil
 		}
-		if mod < 0 || name < 0 {
+		if !mod.isStr() || !name.isStr() {
 			return false, malformed("STACK_GLOBAL needs two strings")
 		}
-		idx, err := s.global(s.strs[mod], s.strs[name])
+		idx, err := s.global(s.strAt(mod), s.strAt(name))
 		if err != nil {
 			return false, err
 		}
@@ -254,7 +254,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		}
 		// A used PUT is written as LONG_BINPUT (or PUT) of its index, so
 		// that dropping the unused ones keeps MEMOIZE's implicit indices.
-		if idx <= math.MaxUint32 {
+		if idx <= math.MaxUint8 {
+			s.out = append(s.out, 'q', byte(idx)) // gopickle reads it without allocating
+		} else if idx <= math.MaxUint32 {
 			s.out = binary.LittleEndian.AppendUint32(append(s.out, 'r'), uint32(idx))
 		} else {
 			s.out = append(strconv.AppendInt(append(s.out, 'p'), int64(idx), 10), '\n')
@@ -271,6 +273,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		w, ok := s.memo.get(i)
 		if !ok || i >= uint64(s.lim.MaxMemo) {
 			return false, malformed("memo index %d was never stored", i)
+		}
+		if s.noGet {
+			return false, errGetSeen
 		}
 		s.push(memoAval(w))
 	case 0x80:
