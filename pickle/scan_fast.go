@@ -73,7 +73,10 @@ func (s *scanner) runFast(ops int) int {
 			}
 			s.from = append(s.from[:len(s.stack)], s.outPos())
 			s.stack = append(s.stack, v)
-			if !s.noEmit {
+			if s.noEmit {
+			} else if w == 1 {
+				s.out = append(s.out, op)
+			} else {
 				s.out = append(s.out, d[pos:pos+w]...)
 			}
 		}
