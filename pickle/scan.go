@@ -73,10 +73,10 @@ type scanner struct {
 	// a pop of an item pushed at or after it drops the push from out
 	// instead of adding a POP (see drop). opOut is len(out) when the
 	// current opcode began, -1 when it has effects.
-	from     []int32
-	markFrom []int32
+	from     []int
+	markFrom []int
 	fence    int
-	opOut    int32
+	opOut    int
 	// noEmit: out is not kept (Globals needs no rewritten stream).
 	noEmit bool
 	// noGet: the pass runs without markUsed's findings, and fails with
@@ -213,8 +213,8 @@ func (s *scanner) run(target int) (int, error) {
 		s.start = start
 		s.argData = 0
 		s.opOut = -1
-		if pureOps[op] && len(s.out) < math.MaxInt32 {
-			s.opOut = int32(len(s.out))
+		if pureOps[op] && !s.noEmit {
+			s.opOut = len(s.out)
 		}
 		stop, err := s.step(op, opTable[op], start)
 		if err != nil {
@@ -279,8 +279,8 @@ var pureOps = func() (t [256]bool) {
 
 // drop removes from out the push that began at from, and everything after
 // it, when nothing of effect was written since; it reports whether it did.
-func (s *scanner) drop(from int32) bool {
-	if from < 0 || int(from) < s.fence || s.noEmit {
+func (s *scanner) drop(from int) bool {
+	if from < 0 || from < s.fence || s.noEmit {
 		return false
 	}
 	s.out = s.out[:from]

@@ -1,5 +1,7 @@
 package pickle
 
+import "encoding/binary"
+
 // markUsed is a first, light pass over the opcodes that finds which PUTs
 // some GET reads: about half of those torch writes are never read, and a
 // MEMOIZE flood is nothing else. The rewritten stream keeps only the used
@@ -27,48 +29,56 @@ func (s *scanner) markUsed() error {
 			s.stop = s.pos + 1
 			break
 		}
-		info := opTable[op]
-		if info.name == "" {
-			break
-		}
-		s.pos++
-		a, err := s.readArg(info.arg)
-		if err != nil {
-			break
-		}
+		var i uint64
+		w, put := 0, false
 		switch op {
-		case 0x94, 'p', 'q', 'r':
-			i := uint64(s.memo.n)
-			switch op {
-			case 'p':
-				if i, err = lineIndex(a.data); err != nil {
-					break
-				}
-			case 'q', 'r':
-				i = a.n
+		case 0x94:
+			i, w, put = uint64(s.memo.n), 1, true
+		case 'q', 'h':
+			if s.pos+2 <= len(d) {
+				i, w, put = uint64(d[s.pos+1]), 2, op == 'q'
 			}
-			if err != nil || i >= uint64(s.lim.MaxMemo) {
+		case 'r', 'j':
+			if s.pos+5 <= len(d) {
+				i, w, put = uint64(binary.LittleEndian.Uint32(d[s.pos+1:])), 5, op == 'r'
+			}
+		}
+		if w == 0 { // any other opcode, or one cut short
+			info := opTable[op]
+			if info.name == "" {
 				break
 			}
-			id++
-			s.memo.set(int(i), id)
-		case 'g', 'h', 'j':
-			i := a.n
-			if op == 'g' {
-				if i, err = lineIndex(a.data); err != nil {
+			start := s.pos
+			s.pos++
+			a, err := s.readArg(info.arg)
+			if err != nil || op != 'p' && op != 'g' {
+				if err != nil {
 					break
 				}
+				continue
 			}
-			if put, ok := s.memo.get(i); ok {
-				w := int(put-1) / 64
-				if w >= len(s.used) {
-					s.used = append(s.used, make([]uint64, w+1-len(s.used))...)
-				}
-				s.used[w] |= 1 << (uint(put-1) % 64)
+			if i, err = lineIndex(a.data); err != nil {
+				break
 			}
+			w, put = s.pos-start, op == 'p'
+			s.pos = start
 		}
-		if err != nil {
-			break
+		s.pos += w
+		if put {
+			if i < uint64(s.lim.MaxMemo) {
+				id++
+				s.memo.set(int(i), id)
+			}
+			continue
+		}
+		// A GET whose item is popped at once is dropped from the
+		// rewritten stream (see drop): it uses nothing.
+		if p, ok := s.memo.get(i); ok && (s.pos >= len(d) || d[s.pos] != '0') {
+			w := int(p-1) / 64
+			if w >= len(s.used) {
+				s.used = append(s.used, make([]uint64, w+1-len(s.used))...)
+			}
+			s.used[w] |= 1 << (uint(p-1) % 64)
 		}
 	}
 	s.pos = 0

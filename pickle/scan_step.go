@@ -33,7 +33,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		return true, nil
 	case '0', '1':
 		// A pop of what was pushed with no effect drops the push instead.
-		var from int32
+		from := -1
 		if n := len(s.stack) - 1; op == '0' && n >= s.base() {
 			from = s.from[n]
 			s.stack = s.stack[:n]
@@ -249,19 +249,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		id := s.nput
 		s.nput++
 		s.memo.set(idx, memoWord(s.stack[len(s.stack)-1]))
-		if !s.isUsed(id) {
-			return false, nil // never read: gopickle need not store it
+		if s.isUsed(id) {
+			s.emitPut(idx)
 		}
-		// A used PUT is written as LONG_BINPUT (or PUT) of its index, so
-		// that dropping the unused ones keeps MEMOIZE's implicit indices.
-		if idx <= math.MaxUint8 {
-			s.out = append(s.out, 'q', byte(idx)) // gopickle reads it without allocating
-		} else if idx <= math.MaxUint32 {
-			s.out = binary.LittleEndian.AppendUint32(append(s.out, 'r'), uint32(idx))
-		} else {
-			s.out = append(strconv.AppendInt(append(s.out, 'p'), int64(idx), 10), '\n')
-		}
-		s.fence = len(s.out) // the memo entry is an effect
 		return false, nil
 	case 'g', 'h', 'j':
 		i := a.n
@@ -306,4 +296,22 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		s.out = append(s.out, raw...)
 	}
 	return false, nil
+}
+
+// emitPut writes a used PUT of memo index idx (an unused one is not
+// written: gopickle need not store it) as BINPUT, LONG_BINPUT or PUT of
+// its index, so that dropping the unused ones keeps MEMOIZE's implicit
+// indices. The memo entry is an effect: the fence moves past it.
+func (s *scanner) emitPut(idx int) {
+	switch {
+	case s.noEmit:
+		return
+	case idx <= math.MaxUint8:
+		s.out = append(s.out, 'q', byte(idx)) // gopickle reads it without allocating
+	case idx <= math.MaxUint32:
+		s.out = binary.LittleEndian.AppendUint32(append(s.out, 'r'), uint32(idx))
+	default:
+		s.out = append(strconv.AppendInt(append(s.out, 'p'), int64(idx), 10), '\n')
+	}
+	s.fence = len(s.out)
 }
