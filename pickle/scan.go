@@ -81,7 +81,7 @@ type scanner struct {
 	noEmit bool
 	// noGet: the pass runs without markUsed's findings, and fails with
 	// errGetSeen at the first GET (see scan).
-	noGet bool
+	noGet  bool
 	used   []uint64 // bit i: some GET reads what the i-th PUT stored (see markUsed)
 	stop   int      // bytes through the first STOP, as markUsed found it (0: none found)
 	nput   int      // PUTs seen so far
@@ -98,6 +98,16 @@ type scanner struct {
 	frameEnd  int
 	crossings []int
 	argData   int // where the current opcode's counted data starts (0: none)
+	// ops counts the opcodes run has walked. starts, when set, records
+	// where each opcode begins (a bit per byte); rejoin, when set, ends the
+	// walk at an opcode that begins where one of rejoin's does (the bit of
+	// rejoinAt plus its offset) with nothing on the stack, no mark and no
+	// memo entry (see reread).
+	ops      int
+	starts   []uint64
+	rejoin   []uint64
+	rejoinAt int
+	rejoined bool
 }
 
 // scan validates data and rewrites it into a program gopickle can run.
@@ -140,12 +150,13 @@ func scan(ctx context.Context, data []byte, lim Limits) (*program, error) {
 	if err := s.markUsed(); err != nil {
 		return nil, err
 	}
-	// The rewritten stream is about the size of what gopickle runs: the
-	// opcodes through STOP, not whatever follows it (a 1 GiB zero padding
-	// after STOP must not cost another GiB). Without a STOP the validating
-	// pass fails; append grows the buffer as needed either way.
+	// The rewritten stream is at most about the size of what gopickle
+	// runs: the opcodes through STOP, not whatever follows it (a 1 GiB
+	// zero padding after STOP must not cost another GiB), and much less
+	// when pushes are dropped. Without a STOP the validating pass fails;
+	// append grows the buffer past 1 MiB as needed either way.
 	if s.stop > 0 {
-		s.out = make([]byte, 0, s.stop+64)
+		s.out = make([]byte, 0, min(s.stop+64, 1<<20))
 	}
 	if _, err := s.run(-1); err != nil {
 		return nil, err
@@ -186,13 +197,19 @@ func (p *program) origin(consumed int) (int, string) {
 // offset of the opcode whose rewritten form holds byte target-1 of the
 // final output (an opcode dropped later no longer counts).
 func (s *scanner) run(target int) (int, error) {
-	ops := 0
 	hit := -1 // with target >= 0: the opcode that wrote byte target-1, if still written
 	for {
-		if target < 0 {
-			ops = s.runFast(ops)
+		if target < 0 && s.starts == nil && s.rejoin == nil {
+			s.ops = s.runFast(s.ops)
 		}
 		start := s.pos
+		if s.starts != nil && start < len(s.data) {
+			s.starts[start/64] |= 1 << (start % 64)
+		}
+		if s.rejoin != nil && len(s.stack) == 0 && len(s.marks) == 0 && s.memo.n == 0 && hasBit(s.rejoin, s.rejoinAt+start) {
+			s.rejoined = true
+			return start, nil
+		}
 		if start >= len(s.data) {
 			return -1, &OpError{Offset: int64(start), Op: "EOF", Err: truncated("pickle ends without STOP")}
 		}
@@ -200,11 +217,11 @@ func (s *scanner) run(target int) (int, error) {
 		if opTable[op].name == "" {
 			return -1, &OpError{Offset: int64(start), Op: fmt.Sprintf("0x%02x", op), Err: malformed("unknown opcode 0x%02x", op)}
 		}
-		ops++
-		if ops > s.lim.MaxOps {
-			return -1, &OpError{Offset: int64(start), Op: opTable[op].name, Err: limitErr("MaxOps", "opcodes", int64(ops), int64(s.lim.MaxOps))}
+		s.ops++
+		if s.ops > s.lim.MaxOps {
+			return -1, &OpError{Offset: int64(start), Op: opTable[op].name, Err: limitErr("MaxOps", "opcodes", int64(s.ops), int64(s.lim.MaxOps))}
 		}
-		if ops%ctxEvery == 0 {
+		if s.ops%ctxEvery == 0 {
 			if err := s.ctx.Err(); err != nil {
 				return -1, &OpError{Offset: int64(start), Op: opTable[op].name, Err: err}
 			}
