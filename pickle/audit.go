@@ -1,7 +1,6 @@
 package pickle
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -81,14 +80,7 @@ func Globals(data []byte, lim Limits) ([]GlobalUse, int, error) {
 		out = append(out, GlobalUse{Offset: int64(crossings[0]), Op: "FRAME", Verdict: VerdictUnknown, Dynamic: true,
 			Reason: "an opcode reaches past the end of its FRAME, which Python's pickler never writes: loaders disagree on what follows, and each reading is scanned"})
 	}
-	for _, at := range crossings {
-		sub, _, _, _ := globalsOnce(data[at:], c.limits)
-		for _, g := range sub {
-			g.Offset += int64(at)
-			g.Reason = fmt.Sprintf("read as a loader resuming at byte %d after the frame: %s", at, g.Reason)
-			out = append(out, g)
-		}
-	}
+	out = append(out, reread(data, c.limits, crossings)...)
 	if err != nil {
 		return out, 0, err
 	}
@@ -101,6 +93,7 @@ func globalsOnce(data []byte, lim Limits) ([]GlobalUse, []int, int, error) {
 	var out []GlobalUse
 	s := newScanner(data, lim)
 	s.audit = &out
+	s.noEmit = true // nothing runs the rewritten stream
 	if _, err := s.run(-1); err != nil {
 		return out, s.crossings, 0, err
 	}

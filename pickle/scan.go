@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,12 +12,19 @@ import (
 	"unsafe"
 )
 
-// aval is what the validating pass knows about a stack slot: an index
-// into scanner.strs for strings (so that STACK_GLOBAL can be resolved
-// statically), or notStr.
+// aval is what the validating pass knows about a stack slot: for a
+// string (so that STACK_GLOBAL can be resolved statically), the offset of
+// the opcode that pushed it (scanner.strAt reads it again), or past
+// 2 GiB an index into scanner.strs; for the object a global resolved to,
+// the global's index; else notStr. Nothing is kept per string pushed.
 type aval int32
 
-const notStr aval = -1
+const (
+	notStr aval = -1
+	// strFloor and below: strings of scanner.strs (strFloor - v); from
+	// strFloor+1 to -2: globals.
+	strFloor aval = -1 << 30
+)
 
 // globalAval marks a slot holding the object the idx-th global resolved
 // to (a module, class or function, as imported), for BUILD's check.
@@ -24,11 +32,14 @@ func globalAval(idx int) aval { return aval(-2 - idx) }
 
 // global returns the index of the global a slot holds, if it holds one.
 func (v aval) global() (int, bool) {
-	if v <= -2 {
+	if v <= -2 && v > strFloor {
 		return int(-2 - v), true
 	}
 	return 0, false
 }
+
+// isStr reports whether a slot holds a string.
+func (v aval) isStr() bool { return v >= 0 || v <= strFloor }
 
 // frozenMark tags the persistent id that a rewritten FROZENSET passes.
 type frozenMark struct{ _ byte }
@@ -56,6 +67,21 @@ type scanner struct {
 	strs   []string
 	marks  []int
 	memo   memoTable
+	// from[i] is where in out the push of stack[i] began when that push
+	// had no effect but the item (see pureOps), else -1; markFrom is the
+	// same for marks. fence is where out's last opcode with effects ended:
+	// a pop of an item pushed at or after it drops the push from out
+	// instead of adding a POP (see drop). opOut is len(out) when the
+	// current opcode began, -1 when it has effects.
+	from     []int
+	markFrom []int
+	fence    int
+	opOut    int
+	// noEmit: out is not kept (Globals needs no rewritten stream).
+	noEmit bool
+	// noGet: the pass runs without markUsed's findings, and fails with
+	// errGetSeen at the first GET (see scan).
+	noGet  bool
 	used   []uint64 // bit i: some GET reads what the i-th PUT stored (see markUsed)
 	stop   int      // bytes through the first STOP, as markUsed found it (0: none found)
 	nput   int      // PUTs seen so far
@@ -72,6 +98,16 @@ type scanner struct {
 	frameEnd  int
 	crossings []int
 	argData   int // where the current opcode's counted data starts (0: none)
+	// ops counts the opcodes run has walked. starts, when set, records
+	// where each opcode begins (a bit per byte); rejoin, when set, ends the
+	// walk at an opcode that begins where one of rejoin's does (the bit of
+	// rejoinAt plus its offset) with nothing on the stack, no mark and no
+	// memo entry (see reread).
+	ops      int
+	starts   []uint64
+	rejoin   []uint64
+	rejoinAt int
+	rejoined bool
 }
 
 // scan validates data and rewrites it into a program gopickle can run.
@@ -91,18 +127,36 @@ type scanner struct {
 //   - LONG4 is decoded in quadratic time: rewritten to a call of our decoder;
 //   - STRING and UNICODE arguments are passed through undecoded: rewritten
 //     to BINUNICODE after decoding Python's escapes.
+//
+// Most floods read no memo entry: the pass first runs as if no GET
+// followed, and only at the first GET does it start over, after
+// markUsed has found which PUTs are read.
 func scan(ctx context.Context, data []byte, lim Limits) (*program, error) {
 	s := newScanner(data, lim)
 	s.ctx = ctx
+	s.noGet = true
+	_, err := s.run(-1)
+	if !errors.Is(err, errGetSeen) {
+		if err != nil {
+			return nil, err
+		}
+		return s.prog, nil
+	}
+	memo := s.memo
+	memo.reset()
+	s = newScanner(data, lim)
+	s.ctx = ctx
+	s.memo = memo
 	if err := s.markUsed(); err != nil {
 		return nil, err
 	}
-	// The rewritten stream is about the size of what gopickle runs: the
-	// opcodes through STOP, not whatever follows it (a 1 GiB zero padding
-	// after STOP must not cost another GiB). Without a STOP the validating
-	// pass fails; append grows the buffer as needed either way.
+	// The rewritten stream is at most about the size of what gopickle
+	// runs: the opcodes through STOP, not whatever follows it (a 1 GiB
+	// zero padding after STOP must not cost another GiB), and much less
+	// when pushes are dropped. Without a STOP the validating pass fails;
+	// append grows the buffer past 1 MiB as needed either way.
 	if s.stop > 0 {
-		s.out = make([]byte, 0, s.stop+64)
+		s.out = make([]byte, 0, min(s.stop+64, 1<<20))
 	}
 	if _, err := s.run(-1); err != nil {
 		return nil, err
@@ -116,13 +170,16 @@ func newScanner(data []byte, lim Limits) *scanner {
 		data:   data,
 		str:    unsafe.String(unsafe.SliceData(data), len(data)),
 		lim:    lim,
-		memo:   memoTable{sparse: make(map[int]memoSlot), denseMax: len(data) + 1},
+		memo:   newMemoTable(len(data)),
 		prog:   &program{data: data, limits: lim, fsMark: &frozenMark{}},
 		index:  make(map[[2]string]int),
 		intern: make(map[string]int),
 		rt:     &hookEnv{budget: 2*int64(len(data)) + 1<<16, total: 2*int64(len(data)) + 1<<16, maxDepth: lim.MaxDepth},
 	}
 }
+
+// errGetSeen stops a pass run with noGet at its first GET.
+var errGetSeen = errors.New("pickle: a GET needs the used PUTs")
 
 // origin maps a count of rewritten bytes consumed by gopickle back to the
 // offset and name of the original opcode being executed.
@@ -136,35 +193,54 @@ func (p *program) origin(consumed int) (int, string) {
 	return off, opTable[p.data[off]].name
 }
 
-// run walks the opcodes. With target >= 0 it stops at the first opcode
-// whose rewritten form reaches target bytes of output and returns its offset.
+// run walks the opcodes. With target >= 0 it walks to STOP and returns the
+// offset of the opcode whose rewritten form holds byte target-1 of the
+// final output (an opcode dropped later no longer counts).
 func (s *scanner) run(target int) (int, error) {
-	ops := 0
+	hit := -1 // with target >= 0: the opcode that wrote byte target-1, if still written
 	for {
+		if target < 0 && s.starts == nil && s.rejoin == nil {
+			s.ops = s.runFast(s.ops)
+		}
 		start := s.pos
+		if s.starts != nil && start < len(s.data) {
+			s.starts[start/64] |= 1 << (start % 64)
+		}
+		if s.rejoin != nil && len(s.stack) == 0 && len(s.marks) == 0 && s.memo.n == 0 && hasBit(s.rejoin, s.rejoinAt+start) {
+			s.rejoined = true
+			return start, nil
+		}
 		if start >= len(s.data) {
 			return -1, &OpError{Offset: int64(start), Op: "EOF", Err: truncated("pickle ends without STOP")}
 		}
 		op := s.data[start]
-		info := opTable[op]
-		if info.name == "" {
+		if opTable[op].name == "" {
 			return -1, &OpError{Offset: int64(start), Op: fmt.Sprintf("0x%02x", op), Err: malformed("unknown opcode 0x%02x", op)}
 		}
-		ops++
-		if ops > s.lim.MaxOps {
-			return -1, &OpError{Offset: int64(start), Op: info.name, Err: limitErr("MaxOps", "opcodes", int64(ops), int64(s.lim.MaxOps))}
+		s.ops++
+		if s.ops > s.lim.MaxOps {
+			return -1, &OpError{Offset: int64(start), Op: opTable[op].name, Err: limitErr("MaxOps", "opcodes", int64(s.ops), int64(s.lim.MaxOps))}
 		}
-		if ops%ctxEvery == 0 {
+		if s.ops%ctxEvery == 0 {
 			if err := s.ctx.Err(); err != nil {
-				return -1, &OpError{Offset: int64(start), Op: info.name, Err: err}
+				return -1, &OpError{Offset: int64(start), Op: opTable[op].name, Err: err}
 			}
 		}
 		s.pos++
 		s.start = start
 		s.argData = 0
-		stop, err := s.step(op, info, start)
+		s.opOut = -1
+		if pureOps[op] && !s.noEmit {
+			s.opOut = len(s.out)
+		}
+		stop, err := s.step(op, opTable[op], start)
 		if err != nil {
-			return -1, &OpError{Offset: int64(start), Op: info.name, Err: err}
+			return -1, &OpError{Offset: int64(start), Op: opTable[op].name, Err: err}
+		}
+		if s.noEmit {
+			s.out = s.out[:0]
+		} else if !pureOps[op] {
+			s.fence = len(s.out)
 		}
 		if s.frameEnd > 0 && start < s.frameEnd && s.pos > s.frameEnd && len(s.crossings) < maxCrossings {
 			// Where another reader may resume: Python's C unpickler
@@ -182,17 +258,50 @@ func (s *scanner) run(target int) (int, error) {
 			}
 		}
 		if len(s.stack) > s.lim.MaxStack {
-			return -1, &OpError{Offset: int64(start), Op: info.name, Err: limitErr("MaxStack", "items on the stack", int64(len(s.stack)), int64(s.lim.MaxStack))}
+			return -1, &OpError{Offset: int64(start), Op: opTable[op].name, Err: limitErr("MaxStack", "items on the stack", int64(len(s.stack)), int64(s.lim.MaxStack))}
 		}
-		if target >= 0 && len(s.out) >= target {
-			return start, nil
+		if target >= 0 {
+			if len(s.out) < target {
+				hit = -1
+			} else if hit < 0 {
+				hit = start
+			}
 		}
 		if stop {
 			s.prog.code = s.out
 			s.prog.end = s.pos
+			if target >= 0 {
+				return hit, nil
+			}
 			return start, nil
 		}
 	}
+}
+
+// pureOps are the opcodes whose rewritten form has no effect in gopickle
+// but the item it pushes (or the mark, or nothing), and cannot fail there:
+// an item they push, popped with nothing of effect written since, is
+// dropped from the rewritten stream with all that followed it instead of
+// being popped there (see drop). POP and POP_MARK are among them: what
+// they pop was pushed before the fence, or they are dropped. A used PUT
+// moves the fence itself.
+var pureOps = func() (t [256]bool) {
+	for _, op := range []byte{'(', '0', '1', '2', 'N', 'K', 'J', 'M', 'G', 0x88, 0x89, ')', ']', '}',
+		'X', 0x8c, 0x8d, 'B', 'C', 0x8e, 0x96, 'T', 'U', 'S', 'V', 0x8a, 'g', 'h', 'j',
+		0x94, 'p', 'q', 'r', 0x95, 0x98} {
+		t[op] = true
+	}
+	return t
+}()
+
+// drop removes from out the push that began at from, and everything after
+// it, when nothing of effect was written since; it reports whether it did.
+func (s *scanner) drop(from int) bool {
+	if from < 0 || from < s.fence || s.noEmit {
+		return false
+	}
+	s.out = s.out[:from]
+	return true
 }
 
 // arg holds a decoded opcode argument.
@@ -314,11 +423,20 @@ func (s *scanner) pop(n int) error {
 	return nil
 }
 
-func (s *scanner) push(v aval) { s.stack = append(s.stack, v) }
+func (s *scanner) push(v aval) {
+	s.from = append(s.from[:len(s.stack)], s.opOut)
+	s.stack = append(s.stack, v)
+}
 
-func (s *scanner) pushStr(str string) {
-	s.strs = append(s.strs, str)
-	s.push(aval(len(s.strs) - 1))
+// pushStr pushes the string of the opcode at start, str (which strAt
+// reads again from the opcode).
+func (s *scanner) pushStr(start int, str string) {
+	if start <= math.MaxInt32 {
+		s.push(aval(start))
+		return
+	}
+	s.strs = append(s.strs, strings.Clone(str))
+	s.push(strFloor - aval(len(s.strs)-1))
 }
 
 // popMark removes the items above the topmost MARK and the MARK itself and
@@ -331,6 +449,7 @@ func (s *scanner) popMark() (int, error) {
 	n := len(s.stack) - b
 	s.stack = s.stack[:b]
 	s.marks = s.marks[:len(s.marks)-1]
+	s.markFrom = s.markFrom[:len(s.marks)]
 	if n > s.lim.MaxContainerLen {
 		return 0, limitErr("MaxContainerLen", "items in one container", int64(n), int64(s.lim.MaxContainerLen))
 	}

@@ -9,9 +9,12 @@ import (
 // step validates one opcode, updates the abstract stack and emits its
 // rewritten form. It reports whether the opcode was STOP.
 func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
-	a, err := s.readArg(info.arg)
-	if err != nil {
-		return false, err
+	var a arg
+	var err error
+	if info.arg != argNone {
+		if a, err = s.readArg(info.arg); err != nil {
+			return false, err
+		}
 	}
 	raw := s.data[start:s.pos]
 	other := notStr
@@ -21,21 +24,29 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			return false, limitErr("MaxDepth", "nested MARKs", int64(len(s.marks)+1), int64(s.lim.MaxDepth))
 		}
 		s.marks = append(s.marks, len(s.stack))
+		s.markFrom = append(s.markFrom, s.opOut)
 	case '.':
 		if err := s.need(1); err != nil {
 			return false, err
 		}
 		s.out = append(s.out, raw...)
 		return true, nil
-	case '0':
-		if len(s.stack) > s.base() {
-			s.stack = s.stack[:len(s.stack)-1]
-		} else if _, err := s.popMark(); err != nil {
-			return false, err
+	case '0', '1':
+		// A pop of what was pushed with no effect drops the push instead.
+		from := -1
+		if n := len(s.stack) - 1; op == '0' && n >= s.base() {
+			from = s.from[n]
+			s.stack = s.stack[:n]
+		} else {
+			if len(s.markFrom) > 0 {
+				from = s.markFrom[len(s.markFrom)-1]
+			}
+			if _, err := s.popMark(); err != nil {
+				return false, err
+			}
 		}
-	case '1':
-		if _, err := s.popMark(); err != nil {
-			return false, err
+		if s.drop(from) {
+			return false, nil
 		}
 	case '2':
 		if err := s.need(1); err != nil {
@@ -84,14 +95,14 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			// Python fails on it too (UnicodeDecodeError).
 			return false, malformed("string is not valid UTF-8")
 		}
-		s.pushStr(text)
+		s.pushStr(start, text)
 	case 'T', 'U':
 		// Python 2 byte strings: torch decodes them as UTF-8 by default,
 		// as latin-1 when asked; kept as they are.
 		if err := s.addBytes(len(a.data)); err != nil {
 			return false, err
 		}
-		s.pushStr(s.str[s.pos-len(a.data) : s.pos])
+		s.pushStr(start, s.str[s.pos-len(a.data):s.pos])
 	case 'S', 'V':
 		var dec []byte
 		if op == 'S' {
@@ -105,7 +116,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		if err := s.addBytes(len(dec)); err != nil {
 			return false, err
 		}
-		s.pushStr(string(dec))
+		s.pushStr(start, string(dec))
 		return false, s.emitString(dec)
 	case 0x8f:
 		s.push(other)
@@ -199,17 +210,17 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			return false, err
 		}
 		mod, name := s.stack[len(s.stack)-2], s.stack[len(s.stack)-1]
-		if (mod < 0 || name < 0) && s.audit != nil {
+		if (!mod.isStr() || !name.isStr()) && s.audit != nil {
 			s.recordGlobal("", "", true)
 			s.stack = s.stack[:len(s.stack)-2]
 			s.push(other)
 			s.out = append(s.out, '0', '0', 'N')
 			return false, nil
 		}
-		if mod < 0 || name < 0 {
+		if !mod.isStr() || !name.isStr() {
 			return false, malformed("STACK_GLOBAL needs two strings")
 		}
-		idx, err := s.global(s.strs[mod], s.strs[name])
+		idx, err := s.global(s.strAt(mod), s.strAt(name))
 		if err != nil {
 			return false, err
 		}
@@ -237,16 +248,9 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		}
 		id := s.nput
 		s.nput++
-		s.memo.set(idx, memoSlot{v: s.stack[len(s.stack)-1], put: int32(id + 1)})
-		if !s.isUsed(id) {
-			return false, nil // never read: gopickle need not store it
-		}
-		// A used PUT is written as LONG_BINPUT (or PUT) of its index, so
-		// that dropping the unused ones keeps MEMOIZE's implicit indices.
-		if idx <= math.MaxUint32 {
-			s.out = binary.LittleEndian.AppendUint32(append(s.out, 'r'), uint32(idx))
-		} else {
-			s.out = append(strconv.AppendInt(append(s.out, 'p'), int64(idx), 10), '\n')
+		s.memo.set(idx, memoWord(s.stack[len(s.stack)-1]))
+		if s.isUsed(id) {
+			s.emitPut(idx)
 		}
 		return false, nil
 	case 'g', 'h', 'j':
@@ -256,11 +260,14 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 				return false, err
 			}
 		}
-		sl, ok := s.memo.get(i)
+		w, ok := s.memo.get(i)
 		if !ok || i >= uint64(s.lim.MaxMemo) {
 			return false, malformed("memo index %d was never stored", i)
 		}
-		s.push(sl.v)
+		if s.noGet {
+			return false, errGetSeen
+		}
+		s.push(memoAval(w))
 	case 0x80:
 		if a.n > highestProtocol {
 			return false, malformed("unsupported protocol %d", a.n)
@@ -281,6 +288,30 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 	case 0x82, 0x83, 0x84:
 		return false, malformed("the extension registry is not supported")
 	}
-	s.out = append(s.out, raw...)
+	switch {
+	case s.noEmit:
+	case len(raw) == 1:
+		s.out = append(s.out, op)
+	default:
+		s.out = append(s.out, raw...)
+	}
 	return false, nil
+}
+
+// emitPut writes a used PUT of memo index idx (an unused one is not
+// written: gopickle need not store it) as BINPUT, LONG_BINPUT or PUT of
+// its index, so that dropping the unused ones keeps MEMOIZE's implicit
+// indices. The memo entry is an effect: the fence moves past it.
+func (s *scanner) emitPut(idx int) {
+	switch {
+	case s.noEmit:
+		return
+	case idx <= math.MaxUint8:
+		s.out = append(s.out, 'q', byte(idx)) // gopickle reads it without allocating
+	case idx <= math.MaxUint32:
+		s.out = binary.LittleEndian.AppendUint32(append(s.out, 'r'), uint32(idx))
+	default:
+		s.out = append(strconv.AppendInt(append(s.out, 'p'), int64(idx), 10), '\n')
+	}
+	s.fence = len(s.out)
 }

@@ -1,6 +1,8 @@
 package pickle
 
 import (
+	"bytes"
+	"encoding/binary"
 	"strconv"
 	"unicode/utf8"
 )
@@ -100,4 +102,36 @@ func decodeRawUnicodeEscape(l []byte) ([]byte, error) {
 		i += n
 	}
 	return out, nil
+}
+
+// strAt returns the string a slot holds (v.isStr()): read again from the
+// opcode that pushed it, which the validating pass has checked already.
+func (s *scanner) strAt(v aval) string {
+	if v <= strFloor {
+		return s.strs[strFloor-v]
+	}
+	off := int(v)
+	d := s.data
+	switch d[off] {
+	case 'X', 'T':
+		n := int(binary.LittleEndian.Uint32(d[off+1:]))
+		return s.str[off+5 : off+5+n]
+	case 0x8c, 'U':
+		n := int(d[off+1])
+		return s.str[off+2 : off+2+n]
+	case 0x8d:
+		n := int(binary.LittleEndian.Uint64(d[off+1:]))
+		return s.str[off+9 : off+9+n]
+	case 'S', 'V':
+		l := d[off+1:]
+		l = l[:bytes.IndexByte(l, '\n')]
+		var dec []byte
+		if d[off] == 'S' {
+			dec, _ = decodeStringLiteral(l)
+		} else {
+			dec, _ = decodeRawUnicodeEscape(l)
+		}
+		return string(dec)
+	}
+	panic("pickle: strAt of a slot that holds no string")
 }

@@ -353,11 +353,20 @@ func legacyMagic(r io.ReaderAt, n int64) bool {
 // returns its length and globals.
 func (s *scanner) pickleAt(r io.ReaderAt, off, end int64) (int64, []pickle.GlobalUse, error) {
 	window := min(end-off, 64<<10)
+	mem, inMem := r.(memRecord)
+	if inMem {
+		window = end - off // parsed in place: no window to grow
+	}
 	for {
-		buf := make([]byte, window)
-		n, err := r.ReadAt(buf, off)
-		if int64(n) < window {
-			return 0, nil, fmt.Errorf("read at %d: %v", off, err)
+		var buf []byte
+		if inMem {
+			buf = mem.b[off:end]
+		} else {
+			buf = make([]byte, window)
+			n, err := r.ReadAt(buf, off)
+			if int64(n) < window {
+				return 0, nil, fmt.Errorf("read at %d: %v", off, err)
+			}
 		}
 		gs, used, err := pickle.Globals(buf, s.cfg.limits)
 		if err == nil {

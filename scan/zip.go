@@ -88,13 +88,13 @@ func (s *scanner) zip(r io.ReaderAt, size int64, file, record string, depth int)
 				s.problem(file, rec, err)
 				continue
 			}
-			b, err := io.ReadAll(io.LimitReader(rc, s.cfg.maxPickle+1))
+			b, err := readWhole(rc, f, s.cfg.maxPickle)
 			rc.Close()
 			if err != nil || int64(len(b)) > s.cfg.maxPickle {
 				s.problem(file, rec, fmt.Errorf("cannot read record: %v", cmpErr(err, "larger than the pickle size limit")))
 				continue
 			}
-			sub, n = bytes.NewReader(b), int64(len(b))
+			sub, n = memRecord{bytes.NewReader(b), b}, int64(len(b))
 		}
 		var head [4]byte
 		k, _ := sub.ReadAt(head[:], 0)
@@ -123,6 +123,40 @@ func (s *scanner) zip(r io.ReaderAt, size int64, file, record string, depth int)
 		}
 	}
 	return nil
+}
+
+// memRecord is a record read whole into memory, which pickleAt parses in
+// place.
+type memRecord struct {
+	*bytes.Reader
+	b []byte
+}
+
+// readWhole reads the deflated record f (open as rc) into one buffer, of
+// up to max+1 bytes: sized once by the record's declared size as far as
+// its compressed bytes can back it (deflate expands at most 1032:1), so
+// that a large record is neither copied as it grows nor claimed larger
+// than it can be.
+func readWhole(rc io.Reader, f *zip.File, max int64) ([]byte, error) {
+	hint := uint64(max)
+	if f.CompressedSize64 < 1<<40 {
+		hint = min(hint, f.CompressedSize64*1032+64<<10)
+	}
+	b := make([]byte, 0, min(hint, f.UncompressedSize64)+1)
+	for int64(len(b)) <= max {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		k, err := rc.Read(b[len(b):min(cap(b), int(max)+1)])
+		b = b[:len(b)+k]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }
 
 func cmpErr(err error, otherwise string) string {

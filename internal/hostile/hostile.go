@@ -72,6 +72,10 @@ func Cases() []Case {
 		{Name: "dup_flood_deflated.pt", Want: "MaxStack", Data: func() []byte { return TorchZip(Proto(Flood('N', '2', 16<<20)), nil, true) }},
 		{Name: "dup_flood_100m.pt", Big: true, Want: "MaxStack", Data: func() []byte { return TorchZip(Proto(Flood('N', '2', 100<<20)), nil, true) }},
 		{Name: "memo_flood_deflated.pt", Want: "", Data: func() []byte { return TorchZip(Proto(Flood('N', 0x94, 4<<20)), nil, true) }},
+		// Opcode floods that leave nothing behind: every opcode is read
+		// and checked, at a bounded cost each (docs/benchmarks.md).
+		{Name: "none_pop_flood_200m.pt", Big: true, Want: "", Data: func() []byte { return TorchZip(Proto(Pairs('N', '0', 100_000_000)), nil, true) }},
+		{Name: "memo_flood_16m.pt", Big: true, Want: "", Data: func() []byte { return TorchZip(Proto(Flood('N', 0x94, 16<<20)), nil, true) }},
 		{Name: "memo_index_huge.pt", Want: "MaxMemo", Data: func() []byte { return TorchZip(Proto([]byte{'N', 'r', 0xff, 0xff, 0xff, 0x7f}), nil, false) }},
 		{Name: "none_list_16m.pt", Big: true, Want: "statedict.WithMaxNames", Data: func() []byte { return TorchZip(Proto(NoneList(16<<20)), nil, true) }},
 		{Name: "zero_padded_pkl.pt", Big: true, Want: "", Data: func() []byte { return TorchZip(append(Proto([]byte{'N'}), make([]byte, 256<<20)...), nil, true) }},
@@ -242,6 +246,12 @@ func NoneList(n int) []byte {
 // Flood is first followed by n copies of op (DUP, MEMOIZE, ...).
 func Flood(first, op byte, n int) []byte {
 	return append([]byte{first}, bytes.Repeat([]byte{op}, n)...)
+}
+
+// Pairs is n copies of the two opcodes a, b, then a: NONE, POP, NONE, ...,
+// NONE with a NONE and b POP.
+func Pairs(a, b byte, n int) []byte {
+	return append(bytes.Repeat([]byte{a, b}, n), a)
 }
 
 // Long4 is a LONG4 integer of n real bytes.
