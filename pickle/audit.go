@@ -38,6 +38,10 @@ type GlobalUse struct {
 	Dynamic bool // STACK_GLOBAL whose module or name is not a string constant of the pickle
 	Verdict Verdict
 	Reason  string
+	// Incomplete marks a finding that says a reading was cut short (the
+	// resume-point readings' budget): part of the pickle was not read
+	// as a loader may read it, so a scanner must not call it read in full.
+	Incomplete bool
 }
 
 // recordGlobal appends the global of the current opcode to the audit.

@@ -32,7 +32,7 @@ func reread(data []byte, lim Limits, crossings []int) []GlobalUse {
 	var out []GlobalUse
 	for i, at := range crossings {
 		if budget <= 0 {
-			out = append(out, GlobalUse{Offset: int64(at), Op: "FRAME", Dynamic: true, Verdict: VerdictUnknown,
+			out = append(out, GlobalUse{Offset: int64(at), Op: "FRAME", Dynamic: true, Verdict: VerdictUnknown, Incomplete: true,
 				Reason: fmt.Sprintf("not read as a loader resuming at bytes %d to %d after the frame: the readings from earlier points walked twice the pickle's opcodes", at, crossings[len(crossings)-1])})
 			break
 		}
@@ -52,7 +52,7 @@ func reread(data []byte, lim Limits, crossings []int) []GlobalUse {
 		if errors.As(err, &le) && le.Limit == "MaxOps" && s.lim.MaxOps < lim.MaxOps {
 			var oe *OpError
 			errors.As(err, &oe)
-			out = append(out, GlobalUse{Offset: int64(at) + oe.Offset, Op: "FRAME", Dynamic: true, Verdict: VerdictUnknown,
+			out = append(out, GlobalUse{Offset: int64(at) + oe.Offset, Op: "FRAME", Dynamic: true, Verdict: VerdictUnknown, Incomplete: true,
 				Reason: fmt.Sprintf("read as a loader resuming at byte %d after the frame up to here only: the readings walked twice the pickle's opcodes", at)})
 			if i+1 < len(crossings) {
 				budget = 0

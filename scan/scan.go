@@ -385,6 +385,13 @@ func (s *scanner) pickleAt(r io.ReaderAt, off, end int64) (int64, []pickle.Globa
 
 func (s *scanner) add(file, record string, gs []pickle.GlobalUse) {
 	for _, g := range gs {
+		if g.Incomplete {
+			// Not read in full as a loader may read it: a problem, so
+			// the file never passes as read in full (exit 1).
+			s.rep.Problems = append(s.rep.Problems, Problem{File: file, Record: record,
+				Error: fmt.Sprintf("offset %d: %s", g.Offset, g.Reason)})
+			continue
+		}
 		name := g.Module + "." + g.Name
 		if g.Dynamic {
 			name = "?"

@@ -148,3 +148,29 @@ func TestFixtures(t *testing.T) {
 		}
 	}
 }
+
+// TestCutReadingIsAProblem: a pickle whose readings from the points a
+// loader may resume at are cut short (a FRAME crossing, then pushes no
+// reading pops, then a flood) is not read in full, so it is a problem
+// (exit 1), never an unknown finding in a file read in full (exit 3).
+func TestCutReadingIsAProblem(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads an 8 MiB flood several times")
+	}
+	flood := append(bytes.Repeat([]byte{'N', '0'}, 4<<20), 'N', '.')
+	data := []byte{0x80, 4, 0x95, 1, 0, 0, 0, 0, 0, 0, 0, 'B', 40, 0, 0, 0}
+	data = append(data, bytes.Repeat([]byte{'N'}, 80)...)
+	data = append(data, flood...)
+	rep, err := Reader(context.Background(), bytes.NewReader(data), int64(len(data)), "cut.pkl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) == 0 || !strings.Contains(rep.Problems[0].Error, "up to here only") {
+		t.Fatalf("problems %+v, findings %+v: want the cut reading as a problem", rep.Problems, rep.Findings)
+	}
+	for _, f := range rep.Findings {
+		if strings.Contains(f.Reason, "up to here only") {
+			t.Errorf("the cut is also a finding: %+v", f)
+		}
+	}
+}
