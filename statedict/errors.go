@@ -80,3 +80,23 @@ func withFile(err error, file string) error {
 	}
 	return &Error{File: file, Err: err}
 }
+
+// formatError is an error of a format package (dcp) that also matches
+// this package's sentinel of the same meaning (kind, when not nil), and
+// reads as this package's errors read: prefix (the format package's) is
+// replaced by "statedict: ", which *Error then leaves out.
+type formatError struct {
+	err, kind error
+	prefix    string
+}
+
+func (e *formatError) Error() string {
+	return "statedict: " + strings.TrimPrefix(e.err.Error(), e.prefix)
+}
+
+func (e *formatError) Unwrap() []error {
+	if e.kind == nil {
+		return []error{e.err}
+	}
+	return []error{e.err, e.kind}
+}

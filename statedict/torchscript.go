@@ -104,7 +104,7 @@ func (b *builder) walkScriptModule(f *pickle.Foreign, cls *scriptClass, state *p
 	}
 	defer delete(b.onPath, f)
 	for _, e := range state.Entries {
-		k := KeyName(e.Key)
+		k := pickle.KeyName(e.Key)
 		if v, ok := e.Value.(*pickle.Tensor); ok {
 			from := len(b.ck.Tensors)
 			if err := b.addTensor(v, join(name, k)); err != nil {

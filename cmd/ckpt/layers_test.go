@@ -19,26 +19,30 @@ func TestLayers(t *testing.T) {
 	const mod = "github.com/ckpt-dev/ckpt/"
 	const rootPkg = "github.com/ckpt-dev/ckpt"
 	allowed := map[string][]string{
-		"pickle":      {"github.com/nlpodyssey/gopickle/"},
-		"safetensors": {},
+		"pickle": {mod + "internal/dcpclass", "github.com/nlpodyssey/gopickle/"},
+		// dtype: the DType table and element codecs (standard library only).
+		"dtype": {},
+		// The class names of DCP's .metadata, for pickle and dcp (none).
+		"internal/dcpclass": {},
+		"safetensors":       {},
 		// digest: golang.org/x/sys/cpu tells whether the CPU has the
 		// AVX-512 that ChunkSums' vector path needs.
 		"digest":    {"github.com/cespare/xxhash/", "golang.org/x/sys/cpu"},
-		"statedict": {mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "internal/human", "github.com/klauspost/compress/"},
+		"statedict": {mod + "dtype", mod + "pickle", mod + "safetensors", mod + "dcp", mod + "torchzip", mod + "gguf", mod + "ggml", mod + "internal/human", "github.com/klauspost/compress/"},
 		// ggml: the numeric codecs of ggml's types (standard library
 		// only); gguf: the GGUF container, read and written.
-		"ggml":              {},
+		"ggml":              {mod + "dtype"},
 		"ggml/internal/gen": {},
 		"gguf":              {mod + "ggml"},
 		// Compiles ggml's reference C in tests (standard library only).
 		"internal/ggmlref": {},
 		"remap":            {mod + "statedict"},
-		"devicecopy":       {mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
+		"devicecopy":       {mod + "dtype", mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
 		"kernels":          {},
-		"scan":             {mod + "pickle", mod + "statedict", mod + "gguf", "github.com/klauspost/compress/"},
-		"torchzip":         {mod + "statedict", mod + "pickle"},
-		"dcp":              {mod + "statedict", mod + "torchzip"},
-		"convert":          {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
+		"scan":             {mod + "dtype", mod + "pickle", mod + "statedict", mod + "dcp", mod + "gguf", "github.com/klauspost/compress/"},
+		"torchzip":         {mod + "dtype", mod + "pickle"},
+		"dcp":              {mod + "dtype", mod + "pickle", mod + "internal/dcpclass", mod + "torchzip"},
+		"convert":          {mod + "dtype", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
 		// objstore is the only package that imports a cloud client:
 		// minio-go (s3://), Google's storage client and its auth
 		// (gs://), Azure's azblob (az://).
@@ -48,11 +52,11 @@ func TestLayers(t *testing.T) {
 		// pre-flight, load, upload, saved digests).
 		// It also builds the reports (LoadReport, InspectReport), which
 		// show pickle values and GGUF metadata.
-		rootPkg: {mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore", mod + "internal/human",
+		rootPkg: {mod + "dtype", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore", mod + "internal/human",
 			mod + "pickle", mod + "gguf"},
 		// The CLI: the ckpt facade, the packages whose types it reports,
 		// and cobra. See also TestCLIIsThin.
-		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan", mod + "objstore", mod + "gguf", mod + "internal/human",
+		"cmd/ckpt": {rootPkg + "$", mod + "dtype", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan", mod + "objstore", mod + "gguf", mod + "internal/human",
 			"github.com/spf13/cobra", "github.com/spf13/pflag"},
 		// The example service: the facade only.
 		"examples/tensorserver": {rootPkg + "$", mod + "statedict"},
