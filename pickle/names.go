@@ -58,4 +58,3 @@ func TypeName(v any) string {
 	}
 	return "unknown"
 }
-

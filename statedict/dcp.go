@@ -112,20 +112,6 @@ func (t *Tensor) VerifyChunks(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// fromDCP gives an error of package dcp this package's sentinel of the
-// same meaning too, and this package's wording.
-func fromDCP(err error) error {
-	for _, k := range [...]struct{ from, to error }{
-		{dcp.ErrMalformed, ErrMalformed}, {dcp.ErrMissing, ErrMissingRecord}, {dcp.ErrTruncated, ErrTruncated},
-		{dcp.ErrOverflow, ErrOverflow}, {dcp.ErrUnsupported, ErrUnsupported}, {dcp.ErrTiling, nil},
-	} {
-		if errors.Is(err, k.from) {
-			return &formatError{err: err, kind: k.to, prefix: "dcp: "}
-		}
-	}
-	return err
-}
-
 // dcpFS is the dcp.FS of the checkpoint directory dir: local, or in cfg.fs.
 type dcpFS struct {
 	dir string
@@ -246,7 +232,7 @@ func openDCPMetadata(dir string, raw []byte, cfg *config) (*Checkpoint, error) {
 	mpath := cfg.display(cfg.join(dir, dcp.MetadataFile))
 	r, err := dcp.NewReader(dcpFS{dir, cfg}, raw, dcp.WithPickleLimits(cfg.limits))
 	if err != nil {
-		return nil, withFile(pickleError(dcp.MetadataFile, fromDCP(err)), mpath)
+		return nil, withFile(pickleError(dcp.MetadataFile, fromFormat(err)), mpath)
 	}
 	md := r.Metadata()
 	ck := &Checkpoint{Format: FormatDCP, ByteOrder: "little", ShardFormat: FormatTorchZip}
@@ -296,7 +282,7 @@ func toChunk(c dcp.Chunk, rank int) Chunk {
 // addDCPTensor adds the global tensor dt assembles, of shape shape, and
 // returns its leaf of the object tree.
 func (ck *Checkpoint) addDCPTensor(name string, shape []int64, dt *dcpTensor) (any, error) {
-	dt.problem = fromDCP(dt.problem)
+	dt.problem = fromFormat(dt.problem)
 	t := &Tensor{Name: name, DType: dt.dtype, Shape: shape, Strides: contiguousStrides(shape), Device: "cpu", Layout: Strided}
 	n := t.NBytes()
 	if n < 0 {
@@ -327,7 +313,7 @@ func (ck *Checkpoint) addDCPValue(dir string, e *dcp.Entry, r *dcp.Reader, cfg *
 	f, err := r.File(loc.File)
 	switch {
 	case err != nil:
-		ck.Warnings = append(ck.Warnings, fmt.Sprintf("value %q left out: %s", e.FQN, strings.TrimPrefix(fromDCP(err).Error(), "statedict: ")))
+		ck.Warnings = append(ck.Warnings, fmt.Sprintf("value %q left out: %s", e.FQN, strings.TrimPrefix(fromFormat(err).Error(), "statedict: ")))
 		return nil, false, nil
 	case loc.Offset < 0 || loc.Length <= 0 || loc.Offset > f.Size() || loc.Length > f.Size()-loc.Offset:
 		ck.Warnings = append(ck.Warnings, fmt.Sprintf("value %q left out: its bytes %d+%d lie outside %s (%d bytes)", e.FQN, loc.Offset, loc.Length, loc.File, f.Size()))
@@ -461,7 +447,7 @@ func (dt *dcpTensor) openChunk(c Chunk) (*piece, error) {
 	}
 	item, err := dt.r.Item(dcp.Location{File: c.File, Offset: c.Begin, Length: c.Length})
 	if err != nil {
-		return nil, fail(fromDCP(err))
+		return nil, fail(fromFormat(err))
 	}
 	cfg := *dt.cfg
 	sub, err := readZip(item, c.Length, &cfg)

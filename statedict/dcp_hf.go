@@ -92,7 +92,7 @@ func openHFDCP(dir string, files []string, cfg *config) (*Checkpoint, error) {
 		}
 		offs, has, err := dcp.SavedOffsets(sub.Metadata)
 		if err != nil {
-			return nil, &Error{File: shown, Record: "header", Err: fromDCP(err)}
+			return nil, &Error{File: shown, Record: "header", Err: fromFormat(err)}
 		}
 		rel := path.Base(filepath.ToSlash(p))
 		ck.Shards = append(ck.Shards, rel)
@@ -111,7 +111,7 @@ func openHFDCP(dir string, files []string, cfg *config) (*Checkpoint, error) {
 				}
 			}
 			if err := dcp.CheckSavedOffsets(o, t.Shape); err != nil {
-				return nil, &Error{File: shown, Tensor: t.Name, Err: fromDCP(err)}
+				return nil, &Error{File: shown, Tensor: t.Name, Err: fromFormat(err)}
 			}
 			e := byName[t.Name]
 			if e == nil {
@@ -210,7 +210,7 @@ func (dt *dcpTensor) safetensorsChunk(c Chunk) (p *piece, isST bool, err error) 
 		b.ck, b.err = readSafetensors(io.NewSectionReader(f, c.Begin, size-c.Begin), size-c.Begin, &cfg)
 		if b.err == nil {
 			b.offsets, _, b.err = dcp.SavedOffsets(b.ck.Metadata)
-			b.err = fromDCP(b.err)
+			b.err = fromFormat(b.err)
 		}
 		if dt.st == nil {
 			dt.st = map[dcp.Location]*stBlob{}

@@ -15,7 +15,10 @@
 //   - routes.go: torch's loader paths, shared with package scan: which
 //     containers a file parses as, and which records each path unpickles.
 //   - zip.go, legacy.go, tar.go, compressed.go, source.go, pickleat.go:
-//     the torch.save containers and where their storages' bytes lie.
+//     the torch.save containers and where their storages' bytes lie
+//     (zip.go adapts a torchzip.Reader, which owns the zip container:
+//     records, their bytes and CRC32s; data.pkl and the storages it
+//     references are read here).
 //   - build.go, module.go, packed.go, torchscript.go, dtensor.go,
 //     sparse.go: turning an unpickled tree into Tensors (nn.Module state,
 //     quantized packed weights, TorchScript classes, DTensor, sparse).

@@ -39,7 +39,7 @@ func TestLayers(t *testing.T) {
 		"remap":            {mod + "statedict"},
 		"devicecopy":       {mod + "dtype", mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
 		"kernels":          {},
-		"scan":             {mod + "dtype", mod + "pickle", mod + "statedict", mod + "dcp", mod + "gguf", "github.com/klauspost/compress/"},
+		"scan":             {mod + "dtype", mod + "pickle", mod + "statedict", mod + "dcp", mod + "torchzip", mod + "gguf", "github.com/klauspost/compress/"},
 		"torchzip":         {mod + "dtype", mod + "pickle"},
 		"dcp":              {mod + "dtype", mod + "pickle", mod + "internal/dcpclass", mod + "torchzip"},
 		"convert":          {mod + "dtype", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
