@@ -1,7 +1,3 @@
-// Package dcpclass names the Python classes of a torch.distributed.checkpoint
-// .metadata pickle, once: package dcp writes and parses them, and package
-// pickle admits them (as plain objects, never instantiated). It imports
-// nothing, so that pickle, below dcp in the layering, can import it too.
 package dcpclass
 
 // The modules the classes live in.
