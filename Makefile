@@ -4,7 +4,7 @@ FUZZTIME ?= 5s
 # fuzz-long: each parser target for FUZZLONG, seeded with testdata/hostile
 # (7 targets x 10m: more than the hour issue #13 asks for before resolving)
 FUZZLONG ?= 10m
-FUZZPARSERS ?= ^(pickle/FuzzUnpickle|pickle/FuzzGlobals|gguf/FuzzParse|statedict/FuzzNewReader|statedict/FuzzPickleBounded|statedict/FuzzDCPMetadata|statedict/FuzzHFDCPShardingInfo|safetensors/FuzzParse|safetensors/FuzzParseHeader|convert/FuzzConvert)$$
+FUZZPARSERS ?= ^(pickle/FuzzUnpickle|pickle/FuzzGlobals|gguf/FuzzParse|statedict/FuzzNewReader|statedict/FuzzPickleBounded|dcp/FuzzMetadata|dcp/FuzzSavedOffsets|statedict/FuzzDCPCheckpoint|statedict/FuzzHFDCPShardingInfo|safetensors/FuzzParse|safetensors/FuzzParseHeader|convert/FuzzConvert)$$
 PYTHON   ?= /usr/bin/python3
 CLANGXX  ?= clang++
 

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -80,7 +82,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 		kept = append(kept, it)
 	}
 	for _, v := range p.values {
-		p.dropped = append(p.dropped, Dropped{Name: v.name, Type: statedict.TypeName(v.v), Reason: "a safetensors DCP checkpoint holds tensors only"})
+		p.dropped = append(p.dropped, Dropped{Name: v.name, Type: pickle.TypeName(v.v), Reason: "a safetensors DCP checkpoint holds tensors only"})
 	}
 	p.items, p.values, p.tree = kept, nil, nil
 	if len(p.items) == 0 {
@@ -162,7 +164,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 		if err != nil {
 			return nil, err
 		}
-		meta := map[string]string{statedict.DCPShardingInfoKey: string(b), statedict.DCPVersionKey: "1.0", "format": "pt"}
+		meta := map[string]string{dcp.ShardingInfoKey: string(b), dcp.VersionKey: "1.0", "format": "pt"}
 		removeStale(files[r])
 		t, err := c.create(ctx, files[r], 0)
 		if err != nil {

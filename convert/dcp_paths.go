@@ -79,7 +79,7 @@ func (f *flattener) visit(path []any, name string, v any) {
 	switch x := v.(type) {
 	case *pickle.Dict:
 		for _, e := range x.Entries {
-			k := statedict.KeyName(e.Key) // Python's str(key)
+			k := pickle.KeyName(e.Key) // Python's str(key)
 			f.visit(child(k), join(name, k), e.Value)
 		}
 	case *pickle.List:
@@ -269,7 +269,7 @@ func (c *config) nestDCP(ck *statedict.Checkpoint, p *plan) error {
 		}
 		handled[l.name] = true
 		if why != "" {
-			dropped = append(dropped, Dropped{Name: l.name, Type: statedict.TypeName(l.v), Reason: why})
+			dropped = append(dropped, Dropped{Name: l.name, Type: pickle.TypeName(l.v), Reason: why})
 			continue
 		}
 		name := c.newName(l.name)

@@ -139,16 +139,18 @@ func plannerPaths(t *testing.T, dir string) (map[string][]any, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	md, err := statedict.ParseDCPMetadata(b)
+	md, err := dcp.ParseMetadata(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, it := range md.Items {
-		names = append(names, it.Name)
+	paths := map[string][]any{}
+	for _, e := range md.Entries {
+		names = append(names, e.FQN)
+		paths[e.FQN] = e.Path
 	}
 	slices.Sort(names)
-	return md.Paths, names
+	return paths, names
 }
 
 // TestDCPWriteNested: a DCP input's planner_data (torch's own dcp.save)
@@ -228,7 +230,7 @@ func treeShape(v any) string {
 	case *pickle.Dict:
 		s := "{"
 		for _, e := range x.Entries {
-			s += fmt.Sprintf("%s: %s, ", pickle.Repr(statedict.KeyName(e.Key)), treeShape(e.Value))
+			s += fmt.Sprintf("%s: %s, ", pickle.Repr(pickle.KeyName(e.Key)), treeShape(e.Value))
 		}
 		return s + "}"
 	case *pickle.List:
@@ -294,17 +296,19 @@ func TestDCPWriteTensorValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	md, err := statedict.ParseDCPMetadata(b)
+	md, err := dcp.ParseMetadata(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	kinds := map[string]bool{}
-	for _, it := range md.Items {
-		kinds[it.Name] = it.IsTensor
+	paths := map[string][]any{}
+	for _, e := range md.Entries {
+		kinds[e.FQN] = e.Tensor
+		paths[e.FQN] = e.Path
 	}
 	if !reflect.DeepEqual(kinds, map[string]bool{"pair": false, "w": true, "x.opt": false}) ||
-		!reflect.DeepEqual(md.Paths["x.opt"], []any{"x", "opt"}) {
-		t.Errorf("items %v, paths %v", kinds, md.Paths)
+		!reflect.DeepEqual(paths["x.opt"], []any{"x", "opt"}) {
+		t.Errorf("items %v, paths %v", kinds, paths)
 	}
 	compareFiles(t, src, one)
 	if want, got := objects(t, src), objects(t, one); !reflect.DeepEqual(want, got) {

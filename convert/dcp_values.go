@@ -6,7 +6,6 @@ import (
 
 	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/pickle"
-	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
@@ -56,7 +55,7 @@ func (vc *valueCheck) why(v any, depth int) string {
 		vc.done[x] = why
 		return why
 	}
-	return fmt.Sprintf("%s values are not kept", statedict.TypeName(v))
+	return fmt.Sprintf("%s values are not kept", pickle.TypeName(v))
 }
 
 func (vc *valueCheck) container(v any, depth int) string {
@@ -148,7 +147,7 @@ func tensorValue(l torchLeaf, byName map[string]*item) (any, []*item) {
 			}
 			out := &pickle.Dict{Class: x.Class}
 			for _, e := range x.Entries {
-				val, ok := cp(e.Value, join(name, statedict.KeyName(e.Key)), depth+1)
+				val, ok := cp(e.Value, join(name, pickle.KeyName(e.Key)), depth+1)
 				if !ok {
 					return nil, false
 				}

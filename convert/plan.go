@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
@@ -361,7 +362,7 @@ func plainValue(v any, f Format, dropFloats bool) (any, string) {
 		}
 		return x, ""
 	}
-	return nil, fmt.Sprintf("%s values are not kept", statedict.TypeName(v))
+	return nil, fmt.Sprintf("%s values are not kept", pickle.TypeName(v))
 }
 
 // dedupe drops tensors identical to another (same storage, dtype, offset,

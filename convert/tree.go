@@ -112,7 +112,7 @@ func scalarWhy(v any, dropFloats bool) (why string, ok bool) {
 		return "", true
 	case []byte, complex128, pickle.Device:
 		if dropFloats {
-			return statedict.TypeName(v) + ": torch 1.13's weights_only loader cannot read it (--drop-floats)", true
+			return pickle.TypeName(v) + ": torch 1.13's weights_only loader cannot read it (--drop-floats)", true
 		}
 		return "", true
 	}
@@ -168,7 +168,7 @@ func (b *treeBuilder) unwritable(v any, leafOnly bool) string {
 		}
 		return ""
 	}
-	return fmt.Sprintf("%s values are not kept", statedict.TypeName(v))
+	return fmt.Sprintf("%s values are not kept", pickle.TypeName(v))
 }
 
 // memoized caches the verdict on a container or tensor. A container met
@@ -252,13 +252,13 @@ func (b *treeBuilder) copy(v any, name string) (any, error) {
 		out := &pickle.Dict{Class: x.Class}
 		b.done[v] = out
 		for _, e := range x.Entries {
-			n := join(name, statedict.KeyName(e.Key))
+			n := join(name, pickle.KeyName(e.Key))
 			if why := b.unwritable(e.Key, true); why != "" {
-				b.p.dropped = append(b.p.dropped, Dropped{Name: n, Type: statedict.TypeName(e.Value), Reason: "key " + why})
+				b.p.dropped = append(b.p.dropped, Dropped{Name: n, Type: pickle.TypeName(e.Value), Reason: "key " + why})
 				continue
 			}
 			if why := b.unwritable(e.Value, false); why != "" {
-				b.p.dropped = append(b.p.dropped, Dropped{Name: n, Type: statedict.TypeName(e.Value), Reason: why})
+				b.p.dropped = append(b.p.dropped, Dropped{Name: n, Type: pickle.TypeName(e.Value), Reason: why})
 				continue
 			}
 			before := len(b.p.values)
@@ -361,7 +361,7 @@ func (b *treeBuilder) attributes(d *pickle.Dict, name string) (any, error) {
 		}
 	}
 	if why != "" {
-		b.p.dropped = append(b.p.dropped, Dropped{Name: join(name, "[attributes]"), Type: statedict.TypeName(d.State), Reason: why})
+		b.p.dropped = append(b.p.dropped, Dropped{Name: join(name, "[attributes]"), Type: pickle.TypeName(d.State), Reason: why})
 		return nil, nil
 	}
 	before := len(b.p.values)

@@ -1,17 +1,35 @@
-// Package dcp writes torch.distributed.checkpoint (DCP) checkpoints in the
-// layout torch 2.6's FileSystemWriter writes: a directory holding a
-// ".metadata" pickle (torch.distributed.checkpoint.metadata.Metadata) and
-// one "__R_0.distcp" file per rank R, each a concatenation of items. A
-// tensor item is the torch.save zip of one contiguous CPU tensor (a whole
-// tensor or one chunk of it); a non-tensor value is the torch.save zip of
-// the value (BytesStorageMetadata), with the tensors it holds when torch's
-// planner saves it whole (a tuple of tensors: WriteValueTensors).
+// Package dcp reads and writes torch.distributed.checkpoint (DCP)
+// checkpoints: a directory holding a ".metadata" pickle
+// (torch.distributed.checkpoint.metadata.Metadata) and the data files it
+// points into, "__R_N.distcp" per rank R in the layout torch's
+// FileSystemWriter writes, each a concatenation of items. A tensor item
+// is the torch.save zip of one contiguous CPU tensor (a whole tensor or
+// one chunk of it); a non-tensor value is the torch.save zip of the value
+// (BytesStorageMetadata), with the tensors it holds when torch's planner
+// saves it whole (a tuple of tensors: WriteValueTensors).
 //
-// The package only encodes: which tensor goes to which rank, and the bytes
-// of each tensor, are the caller's (package convert plans and streams
-// them). Reading DCP is statedict's (statedict.ParseDCPMetadata).
+// One type, Metadata, is both directions' view of .metadata: Encode
+// writes it, ParseMetadata reads it (never executing anything: the pickle
+// is decoded by package pickle into plain objects). The Python class
+// names it holds are spelled once, in internal/dcpclass: package pickle,
+// which sits below this package and admits exactly those classes, imports
+// that leaf package too, where it could not import this one.
 //
-// Item lengths depend only on a tensor's dtype, shape and flags
-// (TensorLength), so every process of a split conversion can work out the
-// whole .metadata without seeing the other processes' files.
+// Reading (read_*.go): Open or NewReader over an FS of the directory
+// (DirFS for a local one) gives a Reader: the parsed Metadata, the chunks
+// each tensor is assembled from (CheckTiling: inside the shape, no
+// overlap, no gap, replicated copies once), and each item's bytes as a
+// section of its file (Item). Decoding an item (a torch.save zip into a
+// tensor, a safetensors blob) is left to the caller: package statedict
+// opens a Reader as a checkpoint. torch >= 2.8's safetensors-backed
+// layout (HuggingFaceStorageWriter, and FileSystemWriter with
+// SerializationFormat.SAFETENSORS) keeps the DCP facts in each
+// safetensors file's metadata: SavedOffsets reads them, SafetensorsAt
+// finds a .distcp file's safetensors blob.
+//
+// Writing: the package only encodes; which tensor goes to which rank, and
+// the bytes of each tensor, are the caller's (package convert plans and
+// streams them). Item lengths depend only on a tensor's dtype, shape and
+// flags (TensorLength), so every process of a split conversion can work
+// out the whole .metadata without seeing the other processes' files.
 package dcp

@@ -3,20 +3,16 @@ package dcp
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"unicode/utf8"
 
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/dcpclass"
 )
 
 // MetadataFile is the name of the metadata file in a DCP directory.
 const MetadataFile = ".metadata"
-
-// ErrInvalid reports metadata that torch could not load: an empty or
-// duplicate name, a chunk outside its tensor, a negative offset or length.
-var ErrInvalid = errors.New("dcp: invalid metadata")
 
 // FileName is the name torch's FileSystemWriter gives the file of rank
 // (thread_count 1): "__0_0.distcp".
@@ -62,6 +58,10 @@ type Entry struct {
 type Metadata struct {
 	Entries []Entry
 	Order   []ItemRef
+	// Planned reports that ParseMetadata found planner_data it could read
+	// and set each entry's Path from it (Tree rebuilds the nested state
+	// dict only then). Encode always writes planner_data.
+	Planned bool
 }
 
 // ItemRef names one item of Metadata: Entries[Entry], and for a tensor its
@@ -81,27 +81,27 @@ func (m *Metadata) Encode() ([]byte, error) {
 	}
 	var p pickler
 	p.b = []byte{0x80, 2}
-	p.newObj(modMetadata, "Metadata")
+	p.newObj(dcpclass.Metadata, dcpclass.MetadataClass)
 	p.op(opEmptyDict, opMark)
 	p.str("state_dict_metadata")
 	p.op(opEmptyDict, opMark)
 	for _, e := range m.Entries {
 		p.str(e.FQN)
 		if !e.Tensor {
-			p.newObj(modMetadata, "BytesStorageMetadata")
+			p.newObj(dcpclass.Metadata, dcpclass.BytesStorage)
 			continue
 		}
-		p.newObj(modMetadata, "TensorStorageMetadata")
+		p.newObj(dcpclass.Metadata, dcpclass.TensorStorage)
 		p.op(opEmptyDict, opMark)
 		p.str("properties")
-		p.newObj(modMetadata, "TensorProperties")
+		p.newObj(dcpclass.Metadata, dcpclass.TensorProperties)
 		p.op(opMark)
 		p.global("torch", e.DType.String())
 		p.global("torch.serialization", "_get_layout")
 		p.str("torch.strided")
 		p.op(opTuple1, opReduce)
 		p.boolean(e.RequiresGrad)
-		p.global(modMetadata, "_MEM_FORMAT_ENCODING")
+		p.global(dcpclass.Metadata, dcpclass.MemFormatEncoding)
 		p.integer(0) // TORCH_CONTIGUOUS_FORMAT
 		p.op(opTuple1, opReduce)
 		p.boolean(false) // pin_memory
@@ -111,7 +111,7 @@ func (m *Metadata) Encode() ([]byte, error) {
 		p.str("chunks")
 		p.op(opEmptyList)
 		for _, c := range e.Chunks {
-			p.newObj(modMetadata, "ChunkStorageMetadata")
+			p.newObj(dcpclass.Metadata, dcpclass.ChunkStorage)
 			p.op(opEmptyDict, opMark)
 			p.str("offsets")
 			p.size(c.Offsets)
@@ -165,7 +165,7 @@ func (m *Metadata) Encode() ([]byte, error) {
 			p.op(opMark)
 		}
 		e := m.Entries[ref.Entry]
-		p.newObj(modMetadata, "MetadataIndex")
+		p.newObj(dcpclass.Metadata, dcpclass.MetadataIndex)
 		p.op(opEmptyDict, opMark)
 		p.str("fqn")
 		p.str(e.FQN)
@@ -181,7 +181,7 @@ func (m *Metadata) Encode() ([]byte, error) {
 			p.op(opNone)
 		}
 		p.op(opSetItems, opBuild)
-		p.newObj("torch.distributed.checkpoint.filesystem", "_StorageInfo")
+		p.newObj(dcpclass.Filesystem, dcpclass.StorageInfo)
 		p.op(opEmptyDict, opMark)
 		p.str("relative_path")
 		p.str(loc.File)
@@ -196,7 +196,7 @@ func (m *Metadata) Encode() ([]byte, error) {
 	}
 	sum := sha256.Sum256(p.b)
 	p.str("storage_meta")
-	p.newObj(modMetadata, "StorageMeta")
+	p.newObj(dcpclass.Metadata, dcpclass.StorageMeta)
 	p.op(opEmptyDict, opMark)
 	p.str("checkpoint_id")
 	p.op(opNone)
@@ -278,8 +278,6 @@ func (m *Metadata) validate() error {
 	}
 	return nil
 }
-
-const modMetadata = "torch.distributed.checkpoint.metadata"
 
 // Protocol-2 opcodes.
 const (

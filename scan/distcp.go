@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -36,14 +37,14 @@ func (s *scanner) distcp(r io.ReaderAt, size int64, path string) {
 		}
 	}
 	base := filepath.Base(path)
-	if md := s.dcpMetadata(filepath.Join(filepath.Dir(path), statedict.DCPMetadata)); md != nil {
-		for _, it := range md.Items {
-			if !it.IsTensor && it.File == base {
-				item(span{it.Begin, it.Begin + it.Length}, fmt.Sprintf("%s at %d", it.Name, it.Begin))
+	if md := s.dcpMetadata(filepath.Join(filepath.Dir(path), dcp.MetadataFile)); md != nil {
+		for _, e := range md.Entries {
+			if !e.Tensor && e.Value.File == base {
+				item(span{e.Value.Offset, e.Value.Offset + e.Value.Length}, fmt.Sprintf("%s at %d", e.FQN, e.Value.Offset))
 			}
-			for _, c := range it.Chunks {
+			for _, c := range e.Chunks {
 				if c.File == base {
-					item(span{c.Begin, c.Begin + c.Length}, fmt.Sprintf("%s at %d", it.Name, c.Begin))
+					item(span{c.Offset, c.Offset + c.Length}, fmt.Sprintf("%s at %d", e.FQN, c.Offset))
 				}
 			}
 		}
@@ -65,19 +66,19 @@ func (s *scanner) distcp(r io.ReaderAt, size int64, path string) {
 
 // dcpMetadata parses the .metadata at path, nil if there is none or it
 // cannot be read (it is scanned as a file of its own anyway).
-func (s *scanner) dcpMetadata(path string) *statedict.DCPMeta {
+func (s *scanner) dcpMetadata(path string) *dcp.Metadata {
 	if md, ok := s.dcp[path]; ok {
 		return md
 	}
 	md := parseDCPMetadata(path, s.cfg.maxPickle)
 	if s.dcp == nil {
-		s.dcp = map[string]*statedict.DCPMeta{}
+		s.dcp = map[string]*dcp.Metadata{}
 	}
 	s.dcp[path] = md
 	return md
 }
 
-func parseDCPMetadata(path string, maxPickle int64) *statedict.DCPMeta {
+func parseDCPMetadata(path string, maxPickle int64) *dcp.Metadata {
 	f, fi, err := statedict.OpenRegular(path)
 	if err != nil {
 		return nil
@@ -90,7 +91,7 @@ func parseDCPMetadata(path string, maxPickle int64) *statedict.DCPMeta {
 	if _, err := io.ReadFull(io.NewSectionReader(f, 0, fi.Size()), b); err != nil {
 		return nil
 	}
-	md, err := statedict.ParseDCPMetadata(b)
+	md, err := dcp.ParseMetadata(b)
 	if err != nil {
 		return nil
 	}

@@ -8,7 +8,7 @@
 // unknown.
 //
 // Which containers a file is and which records are pickles is decided by
-// statedict.Routes, statedict.IsPickleRecord and statedict.ZipRecordKey,
+// statedict.Routes, torchzip.IsPickleRecord and torchzip.RecordKey,
 // the one description of torch's loader paths that statedict.Open reads
 // by too, so a scan never sees less than a loader. A file is scanned along
 // every route it can be taken along, not only the first: a safetensors

@@ -14,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -105,7 +106,7 @@ type scanner struct {
 	rep *Report
 	// dcp holds each DCP .metadata parsed, by path (nil: unreadable), so
 	// that the .distcp files of one directory share one parse.
-	dcp map[string]*statedict.DCPMeta
+	dcp map[string]*dcp.Metadata
 }
 
 func newScanner(ctx context.Context, opts []Option) *scanner {

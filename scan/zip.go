@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/ckpt-dev/ckpt/pickle"
-	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
 // speculative scans a record that may or may not be a pickle.
@@ -44,7 +44,7 @@ func (s *scanner) hubZip(r io.ReaderAt, size int64, file, record string, depth i
 	return true
 }
 
-// zip scans every record a loader unpickles (statedict.IsPickleRecord:
+// zip scans every record a loader unpickles (torchzip.IsPickleRecord:
 // data.pkl, constants.pkl, ... by torch's case-insensitive lookup), every
 // record that is itself an archive, and the one member of a one-member zip
 // (torch.hub torch.loads it); tensor data records are not read beyond
@@ -69,7 +69,7 @@ func (s *scanner) zip(r io.ReaderAt, size int64, file, record string, depth int)
 			continue
 		}
 		rec := join(record, f.Name)
-		pkl := statedict.IsPickleRecord(f.Name)
+		pkl := torchzip.IsPickleRecord(f.Name)
 		var sub io.ReaderAt
 		n := int64(f.UncompressedSize64)
 		if f.Method == zip.Store {

@@ -3,7 +3,6 @@ package statedict
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"math/bits"
 	"strconv"
 
@@ -79,15 +78,6 @@ func join(prefix, key string) string {
 	return prefix + "." + key
 }
 
-// KeyName renders a dict key the way tensor and object names show it:
-// Python's str(key) ("3", "True", "None", "1.5", "(1, 'a')", "b'raw'").
-func KeyName(k any) string {
-	if s, ok := k.(string); ok {
-		return s
-	}
-	return pickle.Repr(k)
-}
-
 // walk visits v at the given name. tensorsOnly is set below opaque and
 // foreign objects: tensors there are still real tensors, other leaves are
 // part of the object.
@@ -104,7 +94,7 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 		}
 		defer delete(b.onPath, x)
 		for _, e := range x.Entries {
-			if err := b.walk(e.Value, join(name, KeyName(e.Key)), tensorsOnly); err != nil {
+			if err := b.walk(e.Value, join(name, pickle.KeyName(e.Key)), tensorsOnly); err != nil {
 				return err
 			}
 		}
@@ -147,7 +137,7 @@ func (b *builder) walk(v any, name string, tensorsOnly bool) error {
 		return b.addStorageValue(x, name, tensorsOnly)
 	default:
 		if !tensorsOnly {
-			b.ck.Objects = append(b.ck.Objects, Object{Name: name, Type: TypeName(v), Value: v})
+			b.ck.Objects = append(b.ck.Objects, Object{Name: name, Type: pickle.TypeName(v), Value: v})
 		}
 	}
 	return nil
@@ -172,7 +162,7 @@ func (b *builder) addStorageValue(ref *pickle.StorageRef, name string, tensorsOn
 	}
 	b.addStorage(s)
 	if !tensorsOnly {
-		b.ck.Objects = append(b.ck.Objects, Object{Name: name, Type: TypeName(ref), Value: ref})
+		b.ck.Objects = append(b.ck.Objects, Object{Name: name, Type: pickle.TypeName(ref), Value: ref})
 	}
 	return nil
 }
@@ -199,54 +189,6 @@ func (b *builder) enter(c any) bool {
 	}
 	b.onPath[c] = true
 	return false
-}
-
-// TypeName names the Python type of a value of the object tree, for
-// reports: "int", "str", "OrderedDict", "argparse.Namespace", ...
-func TypeName(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "NoneType"
-	case bool:
-		return "bool"
-	case int64, *big.Int:
-		return "int"
-	case float64:
-		return "float"
-	case complex128:
-		return "complex"
-	case string:
-		return "str"
-	case []byte:
-		return "bytes"
-	case pickle.Device:
-		return "torch.device"
-	case pickle.Global:
-		return x.Module + "." + x.Name
-	case *pickle.Dict:
-		if x.Class != "" {
-			return x.Class
-		}
-		return "dict"
-	case *pickle.List:
-		return "list"
-	case *pickle.Tuple:
-		return "tuple"
-	case *pickle.Set:
-		if x.Frozen {
-			return "frozenset"
-		}
-		return "set"
-	case *pickle.Tensor:
-		return "tensor"
-	case *pickle.Object:
-		return x.Module + "." + x.Name
-	case *pickle.Foreign:
-		return x.Module + "." + x.Name
-	case *pickle.StorageRef:
-		return storageType(x)
-	}
-	return "unknown"
 }
 
 func (b *builder) addTensor(pt *pickle.Tensor, name string) (err error) {
@@ -426,7 +368,3 @@ func contiguousStrides(shape []int64) []int64 {
 	}
 	return st
 }
-
-// storageType names the Python class torch.load gives a storage saved by
-// itself: torch.storage.TypedStorage, also for an UntypedStorage (as uint8).
-func storageType(*pickle.StorageRef) string { return "torch.storage.TypedStorage" }

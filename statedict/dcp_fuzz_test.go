@@ -4,16 +4,18 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ckpt-dev/ckpt/dcp"
 )
 
-// FuzzDCPMetadata feeds mutations of a real DCP .metadata (seeds: the
+// FuzzDCPCheckpoint feeds mutations of a real DCP .metadata (seeds: the
 // fixture's and the damaged ones under testdata/dcp/bad) to the DCP reader over the fixture's
 // .distcp files: parsing, tiling validation, chunk opening and assembly
 // must return, not panic or hang, and a tensor that reads must have the
 // size its metadata says.
-func FuzzDCPMetadata(f *testing.F) {
+func FuzzDCPCheckpoint(f *testing.F) {
 	dir := filepath.Join(dcpFixtures, "basic")
-	seed, err := os.ReadFile(filepath.Join(dir, DCPMetadata))
+	seed, err := os.ReadFile(filepath.Join(dir, dcp.MetadataFile))
 	if err != nil {
 		f.Fatal(err)
 	}

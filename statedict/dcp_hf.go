@@ -1,87 +1,31 @@
 package statedict
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
-	"sync"
 
+	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 )
 
-// torch >= 2.8 safetensors-backed DCP (HuggingFaceStorageWriter, and
-// FileSystemWriter with SerializationFormat.SAFETENSORS): each file is a
-// plain safetensors file, one tensor per name, whose header metadata
-// carries the DCP facts: DCPShardingInfoKey maps each tensor name to
-// {"saved_offsets": [...]}, where that file's tensor (a chunk) lies in
-// the global tensor. A tensor's global shape is, as torch's reader and
-// consolidator compute it, the largest offset+size over its chunks in
-// each dimension. Found by content, never by file name.
-const (
-	DCPShardingInfoKey = "DCP_SHARDING_INFO"
-	DCPVersionKey      = "DCP_VERSION"
-	dcpSavedOffsets    = "saved_offsets"
-)
-
-// maxHFDCPFiles bounds the safetensors files of one directory read as a
-// safetensors DCP checkpoint (one per rank and output file).
-const maxHFDCPFiles = 1 << 16
-
-// hfShardFile is the name HuggingFaceStorageWriter gives a rank's file
-// when every rank saves its own share: shard-RRRRR-model-IIIII-of-NNNNN,
-// RRRRR the rank plus one.
-var hfShardFile = regexp.MustCompile(`^shard-(\d{5,})-model-\d{5,}-of-\d{5,}\.safetensors$`)
-
-// HFDCPOffsets returns the saved_offsets of every tensor a safetensors
-// file's metadata lists under DCPShardingInfoKey; ok is false when the
-// metadata has no such key. The JSON is untrusted: every entry must be an
-// object whose saved_offsets is a list of at most 64 non-negative
-// integers.
-func HFDCPOffsets(md map[string]string) (offsets map[string][]int64, ok bool, err error) {
-	raw, ok := md[DCPShardingInfoKey]
-	if !ok {
-		return nil, false, nil
-	}
-	var info map[string]map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(raw), &info); err != nil {
-		return nil, true, fmt.Errorf("%w: %s is not a JSON object of objects: %v", ErrMalformed, DCPShardingInfoKey, err)
-	}
-	offsets = make(map[string][]int64, len(info))
-	for name, e := range info {
-		v, has := e[dcpSavedOffsets]
-		if !has {
-			return nil, true, fmt.Errorf("%w: %s entry %q has no %s", ErrMalformed, DCPShardingInfoKey, name, dcpSavedOffsets)
-		}
-		var offs []int64
-		if err := json.Unmarshal(v, &offs); err != nil || len(offs) > 64 {
-			return nil, true, fmt.Errorf("%w: %s entry %q: %s is not a list of at most 64 integers", ErrMalformed, DCPShardingInfoKey, name, dcpSavedOffsets)
-		}
-		for _, o := range offs {
-			if o < 0 {
-				return nil, true, fmt.Errorf("%w: %s entry %q: negative offset %v", ErrMalformed, DCPShardingInfoKey, name, offs)
-			}
-		}
-		offsets[name] = offs
-	}
-	return offsets, true, nil
-}
+// torch >= 2.8 safetensors-backed DCP (package dcp's read_sharding.go
+// describes the layout): per-rank safetensors files whose
+// dcp.ShardingInfoKey places their chunks, opened with this package's
+// safetensors reader and assembled as a .distcp checkpoint's tensors are;
+// and .distcp files holding a safetensors blob.
 
 // hfDCPFiles returns the safetensors files of dir when at least one of
-// them carries DCPShardingInfoKey and more than one file is there or the
+// them carries dcp.ShardingInfoKey and more than one file is there or the
 // offsets place a chunk away from the origin: a safetensors DCP
 // checkpoint. Files are sniffed by their header only.
 func hfDCPFiles(dir string, cfg *config) []string {
 	files := cfg.glob(dir, "*.safetensors")
-	if len(files) == 0 || len(files) > maxHFDCPFiles {
+	if len(files) == 0 || len(files) > dcp.MaxSafetensorsFiles {
 		return nil
 	}
 	for _, f := range files {
@@ -94,29 +38,12 @@ func hfDCPFiles(dir string, cfg *config) []string {
 		if err != nil {
 			continue
 		}
-		_, ok, err := HFDCPOffsets(md)
-		if ok && (len(files) > 1 || err != nil || hfChunksAway(md)) {
+		_, ok, err := dcp.SavedOffsets(md)
+		if ok && (len(files) > 1 || err != nil || dcp.ChunksAway(md)) {
 			return files
 		}
 	}
 	return nil
-}
-
-// hfChunksAway reports whether a safetensors file's metadata places a
-// chunk of a safetensors DCP checkpoint away from the origin.
-func hfChunksAway(md map[string]string) bool {
-	offs, _, err := HFDCPOffsets(md)
-	if err != nil {
-		return false
-	}
-	for _, o := range offs {
-		for _, v := range o {
-			if v != 0 {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // hfChunkSource is one chunk of a safetensors DCP tensor: the safetensors
@@ -129,7 +56,7 @@ type hfChunkSource struct {
 // openHFDCP opens the safetensors files of a torch >= 2.8 safetensors DCP
 // checkpoint in dir as one checkpoint of global tensors (FormatDCP with
 // ShardFormat FormatSafetensors), assembled lazily from their chunks as
-// for a .distcp checkpoint. Files without DCPShardingInfoKey hold chunks
+// for a .distcp checkpoint. Files without dcp.ShardingInfoKey hold chunks
 // at the origin, as torch's reader takes them.
 func openHFDCP(dir string, files []string, cfg *config) (*Checkpoint, error) {
 	ck := &Checkpoint{Format: FormatDCP, ByteOrder: "little", ShardFormat: FormatSafetensors}
@@ -143,7 +70,7 @@ func openHFDCP(dir string, files []string, cfg *config) (*Checkpoint, error) {
 		dtype  dtype.DType
 		ndim   int
 		shape  []int64
-		chunks []Chunk
+		chunks []dcp.Chunk
 		srcs   map[string]hfChunkSource // by chunk file
 	}
 	byName := map[string]*entry{}
@@ -163,17 +90,11 @@ func openHFDCP(dir string, files []string, cfg *config) (*Checkpoint, error) {
 		if sub.Format != FormatSafetensors {
 			return nil, &Error{File: shown, Err: fmt.Errorf("%w: a %s file among the safetensors of a DCP checkpoint", ErrMalformed, sub.Format)}
 		}
-		offs, has, err := HFDCPOffsets(sub.Metadata)
+		offs, has, err := dcp.SavedOffsets(sub.Metadata)
 		if err != nil {
-			return nil, &Error{File: shown, Record: "header", Err: err}
+			return nil, &Error{File: shown, Record: "header", Err: fromFormat(err)}
 		}
 		rel := path.Base(filepath.ToSlash(p))
-		rank := -1
-		if m := hfShardFile.FindStringSubmatch(rel); m != nil {
-			if r, err := strconv.Atoi(m[1]); err == nil && r >= 1 {
-				rank = r - 1
-			}
-		}
 		ck.Shards = append(ck.Shards, rel)
 		if sub.Metadata != nil {
 			if ck.ShardMetadata == nil {
@@ -186,11 +107,11 @@ func openHFDCP(dir string, files []string, cfg *config) (*Checkpoint, error) {
 			if has {
 				var listed bool
 				if o, listed = offs[t.Name]; !listed {
-					return nil, &Error{File: shown, Tensor: t.Name, Err: fmt.Errorf("%w: the tensor has no entry in %s", ErrMalformed, DCPShardingInfoKey)}
+					return nil, &Error{File: shown, Tensor: t.Name, Err: fmt.Errorf("%w: the tensor has no entry in %s", ErrMalformed, dcp.ShardingInfoKey)}
 				}
 			}
-			if len(o) != len(t.Shape) {
-				return nil, &Error{File: shown, Tensor: t.Name, Err: fmt.Errorf("%w: %s %v for a tensor of shape %v", ErrMalformed, dcpSavedOffsets, o, t.Shape)}
+			if err := dcp.CheckSavedOffsets(o, t.Shape); err != nil {
+				return nil, &Error{File: shown, Tensor: t.Name, Err: fromFormat(err)}
 			}
 			e := byName[t.Name]
 			if e == nil {
@@ -202,16 +123,13 @@ func openHFDCP(dir string, files []string, cfg *config) (*Checkpoint, error) {
 				return nil, &Error{File: shown, Tensor: t.Name, Err: fmt.Errorf("%w: chunk is %s%v, another is %s with %d dimensions", ErrMalformed, t.DType, t.Shape, e.dtype, e.ndim)}
 			}
 			for d := range o {
-				if o[d] > maxDim-t.Shape[d] {
-					return nil, &Error{File: shown, Tensor: t.Name, Err: fmt.Errorf("%w: offset %v + size %v", ErrOverflow, o, t.Shape)}
-				}
 				e.shape[d] = max(e.shape[d], o[d]+t.Shape[d])
 			}
 			var begin int64
 			if ss, isSection := t.Storage.src.(*sectionSource); isSection {
 				begin = ss.off
 			}
-			e.chunks = append(e.chunks, Chunk{Offsets: o, Sizes: t.Shape, File: rel, Rank: rank, Begin: begin, Length: t.Storage.NBytes})
+			e.chunks = append(e.chunks, dcp.Chunk{Offsets: o, Sizes: t.Shape, Location: dcp.Location{File: rel, Offset: begin, Length: t.Storage.NBytes}})
 			e.srcs[rel] = hfChunkSource{t: t, file: shown}
 		}
 		for _, w := range sub.Warnings {
@@ -222,55 +140,34 @@ func openHFDCP(dir string, files []string, cfg *config) (*Checkpoint, error) {
 		return nil, &Error{File: cfg.display(dir), Err: fmt.Errorf("%w: the safetensors files hold no tensor", ErrMalformed)}
 	}
 	sort.Strings(ck.Shards)
-	mu := &sync.Mutex{}
+	shared := &dcpShared{dir: dir, cfg: cfg, ck: ck}
 	root := &pickle.Dict{}
 	for _, name := range order {
 		e := byName[name]
-		it := DCPItem{Name: name, IsTensor: true, DType: e.dtype, Shape: e.shape, Chunks: e.chunks}
-		t := &Tensor{Name: name, DType: e.dtype, Shape: e.shape, Strides: contiguousStrides(e.shape), Device: "cpu", Layout: Strided}
-		n := t.NBytes()
-		if n < 0 {
-			return nil, &Error{File: cfg.display(dir), Tensor: name, Err: fmt.Errorf("%w: shape %v", ErrOverflow, e.shape)}
+		kept, problem := dcp.CheckTiling(&dcp.Entry{FQN: name, Tensor: true, DType: e.dtype, Size: e.shape, Chunks: e.chunks})
+		var chunks []Chunk
+		for _, c := range kept {
+			chunks = append(chunks, toChunk(c, dcp.ShardFileRank(c.File)))
 		}
 		srcs := e.srcs
-		dt := &dcpTensor{dir: dir, name: name, dtype: e.dtype, cfg: cfg, ck: ck, mu: mu,
-			pieceOf: func(c Chunk) (*piece, error) { return hfPiece(srcs[c.File], c) }}
-		dt.chunks, dt.problem = checkTiling(it, t)
-		g := &gather{name: name, dtype: e.dtype, shape: e.shape, dcp: dt, pieces: dt.open}
-		t.Storage = &Storage{Key: name, Location: "cpu", DType: e.dtype, NBytes: n,
-			File: cfg.display(dir), src: &gatherSource{g: g, lo: make([]int64, len(e.shape)), hi: e.shape}}
-		if dt.problem != nil {
-			ck.Warnings = append(ck.Warnings, fmt.Sprintf("tensor %q: %s", name, strings.TrimPrefix(dt.problem.Error(), "statedict: ")))
+		leaf, err := ck.addDCPTensor(name, e.shape, &dcpTensor{dcpShared: shared, name: name, dtype: e.dtype, chunks: chunks, problem: problem,
+			pieceOf: func(c Chunk) (*piece, error) { return hfPiece(srcs[c.File], c) }})
+		if err != nil {
+			return nil, &Error{File: cfg.display(dir), Tensor: name, Err: err}
 		}
-		ck.Tensors = append(ck.Tensors, t)
-		ck.Storages = append(ck.Storages, t.Storage)
-		root.Entries = append(root.Entries, pickle.DictEntry{Key: name, Value: &pickle.Tensor{DType: e.dtype.String(), Shape: t.Shape,
-			Stride: t.Strides, Layout: string(Strided), Storage: &pickle.StorageRef{Class: "UntypedStorage", Key: name, Location: "cpu", Numel: n, Ref: t.Storage}}})
+		root.Entries = append(root.Entries, pickle.DictEntry{Key: name, Value: leaf})
 	}
 	ck.Root = root
 	ok = true
 	return ck, nil
 }
 
-// maxDim bounds offset+size in a dimension so that sums cannot overflow.
-const maxDim = int64(1) << 62
-
 // hfPiece is the piece of chunk c held by safetensors tensor s.
 func hfPiece(s hfChunkSource, c Chunk) (*piece, error) {
 	if s.t == nil {
 		return nil, fmt.Errorf("%w: chunk at %v in %s", ErrMissingRecord, c.Offsets, c.File)
 	}
-	p, err := tensorPiece(s.t)
-	if err != nil {
-		return nil, err
-	}
-	p.lo = c.Offsets
-	p.hi = make([]int64, len(c.Offsets))
-	for d := range p.hi {
-		p.hi[d] = c.Offsets[d] + c.Sizes[d]
-	}
-	p.file = s.file
-	return p, nil
+	return chunkPiece(s.t, c, s.file)
 }
 
 // safetensorsMetadata reads only the header metadata of a safetensors file
@@ -298,33 +195,29 @@ type stBlob struct {
 // a safetensors header. The chunk is the blob's tensor named dt.name; its
 // dtype, shape and DCP_SHARDING_INFO saved_offsets must agree with the
 // .metadata.
-func (dt *dcpTensor) safetensorsChunk(o *dcpOpened, c Chunk) (p *piece, isST bool, err error) {
-	var head [9]byte
-	if c.Begin < 0 || c.Begin > o.size-9 {
+func (dt *dcpTensor) safetensorsChunk(c Chunk) (p *piece, isST bool, err error) {
+	f, err := dt.r.File(c.File)
+	if err != nil || !dcp.SafetensorsAt(f, f.Size(), c.Begin) {
 		return nil, false, nil
 	}
-	if _, err := o.f.ReadAt(head[:], c.Begin); err != nil {
-		return nil, false, nil
-	}
-	n := binary.LittleEndian.Uint64(head[:8])
-	if head[8] != '{' || n > uint64(o.size-c.Begin-8) {
-		return nil, false, nil
-	}
-	o.stMu.Lock()
-	b := o.st[c.Begin]
+	size := f.Size()
+	at := dcp.Location{File: c.File, Offset: c.Begin}
+	dt.mu.Lock()
+	b := dt.st[at]
 	if b == nil {
 		b = &stBlob{}
 		cfg := *dt.cfg
-		b.ck, b.err = readSafetensors(io.NewSectionReader(o.f, c.Begin, o.size-c.Begin), o.size-c.Begin, &cfg)
+		b.ck, b.err = readSafetensors(io.NewSectionReader(f, c.Begin, size-c.Begin), size-c.Begin, &cfg)
 		if b.err == nil {
-			b.offsets, _, b.err = HFDCPOffsets(b.ck.Metadata)
+			b.offsets, _, b.err = dcp.SavedOffsets(b.ck.Metadata)
+			b.err = fromFormat(b.err)
 		}
-		if o.st == nil {
-			o.st = map[int64]*stBlob{}
+		if dt.st == nil {
+			dt.st = map[dcp.Location]*stBlob{}
 		}
-		o.st[c.Begin] = b
+		dt.st[at] = b
 	}
-	o.stMu.Unlock()
+	dt.mu.Unlock()
 	if b.err != nil {
 		return nil, true, b.err
 	}
@@ -341,7 +234,7 @@ func (dt *dcpTensor) safetensorsChunk(o *dcpOpened, c Chunk) (p *piece, isST boo
 	case t.DType != dt.dtype || !slices.Equal(t.Shape, c.Sizes):
 		return nil, true, fmt.Errorf("%w: it holds %s%v, the metadata says %s%v", ErrMalformed, t.DType, t.Shape, dt.dtype, c.Sizes)
 	case b.offsets != nil && !slices.Equal(b.offsets[dt.name], c.Offsets):
-		return nil, true, fmt.Errorf("%w: its %s are %v, the metadata says %v", ErrMalformed, dcpSavedOffsets, b.offsets[dt.name], c.Offsets)
+		return nil, true, fmt.Errorf("%w: its saved_offsets are %v, the metadata says %v", ErrMalformed, b.offsets[dt.name], c.Offsets)
 	}
 	p, err = hfPiece(hfChunkSource{t: t, file: dt.cfg.display(dt.cfg.join(dt.dir, c.File))}, c)
 	return p, true, err

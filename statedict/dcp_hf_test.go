@@ -16,6 +16,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/safetensors"
 )
@@ -88,7 +89,7 @@ func hfFile(t testing.TB, chunks []hfChunk, fulls map[string][]float32, shapes m
 	if info != nil {
 		s = *info
 	}
-	md := map[string]string{DCPShardingInfoKey: s, DCPVersionKey: "1.0", "format": "pt"}
+	md := map[string]string{dcp.ShardingInfoKey: s, dcp.VersionKey: "1.0", "format": "pt"}
 	var out bytes.Buffer
 	w, err := safetensors.NewWriter(&out, decl, md)
 	if err != nil {
@@ -259,8 +260,8 @@ func TestHFDCPHostile(t *testing.T) {
 		{"huge", str(`{"a": {"saved_offsets": [9223372036854775807, 0]}, "b": {"saved_offsets": [0]}}`), other, ErrOverflow, nil, "offset"},
 		{"too many dims", str(`{"a": {"saved_offsets": [0, 0, 0]}, "b": {"saved_offsets": [0]}}`), other, ErrMalformed, nil, "for a tensor of shape"},
 		{"missing entry", str(`{"a": {"saved_offsets": [0, 0]}}`), other, ErrMalformed, nil, `tensor "b"`},
-		{"overlap", nil, []hfChunk{{"a", []int64{1, 0}, []int64{3, 2}}}, nil, ErrTiling, "overlap"},
-		{"gap", nil, []hfChunk{{"a", []int64{3, 0}, []int64{1, 2}}}, nil, ErrTiling, "gap"},
+		{"overlap", nil, []hfChunk{{"a", []int64{1, 0}, []int64{3, 2}}}, nil, dcp.ErrTiling, "overlap"},
+		{"gap", nil, []hfChunk{{"a", []int64{3, 0}, []int64{1, 2}}}, nil, dcp.ErrTiling, "gap"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -402,7 +403,7 @@ func TestHFDCPOneFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ckd.Close()
-	if ckd.Format != FormatDCP || !errors.Is(named(ckd, "col").Problem(), ErrTiling) {
+	if ckd.Format != FormatDCP || !errors.Is(named(ckd, "col").Problem(), dcp.ErrTiling) {
 		t.Errorf("directory: format %s, col problem %v", ckd.Format, named(ckd, "col").Problem())
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/pickle"
 )
 
@@ -122,41 +122,6 @@ func equalInts(a, b []int64) bool {
 	return true
 }
 
-var _ = errors.Is
-
-func TestDCPTiling(t *testing.T) {
-	c := func(off, size []int64) Chunk { return Chunk{Offsets: off, Sizes: size, File: "__0_0.distcp"} }
-	shape := []int64{4, 6}
-	cases := []struct {
-		name   string
-		chunks []Chunk
-		want   error
-		kept   int
-	}{
-		{"rows", []Chunk{c([]int64{0, 0}, []int64{2, 6}), c([]int64{2, 0}, []int64{2, 6})}, nil, 2},
-		{"blocks", []Chunk{c([]int64{0, 0}, []int64{2, 3}), c([]int64{0, 3}, []int64{2, 3}), c([]int64{2, 0}, []int64{2, 3}), c([]int64{2, 3}, []int64{2, 3})}, nil, 4},
-		{"replicated", []Chunk{c([]int64{0, 0}, []int64{4, 6}), c([]int64{0, 0}, []int64{4, 6})}, nil, 1},
-		{"empty chunk at the end", []Chunk{c([]int64{0, 0}, []int64{4, 6}), c([]int64{4, 0}, []int64{0, 6})}, nil, 1},
-		{"gap", []Chunk{c([]int64{0, 0}, []int64{2, 6}), c([]int64{3, 0}, []int64{1, 6})}, ErrTiling, 2},
-		{"overlap", []Chunk{c([]int64{0, 0}, []int64{3, 6}), c([]int64{2, 0}, []int64{2, 6})}, ErrTiling, 0},
-		{"outside", []Chunk{c([]int64{0, 0}, []int64{4, 6}), c([]int64{2, 4}, []int64{2, 3})}, ErrTiling, 0},
-		{"negative", []Chunk{c([]int64{-1, 0}, []int64{4, 6})}, ErrTiling, 0},
-		{"rank mismatch", []Chunk{c([]int64{0}, []int64{4})}, ErrTiling, 0},
-		{"no storage entry", []Chunk{{Offsets: []int64{0, 0}, Sizes: []int64{4, 6}}}, ErrMissingRecord, 0},
-		{"none", nil, ErrTiling, 0},
-	}
-	for _, tc := range cases {
-		it := DCPItem{Name: "w", IsTensor: true, DType: dtype.Float32, Shape: shape, Chunks: tc.chunks}
-		kept, err := checkTiling(it, &Tensor{Shape: shape, DType: dtype.Float32})
-		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
-			t.Errorf("%s: error %v, want %v", tc.name, err, tc.want)
-		}
-		if tc.want == nil && len(kept) != tc.kept {
-			t.Errorf("%s: kept %d chunks, want %d", tc.name, len(kept), tc.kept)
-		}
-	}
-}
-
 // copyDir copies a fixture directory so that a test can damage it.
 func copyDir(t *testing.T, src string) string {
 	t.Helper()
@@ -227,24 +192,6 @@ func TestDCPTruncatedFile(t *testing.T) {
 	t.Log(err)
 }
 
-// Many chunks along one dimension are checked without pairwise work.
-func TestDCPTilingManyChunks(t *testing.T) {
-	shape := []int64{100000, 4}
-	var cs []Chunk
-	for i := int64(0); i < 100000; i++ {
-		cs = append(cs, Chunk{Offsets: []int64{99999 - i, 0}, Sizes: []int64{1, 4}, File: "f"})
-	}
-	it := DCPItem{Name: "w", IsTensor: true, DType: dtype.Float32, Shape: shape, Chunks: cs}
-	if kept, err := checkTiling(it, &Tensor{Shape: shape, DType: dtype.Float32}); err != nil || len(kept) != 100000 {
-		t.Fatalf("%d kept, %v", len(kept), err)
-	}
-	cs[500].Offsets = []int64{7, 0} // now 7 twice (an overlap) and a gap
-	cs[500].Sizes = []int64{2, 4}
-	if _, err := checkTiling(it, &Tensor{Shape: shape, DType: dtype.Float32}); !errors.Is(err, ErrTiling) {
-		t.Fatalf("overlap: %v", err)
-	}
-}
-
 // TestDCPBadMetadata: metadata that torch's own classes pickle, changed in
 // one way each (scripts/gen_dcp_fixtures.py make_bad), beside the real
 // chunk files: bad tilings and paths are flagged at Open and fail only
@@ -254,9 +201,9 @@ func TestDCPBadMetadata(t *testing.T) {
 		name, tensor string
 		want         error
 	}{
-		{"gap", "model.embed.weight", ErrTiling},
-		{"overlap", "model.counts", ErrTiling},
-		{"outside", "model.ids", ErrTiling},
+		{"gap", "model.embed.weight", dcp.ErrTiling},
+		{"overlap", "model.counts", dcp.ErrTiling},
+		{"outside", "model.ids", dcp.ErrTiling},
 		{"path", "model.proj.weight", ErrMalformed},
 	}
 	for _, tc := range cases {
@@ -265,7 +212,7 @@ func TestDCPBadMetadata(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, DCPMetadata), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, dcp.MetadataFile), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		ck, err := Open(dir)
@@ -290,7 +237,7 @@ func TestDCPBadMetadata(t *testing.T) {
 	}
 	dir := copyDir(t, filepath.Join(dcpFixtures, "basic"))
 	b, _ := os.ReadFile(filepath.Join(dcpFixtures, "bad", "unsafe.metadata"))
-	os.WriteFile(filepath.Join(dir, DCPMetadata), b, 0o644)
+	os.WriteFile(filepath.Join(dir, dcp.MetadataFile), b, 0o644)
 	if _, err := Open(dir); !errors.Is(err, pickle.ErrUnsafe) {
 		t.Errorf("unsafe: %v", err)
 	}
@@ -316,37 +263,6 @@ func TestDCPCorruptChunk(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	t.Log(err)
-}
-
-func TestDCPTree(t *testing.T) {
-	items := []DCPItem{{Name: "a.x"}, {Name: "a.l.1.y"}, {Name: "b"}}
-	leaves := map[string]any{"a.x": int64(1), "a.l.1.y": "s", "b": 2.5}
-	md := &DCPMeta{Items: items, Paths: map[string][]any{"a.x": {"a", "x"}, "a.l.1.y": {"a", "l", int64(1), "y"}, "b": {"b"}}}
-	root, ok := dcpTree(md, leaves).(*pickle.Dict)
-	if !ok {
-		t.Fatal("no tree")
-	}
-	a, _ := root.Get("a")
-	l, _ := a.(*pickle.Dict).Get("l")
-	lst := *l.(*pickle.List)
-	if len(lst) != 2 || lst[0] != nil {
-		t.Fatalf("list %v", lst)
-	}
-	if y, _ := lst[1].(*pickle.Dict).Get("y"); y != "s" {
-		t.Errorf("y = %v", y)
-	}
-	// Two leaves at one place, or a leaf where a container must go: flat.
-	md.Paths["b"] = []any{"a", "x"}
-	if dcpTree(md, leaves) != nil {
-		t.Error("contradicting paths gave a tree")
-	}
-	md.Paths["b"] = []any{"a", "x", "z"}
-	if dcpTree(md, leaves) != nil {
-		t.Error("a path through a leaf gave a tree")
-	}
-	if dcpTree(&DCPMeta{Items: items}, leaves) != nil {
-		t.Error("no planner_data gave a tree")
-	}
 }
 
 // A flipped bit in a chunk's data fails the read of the whole tensor with

@@ -15,22 +15,23 @@
 //   - routes.go: torch's loader paths, shared with package scan: which
 //     containers a file parses as, and which records each path unpickles.
 //   - zip.go, legacy.go, tar.go, compressed.go, source.go, pickleat.go:
-//     the torch.save containers and where their storages' bytes lie.
+//     the torch.save containers and where their storages' bytes lie
+//     (zip.go adapts a torchzip.Reader, which owns the zip container:
+//     records, their bytes and CRC32s; data.pkl and the storages it
+//     references are read here).
 //   - build.go, module.go, packed.go, torchscript.go, dtensor.go,
 //     sparse.go: turning an unpickled tree into Tensors (nn.Module state,
 //     quantized packed weights, TorchScript classes, DTensor, sparse).
 //   - safetensors.go, sharded.go, gguf.go: the other single-file formats
 //     and index.json sharding.
-//   - DCP directories, one job per file:
-//     dcp.go (FormatDCP, Chunk and the Tensor methods of DCP tensors),
-//     dcp_metadata.go (decoding the .metadata pickle: ParseDCPMetadata),
-//     dcp_tiling.go (checking that the chunks tile each tensor),
-//     dcp_fs.go (finding and opening the directory's files, local or in
-//     an FS), dcp_open.go (assembling the Checkpoint and its nested tree),
-//     dcp_read.go (opening the chunks a read needs), dcp_hf.go (torch
-//     >= 2.8's safetensors-backed DCP: per-rank safetensors files whose
-//     DCP_SHARDING_INFO places their chunks, and .distcp files holding a
-//     safetensors blob).
+//   - dcp.go, dcp_hf.go: the adapters of package dcp, which owns the DCP
+//     format (.metadata, tiling, where each item lies): dcp.go opens a
+//     dcp.Reader as a Checkpoint of global tensors assembled lazily from
+//     their chunks (FormatDCP, Chunk and the Tensor methods of DCP
+//     tensors), decoding each chunk's torch.save zip here; dcp_hf.go
+//     does the same for torch >= 2.8's safetensors-backed DCP (per-rank
+//     safetensors files whose DCP_SHARDING_INFO places their chunks, and
+//     .distcp files holding a safetensors blob).
 //   - data.go, gather.go, slice.go: reading tensor bytes: whole storages,
 //     pieces assembled into a logical tensor, slices of a tensor.
 //   - stats.go: per-tensor statistics.

@@ -3,6 +3,9 @@ package statedict
 import (
 	"errors"
 	"strings"
+
+	"github.com/ckpt-dev/ckpt/dcp"
+	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
 // Errors returned by the readers. Every error from Open and NewReader wraps
@@ -79,4 +82,55 @@ func withFile(err error, file string) error {
 		return err
 	}
 	return &Error{File: file, Err: err}
+}
+
+// formatError is an error of a format package (dcp) that also matches
+// this package's sentinel of the same meaning (kind, when not nil), and
+// reads as this package's errors read: prefix (the format package's) is
+// replaced by "statedict: ", which *Error then leaves out.
+type formatError struct {
+	err, kind error
+	prefix    string
+}
+
+func (e *formatError) Error() string {
+	return "statedict: " + strings.TrimPrefix(e.err.Error(), e.prefix)
+}
+
+func (e *formatError) Unwrap() []error {
+	if e.kind == nil {
+		return []error{e.err}
+	}
+	return []error{e.err, e.kind}
+}
+
+// formatKinds pairs the sentinels of the format packages with this
+// package's of the same meaning (nil: none; the format's own is the one).
+var formatKinds = [...]struct {
+	from, to error
+	prefix   string
+}{
+	{dcp.ErrMalformed, ErrMalformed, "dcp: "}, {dcp.ErrMissing, ErrMissingRecord, "dcp: "}, {dcp.ErrTruncated, ErrTruncated, "dcp: "},
+	{dcp.ErrOverflow, ErrOverflow, "dcp: "}, {dcp.ErrUnsupported, ErrUnsupported, "dcp: "}, {dcp.ErrTiling, nil, "dcp: "},
+	{torchzip.ErrNotTorchZip, ErrFormat, "torchzip: "}, {torchzip.ErrTruncated, ErrTruncated, "torchzip: "},
+	{torchzip.ErrMalformed, ErrMalformed, "torchzip: "}, {torchzip.ErrUnsupported, ErrUnsupported, "torchzip: "},
+}
+
+// fromFormat gives an error of a format package (dcp, torchzip) this
+// package's sentinel of the same meaning too, and this package's wording;
+// a torchzip.RecordError becomes an *Error naming the record.
+func fromFormat(err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *torchzip.RecordError
+	if errors.As(err, &re) && re == err {
+		return &Error{Record: re.Name, Err: fromFormat(re.Err)}
+	}
+	for _, k := range formatKinds {
+		if errors.Is(err, k.from) {
+			return &formatError{err: err, kind: k.to, prefix: k.prefix}
+		}
+	}
+	return err
 }

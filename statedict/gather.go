@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/dtype"
 )
 
@@ -199,7 +200,7 @@ func (b *boxReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	for n < len(p) {
 		i := findPiece(b.ps, idx, hint)
 		if i < 0 {
-			return n, &Error{Tensor: b.g.name, Err: fmt.Errorf("%w: no chunk holds index %v", ErrTiling, idx)}
+			return n, &Error{Tensor: b.g.name, Err: fromFormat(fmt.Errorf("%w: no chunk holds index %v", dcp.ErrTiling, idx))}
 		}
 		hint = i
 		pc := b.ps[i]
@@ -268,7 +269,7 @@ func (s *boxStream) Read(p []byte) (int, error) {
 			}
 			i := findPiece(s.ps, s.idx, s.hint)
 			if i < 0 {
-				return n, &Error{Tensor: s.g.name, Err: fmt.Errorf("%w: no chunk holds index %v", ErrTiling, s.idx)}
+				return n, &Error{Tensor: s.g.name, Err: fromFormat(fmt.Errorf("%w: no chunk holds index %v", dcp.ErrTiling, s.idx))}
 			}
 			s.hint = i
 			if s.subs[i] == nil {

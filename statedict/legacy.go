@@ -101,7 +101,7 @@ func readLegacy(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 	// Lay out the storages in key order, checking each count against the pickle.
 	off := pos
 	for _, kv := range *keys {
-		key := KeyName(kv)
+		key := pickle.KeyName(kv)
 		s, ok := storages[key]
 		if !ok {
 			return nil, &Error{Record: "storage " + key, Err: fmt.Errorf("%w: key list names storage %s that no tensor uses", ErrMalformed, key)}

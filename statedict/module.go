@@ -57,7 +57,7 @@ func (b *builder) walkModule(f *pickle.Foreign, state *pickle.Dict, name string)
 	}
 	for _, key := range []string{"_parameters", "_buffers"} {
 		for _, e := range get(key).Entries {
-			k := KeyName(e.Key)
+			k := pickle.KeyName(e.Key)
 			if e.Value == nil || key == "_buffers" && nonPersistent[k] {
 				continue
 			}
@@ -73,7 +73,7 @@ func (b *builder) walkModule(f *pickle.Foreign, state *pickle.Dict, name string)
 		if e.Value == nil {
 			continue
 		}
-		k := KeyName(e.Key)
+		k := pickle.KeyName(e.Key)
 		if k == "" {
 			k = strconv.Itoa(i)
 		}

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/ckpt-dev/ckpt/internal/human"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
+
+	"github.com/ckpt-dev/ckpt/dcp"
+	"github.com/ckpt-dev/ckpt/internal/human"
 
 	"github.com/ckpt-dev/ckpt/pickle"
 )
@@ -105,7 +107,7 @@ func Open(path string, opts ...Option) (*Checkpoint, error) {
 	if fi.IsDir() {
 		return openDir(path, &cfg)
 	}
-	if filepath.Base(path) == DCPMetadata {
+	if filepath.Base(path) == dcp.MetadataFile {
 		return openDCP(cfg.dcpDir(path), &cfg)
 	}
 	return openFile(path, &cfg)
@@ -157,7 +159,7 @@ func OpenFS(fsys FS, name string, opts ...Option) (*Checkpoint, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if path.Base(name) == DCPMetadata {
+	if path.Base(name) == dcp.MetadataFile {
 		return openDCP(cfg.dcpDir(name), &cfg)
 	}
 	dir, err := fsys.IsDir(name)

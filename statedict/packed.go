@@ -48,7 +48,7 @@ func (b *builder) walkPackedParams(state *pickle.Dict, name string) error {
 		if !ok || !strings.HasSuffix(cls, packedParamsClass) {
 			continue
 		}
-		if err := b.walk(payload, join(name, KeyName(e.Key)), true); err != nil {
+		if err := b.walk(payload, join(name, pickle.KeyName(e.Key)), true); err != nil {
 			return err
 		}
 	}

@@ -175,25 +175,3 @@ func tarNumber(f []byte) (int64, bool) {
 	}
 	return n, true
 }
-
-// ZipRecordKey is how torch's zip reader compares record names: miniz
-// looks names up without MZ_ZIP_FLAG_CASE_SENSITIVE, folding ASCII
-// letters only. Two records with one key are one record to torch, which
-// may open either.
-func ZipRecordKey(name string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'A' && r <= 'Z' {
-			return r + 'a' - 'A'
-		}
-		return r
-	}, name)
-}
-
-// IsPickleRecord reports whether a loader unpickles the zip record name:
-// data.pkl (torch.load, torch.jit.load), constants.pkl and the
-// *.debug_pkl records of TorchScript, a torch.package's pickles; compared
-// as torch compares names (ZipRecordKey).
-func IsPickleRecord(name string) bool {
-	k := ZipRecordKey(name)
-	return strings.HasSuffix(k, ".pkl") || strings.HasSuffix(k, "_pkl")
-}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/safetensors"
 )
@@ -17,7 +18,7 @@ func readSafetensors(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error
 		return nil, &Error{Record: "header", Err: err}
 	}
 	ck := &Checkpoint{Format: FormatSafetensors, ByteOrder: "little", Metadata: f.Metadata}
-	if !cfg.shard && hfChunksAway(f.Metadata) {
+	if !cfg.shard && dcp.ChunksAway(f.Metadata) {
 		ck.Warnings = append(ck.Warnings, "the file holds chunks of a safetensors DCP checkpoint (its DCP_SHARDING_INFO places them away from the origin): open its directory for the whole tensors")
 	}
 	for _, ti := range f.Tensors {

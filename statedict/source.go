@@ -1,12 +1,13 @@
 package statedict
 
 import (
-	"archive/zip"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+
+	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
 // sectionSource serves a storage stored uncompressed at [off, off+n) of r.
@@ -61,7 +62,7 @@ func (s *sectionSource) readerAt() (io.ReaderAt, error) {
 // through the decompressor; random access spools the record to an unlinked
 // temporary file once.
 type zipDeflateSource struct {
-	f       *zip.File
+	rec     *torchzip.Record
 	tempDir string
 	ck      *Checkpoint     // owns the spool file
 	ctx     context.Context // stops the spooling; nil: never
@@ -75,7 +76,7 @@ func (s *zipDeflateSource) open(off, n int64) (io.ReadCloser, error) {
 	if s.spool != nil {
 		return sectionReadCloser{io.NewSectionReader(s.spool, off, n)}, nil
 	}
-	rc, err := s.f.Open()
+	rc, err := s.rec.Open()
 	if err != nil {
 		return nil, err
 	}
@@ -91,13 +92,13 @@ func (s *zipDeflateSource) open(off, n int64) (io.ReadCloser, error) {
 
 func (s *zipDeflateSource) readerAt() (io.ReaderAt, error) {
 	s.once.Do(func() {
-		rc, err := s.f.Open()
+		rc, err := s.rec.Open()
 		if err != nil {
 			s.err = err
 			return
 		}
 		defer rc.Close()
-		s.spool, s.err = spoolToTemp(s.ctx, rc, s.tempDir, int64(s.f.UncompressedSize64))
+		s.spool, s.err = spoolToTemp(s.ctx, rc, s.tempDir, s.rec.Size())
 		if s.err == nil {
 			s.ck.closers = append(s.ck.closers, s.spool)
 		}

@@ -101,7 +101,7 @@ func readTar(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 		if t, ok := pid.(*pickle.Tuple); ok && len(*t) > 0 {
 			return (*t)[0], nil
 		}
-		key := KeyName(pid)
+		key := pickle.KeyName(pid)
 		if t, ok := tensors[key]; ok {
 			return t, nil
 		}
@@ -152,7 +152,7 @@ func readTarStorages(r io.ReaderAt, m tarMember, bigEndian bool, cfg *config) (m
 		if !ok || len(*args) != 3 {
 			return nil, &Error{Record: rec, Err: fmt.Errorf("%w: storage header %d is not (key, location, type)", ErrMalformed, i)}
 		}
-		key := KeyName((*args)[0])
+		key := pickle.KeyName((*args)[0])
 		loc, _ := (*args)[1].(string)
 		dt, err := storageTypeDType((*args)[2])
 		if err != nil {
@@ -187,7 +187,7 @@ func readTarStorages(r io.ReaderAt, m tarMember, bigEndian bool, cfg *config) (m
 		if !ok || len(*t) != 4 {
 			return nil, &Error{Record: rec, Err: fmt.Errorf("%w: storage view is not (target, root, offset, numel)", ErrMalformed)}
 		}
-		target, root := KeyName((*t)[0]), KeyName((*t)[1])
+		target, root := pickle.KeyName((*t)[0]), pickle.KeyName((*t)[1])
 		off, ok1 := (*t)[2].(int64)
 		numel, ok2 := (*t)[3].(int64)
 		rs, ok := out[root]
@@ -235,7 +235,7 @@ func readTarTensors(r io.ReaderAt, m tarMember, storages map[string]*Storage, cf
 		if !ok || len(*args) != 3 {
 			return nil, &Error{Record: rec, Err: fmt.Errorf("%w: tensor header %d is not (key, storage, type)", ErrMalformed, i)}
 		}
-		key, sid := KeyName((*args)[0]), KeyName((*args)[1])
+		key, sid := pickle.KeyName((*args)[0]), pickle.KeyName((*args)[1])
 		s, ok := storages[sid]
 		if !ok {
 			return nil, &Error{Record: rec, Err: fmt.Errorf("%w: tensor %s uses storage %s that the storages member lacks", ErrMissingRecord, key, sid)}

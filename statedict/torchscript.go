@@ -1,12 +1,12 @@
 package statedict
 
 import (
-	"archive/zip"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/ckpt-dev/ckpt/pickle"
+	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
 // A TorchScript archive (torch.jit.save) pickles each module as an object
@@ -47,10 +47,10 @@ var (
 // archive's code/__torch__ files, by qualified class name
 // ("__torch__.M", "__torch__.torch.nn.modules.linear.Linear"). Files it
 // cannot read are skipped: the tensors are then listed as before.
-func readScriptClasses(files map[string]*zip.File, size int64) map[string]*scriptClass {
+func readScriptClasses(zr *torchzip.Reader) map[string]*scriptClass {
 	out := map[string]*scriptClass{}
 	n := 0
-	for name, f := range files {
+	for _, name := range zr.Keys() {
 		rest, ok := strings.CutPrefix(name, "code/")
 		if !ok || !strings.HasSuffix(rest, ".py") || !strings.HasPrefix(rest, "__torch__") {
 			continue
@@ -58,7 +58,8 @@ func readScriptClasses(files map[string]*zip.File, size int64) map[string]*scrip
 		if n++; n > maxScriptFiles {
 			break
 		}
-		b, err := readRecord(f, maxScriptBytes, size)
+		rec, _ := zr.Record(name)
+		b, err := rec.ReadAll(maxScriptBytes)
 		if err != nil {
 			continue
 		}
@@ -104,7 +105,7 @@ func (b *builder) walkScriptModule(f *pickle.Foreign, cls *scriptClass, state *p
 	}
 	defer delete(b.onPath, f)
 	for _, e := range state.Entries {
-		k := KeyName(e.Key)
+		k := pickle.KeyName(e.Key)
 		if v, ok := e.Value.(*pickle.Tensor); ok {
 			from := len(b.ck.Tensors)
 			if err := b.addTensor(v, join(name, k)); err != nil {

@@ -1,8 +1,18 @@
-// Package torchzip writes PyTorch's zip checkpoint format, the one
-// torch.save has used since 1.6, so that torch.load(f, weights_only=True)
-// reads the result on torch 1.13 and 2.x.
+// Package torchzip reads and writes the container of PyTorch's zip
+// checkpoint format, the one torch.save has used since 1.6; what it
+// writes, torch.load(f, weights_only=True) reads on torch 1.13 and 2.x.
 //
-// It owns two things: the zip container as torch's PyTorchStreamWriter
+// Reading (Reader, read.go) is the container only: the zip directory,
+// the records under the one top folder, looked up as torch's zip reader
+// looks them up (RecordKey: ASCII case folded, two records of one key
+// refused), where each record's bytes lie (Record.Data, Span; records
+// sharing bytes refused: CheckOverlaps, SpanGuard), their CRC32s, and
+// bounded reads of whole records (Record.ReadAll). Unpickling data.pkl
+// and building tensors over the storages it references is the model's,
+// package statedict's: it is the same for the legacy and tar containers,
+// whereas the records and their bytes are this format's alone.
+//
+// Writing owns two things: the zip container as torch's PyTorchStreamWriter
 // lays it out (every record stored uncompressed under one top folder,
 // "archive/" by default, payloads starting on 64-byte boundaries thanks to
 // an "FB" extra field, CRC32 and sizes in a data descriptor after each

@@ -36,3 +36,21 @@ func (e *RecordError) Error() string { return fmt.Sprintf("%q: %v", e.Name, e.Er
 
 // Unwrap returns the underlying error.
 func (e *RecordError) Unwrap() error { return e.Err }
+
+// Sentinel errors of reading (Reader). Their texts after "torchzip: " are
+// the words package statedict uses for the same faults, so that a
+// checkpoint's error reads the same whichever package found it.
+var (
+	// ErrNotTorchZip: a zip whose records are not under one top folder,
+	// as torch.save writes them.
+	ErrNotTorchZip = errors.New("torchzip: unknown checkpoint format")
+	// ErrTruncated: the archive ends before its directory or a record
+	// says it does.
+	ErrTruncated = errors.New("torchzip: truncated file")
+	// ErrMalformed: the archive is inconsistent: an unreadable
+	// directory, two records of one name, records sharing bytes, a record
+	// larger than its limit or than its bytes can produce.
+	ErrMalformed = errors.New("torchzip: malformed checkpoint")
+	// ErrUnsupported: a compression method other than stored and deflated.
+	ErrUnsupported = errors.New("torchzip: unsupported")
+)

@@ -35,3 +35,33 @@ func Example() {
 	fmt.Println(len(ck.Tensors), "tensors,", len(ck.Storages), "storage, epoch", ck.Objects[0].Value)
 	// Output: 2 tensors, 1 storage, epoch 3
 }
+
+// Reading the container back: the records under the top folder, found by
+// the names torch uses, and a stored record's bytes in place.
+func ExampleNewReader() {
+	var out bytes.Buffer
+	zw := torchzip.NewWriter(&out)
+	_ = zw.WriteRecord("data.pkl", 2, bytes.NewReader([]byte{0x80, 0x02}))
+	_ = zw.WriteRecord("data/0", 8, bytes.NewReader([]byte("weights!")))
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+
+	z, err := torchzip.NewReader(bytes.NewReader(out.Bytes()), int64(out.Len()))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(z.Prefix(), z.Keys())
+	rec, _ := z.Record("data/0")
+	sec, err := rec.Data()
+	if err != nil {
+		panic(err)
+	}
+	b := make([]byte, rec.Size())
+	_, _ = sec.ReadAt(b, 0)
+	_, off, _ := sec.Outer()
+	fmt.Printf("%s: %q at offset %d\n", rec.Name(), b, off)
+	// Output:
+	// archive [data.pkl data/0 version]
+	// archive/data/0: "weights!" at offset 192
+}

@@ -1,4 +1,4 @@
-package torchzip
+package torchzip_test
 
 import (
 	"archive/zip"
@@ -14,6 +14,7 @@ import (
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
 // TestWriterLayout writes to a bytes.Buffer (an io.ReaderFrom, which
@@ -31,7 +32,7 @@ func writerLayout(t *testing.T, plain bool) {
 	if plain {
 		w = struct{ io.Writer }{&buf}
 	}
-	zw := NewWriter(w, WithBufferSize(4096))
+	zw := torchzip.NewWriter(w, torchzip.WithBufferSize(4096))
 	recs := map[string][]byte{"data.pkl": []byte("x"), "data/0": bytes.Repeat([]byte{7, 8, 9}, 5000), "data/1": {}}
 	for _, n := range []string{"data.pkl", "data/0", "data/1"} {
 		if err := zw.WriteRecord(n, int64(len(recs[n])), bytes.NewReader(recs[n])); err != nil {
@@ -56,8 +57,8 @@ func writerLayout(t *testing.T, plain bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if off%Alignment != 0 {
-			t.Errorf("%s: payload at %d, not %d-byte aligned", f.Name, off, Alignment)
+		if off%torchzip.Alignment != 0 {
+			t.Errorf("%s: payload at %d, not %d-byte aligned", f.Name, off, torchzip.Alignment)
 		}
 		want := recs[strings.TrimPrefix(f.Name, "archive/")]
 		if f.CRC32 != crc32.ChecksumIEEE(want) {
@@ -75,20 +76,20 @@ func writerLayout(t *testing.T, plain bool) {
 }
 
 func TestWriterErrors(t *testing.T) {
-	zw := NewWriter(io.Discard)
-	if err := zw.WriteRecord("a", 5, strings.NewReader("abc")); !errors.Is(err, ErrDataLength) {
+	zw := torchzip.NewWriter(io.Discard)
+	if err := zw.WriteRecord("a", 5, strings.NewReader("abc")); !errors.Is(err, torchzip.ErrDataLength) {
 		t.Errorf("short record: %v", err)
 	}
-	if err := zw.WriteRecord("b", 1, strings.NewReader("x")); !errors.Is(err, ErrClosed) {
+	if err := zw.WriteRecord("b", 1, strings.NewReader("x")); !errors.Is(err, torchzip.ErrClosed) {
 		t.Errorf("after failure: %v", err)
 	}
-	zw = NewWriter(io.Discard)
-	if err := zw.WriteRecord("a", 1, strings.NewReader("ab")); !errors.Is(err, ErrDataLength) {
+	zw = torchzip.NewWriter(io.Discard)
+	if err := zw.WriteRecord("a", 1, strings.NewReader("ab")); !errors.Is(err, torchzip.ErrDataLength) {
 		t.Errorf("long record: %v", err)
 	}
-	zw = NewWriter(io.Discard)
+	zw = torchzip.NewWriter(io.Discard)
 	_ = zw.WriteRecord("a", 0, strings.NewReader(""))
-	if err := zw.WriteRecord("a", 0, strings.NewReader("")); !errors.Is(err, ErrInvalid) {
+	if err := zw.WriteRecord("a", 0, strings.NewReader("")); !errors.Is(err, torchzip.ErrInvalid) {
 		t.Errorf("duplicate: %v", err)
 	}
 }
@@ -96,13 +97,13 @@ func TestWriterErrors(t *testing.T) {
 // TestRoundTrip writes a state dict with tied weights, a view, a
 // parameter and plain values, and reads it back with package statedict.
 func TestRoundTrip(t *testing.T) {
-	s0 := &StorageRef{Key: "0", DType: dtype.Float32, Location: "cuda:1", NumEl: 6}
-	s1 := &StorageRef{Key: "1", DType: dtype.Int64, Location: "cpu", NumEl: 2}
-	entries := []Entry{
-		{Name: "w", Tensor: &TensorRef{Storage: s0, Shape: []int64{2, 3}, Strides: []int64{3, 1}, Parameter: true, RequiresGrad: true}},
-		{Name: "tied", Tensor: &TensorRef{Storage: s0, Shape: []int64{2, 3}, Strides: []int64{3, 1}}},
-		{Name: "view", Tensor: &TensorRef{Storage: s0, Offset: 1, Shape: []int64{2}, Strides: []int64{2}}},
-		{Name: "ids", Tensor: &TensorRef{Storage: s1, Shape: []int64{2}, Strides: []int64{1}}},
+	s0 := &torchzip.StorageRef{Key: "0", DType: dtype.Float32, Location: "cuda:1", NumEl: 6}
+	s1 := &torchzip.StorageRef{Key: "1", DType: dtype.Int64, Location: "cpu", NumEl: 2}
+	entries := []torchzip.Entry{
+		{Name: "w", Tensor: &torchzip.TensorRef{Storage: s0, Shape: []int64{2, 3}, Strides: []int64{3, 1}, Parameter: true, RequiresGrad: true}},
+		{Name: "tied", Tensor: &torchzip.TensorRef{Storage: s0, Shape: []int64{2, 3}, Strides: []int64{3, 1}}},
+		{Name: "view", Tensor: &torchzip.TensorRef{Storage: s0, Offset: 1, Shape: []int64{2}, Strides: []int64{2}}},
+		{Name: "ids", Tensor: &torchzip.TensorRef{Storage: s1, Shape: []int64{2}, Strides: []int64{1}}},
 		{Name: "epoch", Value: int64(-70000)},
 		{Name: "big", Value: new(big.Int).Lsh(big.NewInt(-3), 70)},
 		{Name: "name", Value: "héllo"},
@@ -146,39 +147,39 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestEncodeRefuses(t *testing.T) {
-	s := &StorageRef{Key: "0", DType: dtype.Invalid, Location: "cpu", NumEl: 1}
+	s := &torchzip.StorageRef{Key: "0", DType: dtype.Invalid, Location: "cpu", NumEl: 1}
 	for _, c := range []struct {
-		e    Entry
+		e    torchzip.Entry
 		want error
 	}{
-		{Entry{Name: "f", Value: struct{}{}}, ErrUnsupportedValue},
-		{Entry{Name: "b", Value: []byte("x")}, ErrUnsupportedValue},
-		{Entry{Name: "t", Tensor: &TensorRef{Storage: s, Shape: []int64{1}, Strides: []int64{1}}}, ErrUnsupportedDType},
-		{Entry{Name: "t", Tensor: &TensorRef{Storage: s, Shape: []int64{1}}}, ErrInvalid},
+		{torchzip.Entry{Name: "f", Value: struct{}{}}, torchzip.ErrUnsupportedValue},
+		{torchzip.Entry{Name: "b", Value: []byte("x")}, torchzip.ErrUnsupportedValue},
+		{torchzip.Entry{Name: "t", Tensor: &torchzip.TensorRef{Storage: s, Shape: []int64{1}, Strides: []int64{1}}}, torchzip.ErrUnsupportedDType},
+		{torchzip.Entry{Name: "t", Tensor: &torchzip.TensorRef{Storage: s, Shape: []int64{1}}}, torchzip.ErrInvalid},
 	} {
-		_, err := EncodeStateDict([]Entry{c.e})
-		var re *RecordError
+		_, err := torchzip.EncodeStateDict([]torchzip.Entry{c.e})
+		var re *torchzip.RecordError
 		if !errors.Is(err, c.want) || !errors.As(err, &re) || re.Name != c.e.Name {
 			t.Errorf("%+v: %v, want %v", c.e, err, c.want)
 		}
 	}
-	if _, err := EncodeStateDict([]Entry{{Name: "a"}, {Name: "a"}}); !errors.Is(err, ErrInvalid) {
+	if _, err := torchzip.EncodeStateDict([]torchzip.Entry{{Name: "a"}, {Name: "a"}}); !errors.Is(err, torchzip.ErrInvalid) {
 		t.Errorf("duplicate key: %v", err)
 	}
 }
 
 // TestManyEntries crosses the SETITEMS batch size.
 func TestManyEntries(t *testing.T) {
-	var entries []Entry
+	var entries []torchzip.Entry
 	for i := range 2500 {
-		entries = append(entries, Entry{Name: strings.Repeat("k", 1+i%7) + string(rune('a'+i%26)) + big.NewInt(int64(i)).String(), Value: int64(i)})
+		entries = append(entries, torchzip.Entry{Name: strings.Repeat("k", 1+i%7) + string(rune('a'+i%26)) + big.NewInt(int64(i)).String(), Value: int64(i)})
 	}
-	pkl, err := EncodeStateDict(entries)
+	pkl, err := torchzip.EncodeStateDict(entries)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	zw := NewWriter(&buf)
+	zw := torchzip.NewWriter(&buf)
 	if err := zw.WriteRecord("data.pkl", int64(len(pkl)), bytes.NewReader(pkl)); err != nil {
 		t.Fatal(err)
 	}
@@ -197,18 +198,18 @@ func TestManyEntries(t *testing.T) {
 // TestNotText: names and strings Python could not decode are refused,
 // naming the entry, instead of written into a pickle torch cannot load.
 func TestNotText(t *testing.T) {
-	_, err := EncodeStateDict([]Entry{{Name: "embed\xffweight", Value: int64(1)}})
-	var re *RecordError
-	if !errors.Is(err, ErrInvalid) || !errors.As(err, &re) || re.Name != "embed\xffweight" {
+	_, err := torchzip.EncodeStateDict([]torchzip.Entry{{Name: "embed\xffweight", Value: int64(1)}})
+	var re *torchzip.RecordError
+	if !errors.Is(err, torchzip.ErrInvalid) || !errors.As(err, &re) || re.Name != "embed\xffweight" {
 		t.Errorf("bad key: %v", err)
 	}
-	if _, err := EncodeStateDict([]Entry{{Name: "note", Value: "\xc3"}}); !errors.Is(err, ErrInvalid) {
+	if _, err := torchzip.EncodeStateDict([]torchzip.Entry{{Name: "note", Value: "\xc3"}}); !errors.Is(err, torchzip.ErrInvalid) {
 		t.Errorf("bad string value: %v", err)
 	}
-	if _, err := EncodeStateDict([]Entry{{Name: "surrogate\xed\xa0\x80", Value: int64(1)}}); err != nil {
+	if _, err := torchzip.EncodeStateDict([]torchzip.Entry{{Name: "surrogate\xed\xa0\x80", Value: int64(1)}}); err != nil {
 		t.Errorf("lone surrogate (Python can hold it): %v", err)
 	}
-	if _, err := EncodeTree(&pickle.Dict{Entries: []pickle.DictEntry{{Key: "k\xff", Value: int64(1)}}}); !errors.Is(err, ErrInvalid) {
+	if _, err := torchzip.EncodeTree(&pickle.Dict{Entries: []pickle.DictEntry{{Key: "k\xff", Value: int64(1)}}}); !errors.Is(err, torchzip.ErrInvalid) {
 		t.Errorf("tree key: %v", err)
 	}
 }
@@ -217,12 +218,12 @@ func TestNotText(t *testing.T) {
 // 2.x does (_rebuild_tensor_v3 over an UntypedStorage, tied and viewed,
 // one a parameter) and reads them back with package statedict.
 func TestRoundTripTorch2DTypes(t *testing.T) {
-	f8 := &StorageRef{Key: "0", DType: dtype.Float8E4M3FN, Location: "cuda:0", NumEl: 6}
-	u16 := &StorageRef{Key: "1", DType: dtype.Uint16, Location: "cpu", NumEl: 3}
-	entries := []Entry{
-		{Name: "f8", Tensor: &TensorRef{Storage: f8, Shape: []int64{2, 3}, Strides: []int64{3, 1}, Parameter: true, RequiresGrad: true}},
-		{Name: "f8.t", Tensor: &TensorRef{Storage: f8, Offset: 1, Shape: []int64{2, 2}, Strides: []int64{1, 3}}},
-		{Name: "u16", Tensor: &TensorRef{Storage: u16, Shape: []int64{3}, Strides: []int64{1}}},
+	f8 := &torchzip.StorageRef{Key: "0", DType: dtype.Float8E4M3FN, Location: "cuda:0", NumEl: 6}
+	u16 := &torchzip.StorageRef{Key: "1", DType: dtype.Uint16, Location: "cpu", NumEl: 3}
+	entries := []torchzip.Entry{
+		{Name: "f8", Tensor: &torchzip.TensorRef{Storage: f8, Shape: []int64{2, 3}, Strides: []int64{3, 1}, Parameter: true, RequiresGrad: true}},
+		{Name: "f8.t", Tensor: &torchzip.TensorRef{Storage: f8, Offset: 1, Shape: []int64{2, 2}, Strides: []int64{1, 3}}},
+		{Name: "u16", Tensor: &torchzip.TensorRef{Storage: u16, Shape: []int64{3}, Strides: []int64{1}}},
 	}
 	data := []byte{0, 1, 2, 3, 4, 5}
 	u16data := []byte{1, 0, 0xff, 0xff, 7, 1}
@@ -248,14 +249,14 @@ func TestRoundTripTorch2DTypes(t *testing.T) {
 // openArchive encodes entries as a state dict, writes it and the storage
 // records (data/0, data/1, ... in order) to an archive, and opens that
 // with package statedict.
-func openArchive(t *testing.T, entries []Entry, storages ...[]byte) *statedict.Checkpoint {
+func openArchive(t *testing.T, entries []torchzip.Entry, storages ...[]byte) *statedict.Checkpoint {
 	t.Helper()
-	pkl, err := EncodeStateDict(entries)
+	pkl, err := torchzip.EncodeStateDict(entries)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	zw := NewWriter(&buf)
+	zw := torchzip.NewWriter(&buf)
 	if err := zw.WriteRecord("data.pkl", int64(len(pkl)), bytes.NewReader(pkl)); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/ckpt-dev/ckpt/pickle"
-	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // More protocol-2 opcodes, for object trees.
@@ -288,8 +287,8 @@ func (e *encoder) dict(d *pickle.Dict, path string, depth int) error {
 			}
 			e.b = append(e.b, opMark)
 		}
-		name := child(path, statedict.KeyName(en.Key))
-		if err := e.node(en.Key, child(path, "["+statedict.KeyName(en.Key)+"]"), depth+1); err != nil {
+		name := child(path, pickle.KeyName(en.Key))
+		if err := e.node(en.Key, child(path, "["+pickle.KeyName(en.Key)+"]"), depth+1); err != nil {
 			return err
 		}
 		if err := e.node(en.Value, name, depth+1); err != nil {

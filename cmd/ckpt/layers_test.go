@@ -19,15 +19,16 @@ func TestLayers(t *testing.T) {
 	const mod = "github.com/ckpt-dev/ckpt/"
 	const rootPkg = "github.com/ckpt-dev/ckpt"
 	allowed := map[string][]string{
-		// dtype: the element types and their codecs, at the bottom
-		// (standard library only).
-		"dtype":       {},
-		"pickle":      {"github.com/nlpodyssey/gopickle/"},
-		"safetensors": {},
+		"pickle": {mod + "internal/dcpclass", "github.com/nlpodyssey/gopickle/"},
+		// dtype: the DType table and element codecs (standard library only).
+		"dtype": {},
+		// The class names of DCP's .metadata, for pickle and dcp (none).
+		"internal/dcpclass": {},
+		"safetensors":       {},
 		// digest: golang.org/x/sys/cpu tells whether the CPU has the
 		// AVX-512 that ChunkSums' vector path needs.
 		"digest":    {"github.com/cespare/xxhash/", "golang.org/x/sys/cpu"},
-		"statedict": {mod + "dtype", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "internal/human", "github.com/klauspost/compress/"},
+		"statedict": {mod + "dtype", mod + "pickle", mod + "safetensors", mod + "dcp", mod + "torchzip", mod + "gguf", mod + "ggml", mod + "internal/human", "github.com/klauspost/compress/"},
 		// ggml: the numeric codecs of ggml's types (standard library
 		// only); gguf: the GGUF container, read and written.
 		"ggml":              {mod + "dtype"},
@@ -38,9 +39,9 @@ func TestLayers(t *testing.T) {
 		"remap":            {mod + "statedict"},
 		"devicecopy":       {mod + "dtype", mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
 		"kernels":          {},
-		"scan":             {mod + "dtype", mod + "pickle", mod + "statedict", mod + "gguf", "github.com/klauspost/compress/"},
-		"torchzip":         {mod + "dtype", mod + "statedict", mod + "pickle"},
-		"dcp":              {mod + "dtype", mod + "statedict", mod + "torchzip"},
+		"scan":             {mod + "dtype", mod + "pickle", mod + "statedict", mod + "dcp", mod + "torchzip", mod + "gguf", "github.com/klauspost/compress/"},
+		"torchzip":         {mod + "dtype", mod + "pickle"},
+		"dcp":              {mod + "dtype", mod + "pickle", mod + "internal/dcpclass", mod + "torchzip"},
 		"convert":          {mod + "dtype", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
 		// objstore is the only package that imports a cloud client:
 		// minio-go (s3://), Google's storage client and its auth

@@ -1,7 +1,8 @@
-package statedict
+package dcp
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 )
@@ -11,26 +12,31 @@ import (
 // O(n log n) whatever their number.
 const maxPairwise = 4096
 
-// checkTiling validates an item's chunks against its shape: every chunk
-// inside the shape, identical (replicated) chunks once, no overlap, no gap.
-func checkTiling(it DCPItem, t *Tensor) ([]Chunk, error) {
-	nd := len(it.Shape)
-	total := t.NumEl()
-	if total < 0 {
-		return nil, fmt.Errorf("%w: shape %v", ErrOverflow, it.Shape)
+// CheckTiling validates a tensor entry's chunks against its Size: every
+// chunk inside the shape, identical (replicated) chunks once, no
+// overlap, no gap, every non-empty chunk with a location. It returns the
+// chunks a read assembles the tensor from: the non-empty ones, replicated
+// copies removed. On a gap it returns them with an ErrTiling error; on
+// any other fault, nil and an ErrTiling, ErrMissing, ErrOverflow or
+// ErrUnsupported error.
+func CheckTiling(e *Entry) ([]Chunk, error) {
+	nd := len(e.Size)
+	total, ok := numel(e.Size)
+	if !ok {
+		return nil, fmt.Errorf("%w: shape %v", ErrOverflow, e.Size)
 	}
 	var kept []Chunk
 	var vol int64
 	seen := map[string]bool{}
-	for _, c := range it.Chunks {
+	for _, c := range e.Chunks {
 		if len(c.Offsets) != nd || len(c.Sizes) != nd {
 			return nil, fmt.Errorf("%w: chunk at %v has %d dimensions, the tensor %d", ErrTiling, c.Offsets, len(c.Sizes), nd)
 		}
 		v := int64(1)
 		for d := range nd {
 			o, s := c.Offsets[d], c.Sizes[d]
-			if o < 0 || s < 0 || o > it.Shape[d] || s > it.Shape[d]-o {
-				return nil, fmt.Errorf("%w: chunk at %v of size %v reaches outside the shape %v", ErrTiling, c.Offsets, c.Sizes, it.Shape)
+			if o < 0 || s < 0 || o > e.Size[d] || s > e.Size[d]-o {
+				return nil, fmt.Errorf("%w: chunk at %v of size %v reaches outside the shape %v", ErrTiling, c.Offsets, c.Sizes, e.Size)
 			}
 			v *= s
 		}
@@ -43,7 +49,7 @@ func checkTiling(it DCPItem, t *Tensor) ([]Chunk, error) {
 		}
 		seen[key] = true
 		if c.File == "" {
-			return nil, fmt.Errorf("%w: chunk at %v has no storage entry", ErrMissingRecord, c.Offsets)
+			return nil, fmt.Errorf("%w: chunk at %v has no storage entry", ErrMissing, c.Offsets)
 		}
 		kept = append(kept, c)
 		vol += v
@@ -51,13 +57,30 @@ func checkTiling(it DCPItem, t *Tensor) ([]Chunk, error) {
 			break // overlaps; found below
 		}
 	}
-	if err := checkOverlaps(kept, it.Shape); err != nil {
+	if err := checkOverlaps(kept, e.Size); err != nil {
 		return nil, err
 	}
 	if vol != total {
 		return kept, fmt.Errorf("%w: chunks cover %d of %d elements (a gap)", ErrTiling, vol, total)
 	}
 	return kept, nil
+}
+
+// numel is the element count of shape, false when a dimension is
+// negative or the count exceeds 2^62.
+func numel(shape []int64) (int64, bool) {
+	n := uint64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, false
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > 1<<62 {
+			return 0, false
+		}
+		n = lo
+	}
+	return int64(n), true
 }
 
 // checkOverlaps reports two chunks that overlap.
