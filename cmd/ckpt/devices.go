@@ -8,9 +8,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/internal/human"
 
-	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/spf13/cobra"
 )
 
@@ -23,10 +23,10 @@ type devicesOptions struct {
 
 // devicesSource is what `ckpt devices` needs from the machine;
 // devicecopy.System is the real one, tests pass a fake.
-type devicesSource = devicecopy.ReportSource
+type devicesSource = cuda.ReportSource
 
 func newDevicesCmd(s *streams) *cobra.Command {
-	return devicesCommand(s, devicecopy.System{}, os.LookupEnv)
+	return devicesCommand(s, cuda.System{}, os.LookupEnv)
 }
 
 func devicesCommand(s *streams, src devicesSource, lookup func(string) (string, bool)) *cobra.Command {
@@ -62,11 +62,11 @@ its report (or is interrupted), and 2 on usage errors.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			src := src
 			if lib, ok := lookup(envLibCUDA); ok && lib != "" {
-				if _, system := src.(devicecopy.System); system {
-					src = devicecopy.System{Library: lib}
+				if _, system := src.(cuda.System); system {
+					src = cuda.System{Library: lib}
 				}
 			}
-			return runDevices(cmd.Context(), s.Out, *opts, src, devicecopy.Environment(lookup))
+			return runDevices(cmd.Context(), s.Out, *opts, src, cuda.Environment(lookup))
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object instead of text")
@@ -75,13 +75,13 @@ its report (or is interrupted), and 2 on usage errors.`,
 
 // The report's types are devicecopy's; these names keep the tests' decoding.
 type (
-	devicesReport  = devicecopy.DevicesReport
-	devicesGPUJSON = devicecopy.GPUReport
+	devicesReport  = cuda.DevicesReport
+	devicesGPUJSON = cuda.GPUReport
 )
 
 // runDevices gathers the report from src and env and writes it to w.
-func runDevices(ctx context.Context, w io.Writer, opts devicesOptions, src devicesSource, env devicecopy.Env) error {
-	rep, err := devicecopy.NewDevicesReport(ctx, src, env)
+func runDevices(ctx context.Context, w io.Writer, opts devicesOptions, src devicesSource, env cuda.Env) error {
+	rep, err := cuda.NewDevicesReport(ctx, src, env)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func runDevices(ctx context.Context, w io.Writer, opts devicesOptions, src devic
 	return writeDevicesText(w, *rep, env)
 }
 
-func writeDevicesText(w io.Writer, rep devicesReport, env devicecopy.Env) error {
+func writeDevicesText(w io.Writer, rep devicesReport, env cuda.Env) error {
 	var b strings.Builder
 	switch {
 	case !rep.Driver.Found:
@@ -105,18 +105,18 @@ func writeDevicesText(w io.Writer, rep devicesReport, env devicecopy.Env) error 
 		if release == "" {
 			release = "release unknown"
 		}
-		cuda := rep.Driver.CUDAVersion
-		if cuda == "" {
-			cuda = "unknown"
+		supports := rep.Driver.CUDAVersion
+		if supports == "" {
+			supports = "unknown"
 		}
-		fmt.Fprintf(&b, "NVIDIA driver: %s (supports CUDA %s)\n", release, cuda)
+		fmt.Fprintf(&b, "NVIDIA driver: %s (supports CUDA %s)\n", release, supports)
 		if rep.Driver.Library != "" {
 			fmt.Fprintf(&b, "  library %s\n", rep.Driver.Library)
 		}
-		switch devicecopy.ReleaseSource(rep.Driver.ReleaseSource) {
-		case devicecopy.ReleaseNVML:
+		switch cuda.ReleaseSource(rep.Driver.ReleaseSource) {
+		case cuda.ReleaseNVML:
 			b.WriteString("  release from NVML\n")
-		case devicecopy.ReleaseLibraryFile:
+		case cuda.ReleaseLibraryFile:
 			b.WriteString("  release from the library's file name (the user-space driver; no kernel module reported one)\n")
 		}
 		if !rep.Driver.KernelModule && len(rep.Devices) == 0 {

@@ -33,12 +33,15 @@ func TestLayers(t *testing.T) {
 		// Compiles ggml's reference C in tests (standard library only).
 		"internal/ggmlref": {},
 		"remap":            {mod + "statedict"},
-		"devicecopy":       {mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", "github.com/ebitengine/purego"},
+		"devicecopy":       {mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", mod + "cuda"},
 		"kernels":          {},
 		"scan":             {mod + "pickle", mod + "statedict", mod + "gguf", "github.com/klauspost/compress/"},
 		"torchzip":         {mod + "statedict", mod + "pickle"},
 		"dcp":              {mod + "statedict", mod + "torchzip"},
 		"convert":          {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
+		// The driver binding (purego), NVML, inventory, environment, the
+		// devices report.
+		"cuda": {"github.com/ebitengine/purego"},
 		// objstore is the only package that imports a cloud client:
 		// minio-go (s3://), Google's storage client and its auth
 		// (gs://), Azure's azblob (az://).
@@ -48,11 +51,11 @@ func TestLayers(t *testing.T) {
 		// pre-flight, load, upload, saved digests).
 		// It also builds the reports (LoadReport, InspectReport), which
 		// show pickle values and GGUF metadata.
-		rootPkg: {mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore", mod + "internal/human",
+		rootPkg: {mod + "statedict", mod + "remap", mod + "cuda", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore", mod + "internal/human",
 			mod + "pickle", mod + "gguf"},
 		// The CLI: the ckpt facade, the packages whose types it reports,
 		// and cobra. See also TestCLIIsThin.
-		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan", mod + "objstore", mod + "gguf", mod + "internal/human",
+		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "cuda", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan", mod + "objstore", mod + "gguf", mod + "internal/human",
 			"github.com/spf13/cobra", "github.com/spf13/pflag"},
 		// The example service: the facade only.
 		"examples/tensorserver": {rootPkg + "$", mod + "statedict"},
@@ -61,6 +64,8 @@ func TestLayers(t *testing.T) {
 		"internal/testenv": {},
 		// make test's reader of go test -json (standard library only).
 		"internal/testsummary": {},
+		// The fake libcuda the GPU tests load (built with the C compiler).
+		"internal/fakecuda": {"github.com/ebitengine/purego"},
 		// Byte counts and file kinds for messages (standard library only).
 		"internal/human": {},
 		// Hostile web and S3 servers on loopback for tests (standard library only).

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ckpt-dev/ckpt"
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/objstore"
 	"github.com/ckpt-dev/ckpt/remap"
@@ -37,10 +38,10 @@ type loadOptions struct {
 const envLibCUDA = "CKPT_LIBCUDA"
 
 func newLoadCmd(s *streams) *cobra.Command {
-	return loadCommand(s, devicecopy.System{}, os.LookupEnv)
+	return loadCommand(s, cuda.System{}, os.LookupEnv)
 }
 
-func loadCommand(s *streams, inv devicecopy.Inventory, lookup func(string) (string, bool)) *cobra.Command {
+func loadCommand(s *streams, inv cuda.Inventory, lookup func(string) (string, bool)) *cobra.Command {
 	opts := &loadOptions{}
 	cmd := &cobra.Command{
 		Use:   "load PATH",
@@ -102,16 +103,16 @@ verification mismatch; 2 usage.`,
   ckpt load model.pt --map-location cpu --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var drv *devicecopy.Driver
+			var drv *cuda.Driver
 			if lib, ok := lookup(envLibCUDA); ok && lib != "" {
-				d, err := devicecopy.OpenLibrary(lib)
+				d, err := cuda.OpenLibrary(lib)
 				if err != nil {
 					return fmt.Errorf("%s=%s: %w", envLibCUDA, lib, err)
 				}
 				drv, inv = d, d
 			}
 			opts.MapSet = cmd.Flags().Changed("map-location")
-			return runLoad(cmd.Context(), s, args[0], *opts, inv, drv, devicecopy.Environment(lookup))
+			return runLoad(cmd.Context(), s, args[0], *opts, inv, drv, cuda.Environment(lookup))
 		},
 	}
 	f := cmd.Flags()
@@ -129,7 +130,7 @@ verification mismatch; 2 usage.`,
 
 // runLoad plans, checks and loads path through the ckpt package, then
 // writes the report.
-func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv devicecopy.Inventory, drv *devicecopy.Driver, env devicecopy.Env) error {
+func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv cuda.Inventory, drv *cuda.Driver, env cuda.Env) error {
 	var rules remap.Rules
 	var pre []ckpt.Option
 	if opts.MapLocation != "" || opts.MapSet {
