@@ -170,3 +170,16 @@ func WithInventory(inv cuda.Inventory) Option { return func(c *config) { c.inv =
 // WithEnv sets the environment the pre-flight explains GPU visibility with
 // (CUDA_VISIBLE_DEVICES...); default cuda.Environment(os.LookupEnv).
 func WithEnv(env cuda.Env) Option { return func(c *config) { c.env = &env } }
+
+// Rules say where tensors go (remap.Rules): ParseMapLocation reads them
+// as typed on a command line, WithRules applies them.
+type Rules = remap.Rules
+
+// RuleError is a map location that does not parse (remap.RuleError); it
+// matches remap.ErrSyntax or remap.ErrDevice.
+type RuleError = remap.RuleError
+
+// ParseMapLocation parses rules in torch's map_location forms, as
+// WithMapLocation does, for a caller that reports a bad value itself
+// before loading. Its errors are *RuleError.
+func ParseMapLocation(rules string) (Rules, error) { return remap.Parse(rules) }

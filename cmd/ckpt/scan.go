@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/ckpt-dev/ckpt/pickle"
-	"github.com/ckpt-dev/ckpt/scan"
+	"github.com/ckpt-dev/ckpt"
 	"github.com/spf13/cobra"
 )
 
@@ -45,26 +44,23 @@ input), 2 usage error, 3 unknown globals or unreadable records, nothing unsafe.`
   ckpt scan checkpoint_dir/ || echo "do not torch.load this"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := scan.Paths(cmd.Context(), args)
+			rep, err := ckpt.Scan(cmd.Context(), args)
 			if err != nil {
 				return err
 			}
 			if opts.JSON {
 				enc := json.NewEncoder(s.Out)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(struct {
-					Verdict pickle.Verdict `json:"verdict"`
-					*scan.Report
-				}{rep.Worst(), rep}); err != nil {
+				if err := enc.Encode(rep); err != nil {
 					return err
 				}
 			} else {
 				printScan(s, rep, opts.All)
 			}
-			switch rep.Worst() {
-			case pickle.VerdictUnsafe:
+			switch rep.Verdict {
+			case ckpt.VerdictUnsafe:
 				return exitCodeError{exitError, fmt.Errorf("scan: unsafe globals found")}
-			case pickle.VerdictUnknown:
+			case ckpt.VerdictUnknown:
 				return exitCodeError{exitUnknown, fmt.Errorf("scan: unknown globals or unreadable records found, nothing unsafe")}
 			}
 			return nil
@@ -75,16 +71,16 @@ input), 2 usage error, 3 unknown globals or unreadable records, nothing unsafe.`
 	return cmd
 }
 
-func printScan(s *streams, rep *scan.Report, all bool) {
+func printScan(s *streams, rep *ckpt.ScanReport, all bool) {
 	c := rep.Counts()
 	fmt.Fprintf(s.Out, "Scanned:  %d files, %d pickles\n", rep.Files, rep.Pickles)
 	fmt.Fprintf(s.Out, "Globals:  %d allowed, %d data, %d unknown, %d unsafe\n",
-		c[pickle.VerdictAllowed], c[pickle.VerdictData], c[pickle.VerdictUnknown], c[pickle.VerdictUnsafe])
-	fmt.Fprintf(s.Out, "Verdict:  %s\n", rep.Worst())
+		c[ckpt.VerdictAllowed], c[ckpt.VerdictData], c[ckpt.VerdictUnknown], c[ckpt.VerdictUnsafe])
+	fmt.Fprintf(s.Out, "Verdict:  %s\n", rep.Verdict)
 	shown := false
 	tw := tabwriter.NewWriter(s.Out, 0, 0, 2, ' ', 0)
 	for _, f := range rep.Findings {
-		if f.Verdict == pickle.VerdictAllowed && !all {
+		if f.Verdict == ckpt.VerdictAllowed && !all {
 			continue
 		}
 		if !shown {
