@@ -25,7 +25,7 @@ import (
 
 const fixtures = "testdata/fixtures/"
 
-// fakeInventory is a devicecopy.Inventory with canned answers.
+// fakeInventory is a cuda.Inventory with canned answers.
 type fakeInventory struct{ devs []cuda.DeviceInfo }
 
 func (f fakeInventory) Devices(context.Context) ([]cuda.DeviceInfo, error) { return f.devs, nil }

@@ -19,7 +19,7 @@ import (
 
 const cudaTagged = "../../testdata/fixtures/cuda_tagged.pt"
 
-// loadFakeInventory is a devicecopy.Inventory with canned answers.
+// loadFakeInventory is a cuda.Inventory with canned answers.
 type loadFakeInventory struct {
 	devs []cuda.DeviceInfo
 	err  error
