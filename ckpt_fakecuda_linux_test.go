@@ -3,31 +3,21 @@ package ckpt_test
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/ckpt-dev/ckpt"
-	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/cuda"
+	"github.com/ckpt-dev/ckpt/internal/fakecuda"
 )
 
-// fakeDriver builds devicecopy's fake libcuda (host memory standing for the
-// GPU, the real checksum kernel source run on the host) and opens it.
-func fakeDriver(t *testing.T) *devicecopy.Driver {
+// fakeDriver opens the fake libcuda of internal/fakecuda (host memory
+// standing for the GPU, the real checksum kernel source run on the host)
+// with its default two GPUs.
+func fakeDriver(t *testing.T) *cuda.Driver {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		if os.Getenv("CKPT_REQUIRE_CC") == "1" {
-			t.Fatalf("no C compiler and CKPT_REQUIRE_CC=1: %v", err)
-		}
-		t.Skipf("fake driver unavailable (needs a C compiler): %v", err)
-	}
-	lib := filepath.Join(t.TempDir(), "libfakecuda.so")
-	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, "devicecopy/testdata/fakecuda.c").CombinedOutput(); err != nil {
-		t.Fatalf("building the fake driver: %v\n%s", err, out)
-	}
-	d, err := devicecopy.OpenLibrary(lib)
+	f := fakecuda.Load(t)
+	f.Configure(2, 0)
+	d, err := cuda.OpenLibrary(f.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +29,7 @@ func fakeDriver(t *testing.T) *devicecopy.Driver {
 // Model that one Close frees.
 func TestLoadGPUAndHost(t *testing.T) {
 	d := fakeDriver(t)
-	env := devicecopy.Environment(func(string) (string, bool) { return "", false })
+	env := cuda.Environment(func(string) (string, bool) { return "", false })
 	var stages = map[ckpt.Stage]bool{}
 	m, err := ckpt.Load(context.Background(), fixtures+"cuda_tagged.pt", ckpt.WithMapLocation("cuda:1=cuda:0,cpu=cpu"),
 		ckpt.WithDriver(d), ckpt.WithEnv(env), ckpt.WithProgress(func(p ckpt.Progress) { stages[p.Stage] = true }))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/convert"
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/objstore"
@@ -24,10 +25,10 @@ import (
 
 const fixtures = "testdata/fixtures/"
 
-// fakeInventory is a devicecopy.Inventory with canned answers.
-type fakeInventory struct{ devs []devicecopy.DeviceInfo }
+// fakeInventory is a cuda.Inventory with canned answers.
+type fakeInventory struct{ devs []cuda.DeviceInfo }
 
-func (f fakeInventory) Devices(context.Context) ([]devicecopy.DeviceInfo, error) { return f.devs, nil }
+func (f fakeInventory) Devices(context.Context) ([]cuda.DeviceInfo, error) { return f.devs, nil }
 
 func TestOpenSources(t *testing.T) {
 	ctx := context.Background()
@@ -93,8 +94,8 @@ func TestLoadErrorsPassThrough(t *testing.T) {
 		t.Errorf("bad rules: %v", err)
 	}
 	_, err = ckpt.Load(ctx, fixtures+"zip_basic.pt", ckpt.WithMapLocation("cuda:3"),
-		ckpt.WithInventory(fakeInventory{devs: []devicecopy.DeviceInfo{{Ordinal: 0, FreeMemory: 1 << 30}}}),
-		ckpt.WithEnv(devicecopy.Environment(func(string) (string, bool) { return "", false })))
+		ckpt.WithInventory(fakeInventory{devs: []cuda.DeviceInfo{{Ordinal: 0, FreeMemory: 1 << 30}}}),
+		ckpt.WithEnv(cuda.Environment(func(string) (string, bool) { return "", false })))
 	var md *devicecopy.MissingDeviceError
 	if !errors.Is(err, devicecopy.ErrPreflight) || !errors.As(err, &md) {
 		t.Errorf("missing GPU: %v", err)

@@ -300,3 +300,19 @@ func finite(f float64) *float64 {
 	}
 	return &f
 }
+
+// Repr writes a value of an InspectReport (an InspectObject's Value,
+// after JSONValue) as Python's repr() would, a StorageValue as the
+// storage reference it stands for.
+func Repr(v any) string {
+	if s, ok := v.(StorageValue); ok {
+		return pickle.Repr(s.Ref)
+	}
+	return pickle.Repr(v)
+}
+
+// FormatGGUFValue renders a GGUF metadata value (an entry of an
+// InspectReport's GGUF.KV) for people, as gguf.Format does: scalars as Go
+// prints them, strings quoted, arrays as their element type and length
+// with at most shown elements.
+func FormatGGUFValue(v any, shown int) string { return gguf.Format(v, shown) }

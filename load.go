@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/ckpt-dev/ckpt/convert"
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/remap"
@@ -143,9 +144,9 @@ func load(ctx context.Context, ck *statedict.Checkpoint, cfg *config) (*Model, e
 	}
 	inv := cfg.inv
 	if inv == nil {
-		inv = devicecopy.System{}
+		inv = cuda.System{}
 	}
-	env := devicecopy.Environment(os.LookupEnv)
+	env := cuda.Environment(os.LookupEnv)
 	if cfg.env != nil {
 		env = *cfg.env
 	}

@@ -58,3 +58,17 @@ func (m *Model) Report() *LoadReport {
 	}
 	return rep
 }
+
+// ErrVerify matches a load whose bytes failed a check
+// (devicecopy.ErrVerify): on a GPU after upload, or against the digests
+// saved with the checkpoint. The Model is returned with it; see Load.
+var ErrVerify = devicecopy.ErrVerify
+
+// VerifyError lists the storages whose bytes failed verification
+// (devicecopy.VerifyError); it matches ErrVerify.
+type VerifyError = devicecopy.VerifyError
+
+// MismatchSaved is the Kind of a mismatch with a digest saved with the
+// checkpoint (the file changed after it was saved), as opposed to one on
+// a GPU (devicecopy.MismatchDevice).
+const MismatchSaved = devicecopy.MismatchSaved

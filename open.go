@@ -95,3 +95,12 @@ func (f storeFS) OpenFile(name string) (statedict.File, error) { return f.s.Open
 func (f storeFS) IsDir(name string) (bool, error)              { return f.s.IsDir(name) }
 func (f storeFS) ReadDir(name string) ([]string, error)        { return f.s.List(name) }
 func (f storeFS) DisplayName(name string) string               { return f.s.URL(name) }
+
+// Checkpoint is an opened checkpoint (statedict.Checkpoint): what Open
+// returns, LoadCheckpoint and Inspect take.
+type Checkpoint = statedict.Checkpoint
+
+// ObjectStore is the object store a URL source was opened through
+// (objstore.Store), as WithObjectStore hands it over: its Requests
+// counts the HTTP requests made.
+type ObjectStore = objstore.Store

@@ -1,7 +1,7 @@
 package ckpt
 
 import (
-	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/objstore"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -25,9 +25,9 @@ type config struct {
 	workers   int
 	maxHost   int64
 	mapFiles  bool
-	inv       devicecopy.Inventory
-	driver    *devicecopy.Driver
-	env       *devicecopy.Env
+	inv       cuda.Inventory
+	driver    *cuda.Driver
+	env       *cuda.Env
 	rank      int
 	world     int
 	split     []statedict.SplitRule
@@ -152,9 +152,9 @@ func WithOpenOptions(opts ...statedict.Option) Option {
 }
 
 // WithDriver uploads through d, and lists GPUs for the pre-flight with it,
-// instead of the system's libcuda.so.1 (devicecopy.OpenLibrary loads
+// instead of the system's libcuda.so.1 (cuda.OpenLibrary loads
 // another driver library).
-func WithDriver(d *devicecopy.Driver) Option {
+func WithDriver(d *cuda.Driver) Option {
 	return func(c *config) {
 		c.driver = d
 		if d != nil {
@@ -164,9 +164,22 @@ func WithDriver(d *devicecopy.Driver) Option {
 }
 
 // WithInventory sets what the pre-flight asks for the visible GPUs
-// (default devicecopy.System{}); tests pass a fake.
-func WithInventory(inv devicecopy.Inventory) Option { return func(c *config) { c.inv = inv } }
+// (default cuda.System{}); tests pass a fake.
+func WithInventory(inv cuda.Inventory) Option { return func(c *config) { c.inv = inv } }
 
 // WithEnv sets the environment the pre-flight explains GPU visibility with
-// (CUDA_VISIBLE_DEVICES...); default devicecopy.Environment(os.LookupEnv).
-func WithEnv(env devicecopy.Env) Option { return func(c *config) { c.env = &env } }
+// (CUDA_VISIBLE_DEVICES...); default cuda.Environment(os.LookupEnv).
+func WithEnv(env cuda.Env) Option { return func(c *config) { c.env = &env } }
+
+// Rules say where tensors go (remap.Rules): ParseMapLocation reads them
+// as typed on a command line, WithRules applies them.
+type Rules = remap.Rules
+
+// RuleError is a map location that does not parse (remap.RuleError); it
+// matches remap.ErrSyntax or remap.ErrDevice.
+type RuleError = remap.RuleError
+
+// ParseMapLocation parses rules in torch's map_location forms, as
+// WithMapLocation does, for a caller that reports a bad value itself
+// before loading. Its errors are *RuleError.
+func ParseMapLocation(rules string) (Rules, error) { return remap.Parse(rules) }

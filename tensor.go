@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/remap"
@@ -36,7 +37,7 @@ func (t *Tensor) OnHost() bool { return t.host != nil }
 // DevicePtr returns the tensor's first element in GPU memory (its storage
 // base plus its offset), and false when it is not on a GPU. The pointer is
 // valid until the Model is closed; the layout is Shape, Strides, DType.
-func (t *Tensor) DevicePtr() (devicecopy.DevicePtr, bool) {
+func (t *Tensor) DevicePtr() (cuda.DevicePtr, bool) {
 	if t.dev == nil || t.m.isClosed() {
 		return 0, false
 	}

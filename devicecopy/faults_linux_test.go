@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/internal/fakecuda"
 	"github.com/ckpt-dev/ckpt/remap"
 )
 
@@ -24,13 +26,13 @@ func TestUploadStagingAllocFails(t *testing.T) {
 	for _, nth := range []int32{1, 2, 3} {
 		ck := openCk(t, bigModel(t))
 		before := snapshot(t, d)
-		fakeHook.failNth(failMemHostAlloc, nth, 2)
+		fake.FailNth(fakecuda.FailMemHostAlloc, nth, 2)
 		_, err := Upload(context.Background(), ck, planFor(t, ck, remap.To(cuda0)), WithDriver(d), WithStaging(3, 64<<10))
-		fakeHook.failNth(failMemHostAlloc, 0, 0)
-		if !errors.Is(err, ErrHostMemory) || errors.Is(err, ErrOutOfMemory) {
+		fake.FailNth(fakecuda.FailMemHostAlloc, 0, 0)
+		if !errors.Is(err, cuda.ErrHostMemory) || errors.Is(err, cuda.ErrOutOfMemory) {
 			t.Errorf("buffer %d: err = %v", nth, err)
 		}
-		var ce *CUDAError
+		var ce *cuda.CUDAError
 		if !errors.As(err, &ce) || ce.Op != "cuMemHostAlloc" || strings.Contains(err.Error(), "GPU") ||
 			!strings.Contains(err.Error(), "page-lock") || !strings.Contains(err.Error(), "ulimit -l") {
 			t.Errorf("buffer %d: message %q", nth, err)
@@ -49,10 +51,10 @@ func TestUploadDeviceAllocFails(t *testing.T) {
 	for _, nth := range []int32{1, 2} {
 		ck := openCk(t, fixtureDir+"cuda_tagged.pt")
 		before := snapshot(t, d)
-		fakeHook.failNth(failMemAlloc, nth, 2)
+		fake.FailNth(fakecuda.FailMemAlloc, nth, 2)
 		_, err := Upload(context.Background(), ck, planFor(t, ck, remap.Rules{}), WithDriver(d))
-		fakeHook.failNth(failMemAlloc, 0, 0)
-		if !errors.Is(err, ErrOutOfMemory) || errors.Is(err, ErrHostMemory) || !strings.Contains(err.Error(), "the GPU does not have enough free memory") {
+		fake.FailNth(fakecuda.FailMemAlloc, 0, 0)
+		if !errors.Is(err, cuda.ErrOutOfMemory) || errors.Is(err, cuda.ErrHostMemory) || !strings.Contains(err.Error(), "the GPU does not have enough free memory") {
 			t.Errorf("arena %d: err = %v", nth, err)
 		}
 		checkReleased(t, d, before)
@@ -68,16 +70,16 @@ func TestUploadJITRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fakeHook.configure(2, 0)
-	fakeHook.cc(0, 12, 0)
+	defer fake.Configure(2, 0)
+	fake.CC(0, 12, 0)
 	for _, code := range []int32{218, 221, 222, 223} {
-		fakeHook.jit(code)
+		fake.JIT(code)
 		ck := openCk(t, fixtureDir+"zip_basic.pt")
 		before := snapshot(t, d)
 		_, err := Upload(context.Background(), ck, planFor(t, ck, remap.To(cuda0)), WithDriver(d))
 		var vu *VerifyUnavailableError
-		var ce *CUDAError
-		if !errors.As(err, &vu) || !errors.Is(err, ErrVerifyUnavailable) || !errors.Is(err, ErrBadKernel) ||
+		var ce *cuda.CUDAError
+		if !errors.As(err, &vu) || !errors.Is(err, ErrVerifyUnavailable) || !errors.Is(err, cuda.ErrBadKernel) ||
 			!errors.As(err, &ce) || ce.Code != int(code) || vu.Device != cuda0 {
 			t.Fatalf("code %d: err = %v", code, err)
 		}
@@ -88,12 +90,12 @@ func TestUploadJITRefused(t *testing.T) {
 		}
 		checkReleased(t, d, before)
 
-		modules := fakeHook.modules()
+		modules := fake.Modules()
 		st, err := Upload(context.Background(), ck, planFor(t, ck, remap.To(cuda0)), WithDriver(d), WithoutVerify())
 		if err != nil {
 			t.Fatalf("code %d, without verification: %v", code, err)
 		}
-		if fakeHook.modules() != modules {
+		if fake.Modules() != modules {
 			t.Errorf("code %d: a module was loaded without verification", code)
 		}
 		for _, ds := range st.Storages {
@@ -107,7 +109,7 @@ func TestUploadJITRefused(t *testing.T) {
 		st.Close()
 		checkReleased(t, d, before)
 	}
-	fakeHook.jit(0)
+	fake.JIT(0)
 }
 
 // TestUploadKernelSelection: the driver picks from the fat binary what
@@ -119,7 +121,7 @@ func TestUploadKernelSelection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fakeHook.configure(2, 0)
+	defer fake.Configure(2, 0)
 	for _, c := range []struct {
 		major, minor int32
 		jit          bool // the PTX is JIT-compiled, not a cubin loaded
@@ -128,9 +130,9 @@ func TestUploadKernelSelection(t *testing.T) {
 		{9, 0, false, 221}, {8, 0, false, 223}, {8, 6, false, 0}, {8, 7, false, 221}, {8, 9, false, 0},
 		{7, 5, false, 221}, {10, 0, true, 0}, {12, 0, true, 0}, {9, 0, false, 0},
 	} {
-		fakeHook.cc(0, c.major, c.minor)
-		fakeHook.jit(c.refused)
-		jit, cubins := fakeHook.jitLoads(), fakeHook.cubins()
+		fake.CC(0, c.major, c.minor)
+		fake.JIT(c.refused)
+		jit, cubins := fake.JITLoads(), fake.CubinLoads()
 		ck := openCk(t, fixtureDir+"zip_basic.pt")
 		st, err := Upload(context.Background(), ck, planFor(t, ck, remap.To(cuda0)), WithDriver(d))
 		if err != nil {
@@ -140,16 +142,16 @@ func TestUploadKernelSelection(t *testing.T) {
 			t.Errorf("%d.%d: not verified", c.major, c.minor)
 		}
 		st.Close()
-		if gotJIT := fakeHook.jitLoads() - jit; (gotJIT == 1) != c.jit || fakeHook.cubins()-cubins+gotJIT != 1 {
-			t.Errorf("%d.%d: %d JIT loads, %d cubin loads", c.major, c.minor, gotJIT, fakeHook.cubins()-cubins)
+		if gotJIT := fake.JITLoads() - jit; (gotJIT == 1) != c.jit || fake.CubinLoads()-cubins+gotJIT != 1 {
+			t.Errorf("%d.%d: %d JIT loads, %d cubin loads", c.major, c.minor, gotJIT, fake.CubinLoads()-cubins)
 		}
 	}
-	fakeHook.cc(0, 7, 0)
-	fakeHook.jit(0)
+	fake.CC(0, 7, 0)
+	fake.JIT(0)
 	ck := openCk(t, fixtureDir+"zip_basic.pt")
 	before := snapshot(t, d)
 	_, err = Upload(context.Background(), ck, planFor(t, ck, remap.To(cuda0)), WithDriver(d))
-	var ce *CUDAError
+	var ce *cuda.CUDAError
 	if !errors.Is(err, ErrVerifyUnavailable) || !errors.As(err, &ce) || ce.Code != 209 ||
 		!strings.Contains(err.Error(), "compute capability 7.5 (Turing) and newer only") {
 		t.Errorf("sm_70: %v", err)
@@ -157,47 +159,27 @@ func TestUploadKernelSelection(t *testing.T) {
 	checkReleased(t, d, before)
 }
 
-// TestDevicesOneBad: one GPU that fails does not hide the others, and
-// listing creates no context.
-func TestDevicesOneBad(t *testing.T) {
+// TestPreflightBusyDevice: pre-flight judges only the plan's devices, so
+// a GPU busy in exclusive-process mode fails a plan that uses it, and no
+// other; it leaves no context retained.
+func TestPreflightBusyDevice(t *testing.T) {
 	d, err := fakeDriver(t, 3, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fakeHook.failCtx(1, 46) // busy in exclusive-process mode
-	fakeHook.failAttr(2, 999)
-	devs, err := d.Devices(context.Background())
-	if err != nil || len(devs) != 3 {
-		t.Fatalf("Devices: %d, %v", len(devs), err)
-	}
-	if devs[0].Err != nil || devs[0].Name != "Fake GPU 0" || devs[1].Err != nil || devs[1].Name != "Fake GPU 1" || devs[1].FreeKnown {
-		t.Errorf("working devices: %+v", devs[:2])
-	}
-	var ce *CUDAError
-	if !errors.As(devs[2].Err, &ce) || ce.Code != 999 || devs[2].Ordinal != 2 {
-		t.Errorf("failing device: %+v", devs[2])
-	}
-	for i := range 3 {
-		if r := fakeHook.refs(int32(i)); r != 0 {
-			t.Errorf("device %d: listing retained its context %d times", i, r)
-		}
-	}
-	if _, err := d.FreeMemory(context.Background(), 1); !errors.As(err, &ce) || ce.Name != "CUDA_ERROR_DEVICE_UNAVAILABLE" {
-		t.Errorf("FreeMemory on the busy GPU: %v", err)
-	}
-
-	// Pre-flight judges only the plan's devices.
+	fake.FailCtx(1, 46) // busy in exclusive-process mode
+	fake.FailAttr(2, 999)
 	ck := openCk(t, fixtureDir+"zip_basic.pt")
-	rep, err := Preflight(context.Background(), planFor(t, ck, remap.To(cuda0)), d, Env{})
+	rep, err := Preflight(context.Background(), planFor(t, ck, remap.To(cuda0)), d, cuda.Env{})
 	if err != nil || !rep.Targets[0].Known || rep.Targets[0].Free == 0 {
 		t.Fatalf("plan on cuda:0: %+v, %v", rep, err)
 	}
 	for i := range 3 {
-		if r := fakeHook.refs(int32(i)); r != 0 {
+		if r := fake.Refs(int32(i)); r != 0 {
 			t.Errorf("device %d: pre-flight left its context retained %d times", i, r)
 		}
 	}
-	_, err = Preflight(context.Background(), planFor(t, ck, remap.To(remap.Device{Type: "cuda", Index: 1})), d, Env{})
+	_, err = Preflight(context.Background(), planFor(t, ck, remap.To(remap.Device{Type: "cuda", Index: 1})), d, cuda.Env{})
 	var de *DeviceError
 	if !errors.As(err, &de) || !errors.Is(err, ErrPreflightDevice) || len(de.Failed) != 1 || de.Failed[0].Ordinal != 1 ||
 		!strings.Contains(err.Error(), "cuda:1 (Fake GPU 1)") || !strings.Contains(err.Error(), "exclusive-process") {
@@ -217,18 +199,18 @@ func TestPreflightCountsOverhead(t *testing.T) {
 	ck := openCk(t, bigModel(t))
 	plan := planFor(t, ck, remap.To(cuda0))
 	u := plan.Devices()[0]
-	fakeHook.setFree(0, uint64(u.Bytes))
-	_, err = Preflight(context.Background(), plan, d, Env{})
+	fake.SetFree(0, uint64(u.Bytes))
+	_, err = Preflight(context.Background(), plan, d, cuda.Env{})
 	var me *MemoryError
 	if !errors.As(err, &me) || me.Short[0].Data != u.Bytes || me.Short[0].Needed != DeviceNeed(u) || me.Short[0].Free != uint64(u.Bytes) {
 		t.Fatalf("raw bytes free: %v", err)
 	}
 	// The arena alone would not fit either: pre-flight was right.
-	if _, err := Upload(context.Background(), ck, plan, WithDriver(d)); !errors.Is(err, ErrOutOfMemory) {
+	if _, err := Upload(context.Background(), ck, plan, WithDriver(d)); !errors.Is(err, cuda.ErrOutOfMemory) {
 		t.Errorf("upload with raw bytes free: %v", err)
 	}
-	fakeHook.setFree(0, uint64(DeviceNeed(u)))
-	if _, err := Preflight(context.Background(), plan, d, Env{}); err != nil {
+	fake.SetFree(0, uint64(DeviceNeed(u)))
+	if _, err := Preflight(context.Background(), plan, d, cuda.Env{}); err != nil {
 		t.Fatalf("DeviceNeed free: %v", err)
 	}
 	st, err := Upload(context.Background(), ck, plan, WithDriver(d))
@@ -236,70 +218,5 @@ func TestPreflightCountsOverhead(t *testing.T) {
 		t.Fatalf("upload after pre-flight passed: %v", err)
 	}
 	st.Close()
-	fakeHook.setFree(0, 0)
-}
-
-// TestMIGUUID: a MIG instance prints as nvidia-smi prints it.
-func TestMIGUUID(t *testing.T) {
-	d, err := fakeDriver(t, 2, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fakeHook.mig(1, 1)
-	defer fakeHook.mig(1, 0)
-	devs, err := d.Devices(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if devs[0].MIG || devs[0].UUID != "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f" {
-		t.Errorf("GPU: %+v", devs[0])
-	}
-	if !devs[1].MIG || devs[1].UUID != "MIG-90919293-9495-9697-9899-9a9b9c9d9e9f" {
-		t.Errorf("MIG instance: %+v", devs[1])
-	}
-}
-
-// TestElapsedOptional: a driver without cuEventElapsedTime (CUDA 13's
-// header declares only _v2; production never times) still loads; with only
-// _v2, that is used.
-func TestElapsedOptional(t *testing.T) {
-	if _, err := fakeDriver(t, 2, 0); err != nil { // skips without a C compiler
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		define string
-		want   float32
-	}{{"-DFAKE_ONLY_V2_ELAPSED", 2.5}, {"-DFAKE_NO_ELAPSED", 0}} {
-		lib, err := buildFake(t, t.TempDir(), c.define)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := loadLibrary(lib)
-		if err != nil {
-			t.Fatalf("%s: %v", c.define, err)
-		}
-		// The variant shares no state with the fake the other tests use:
-		// open it and time two events on its own context.
-		d, err := open(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, err := d.PrimaryContext(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := ctx.NewEvent(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ms, err := ctx.ElapsedMillis(e, e)
-		if c.want != 0 && (err != nil || ms != c.want) {
-			t.Errorf("%s: %v, %v", c.define, ms, err)
-		}
-		if c.want == 0 && !errors.Is(err, ErrDriverTooOld) {
-			t.Errorf("%s: %v", c.define, err)
-		}
-		ctx.DestroyEvent(e)
-		ctx.Release()
-	}
+	fake.SetFree(0, 0)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/kernels"
 )
@@ -19,7 +20,7 @@ import (
 // gpuKernelDigests loads image (the fat binary or the bare PTX) on device
 // 0, runs xxh64c_chunks over data and returns the chunk digests and how
 // long the module load took.
-func gpuKernelDigests(t *testing.T, d *Driver, image, data []byte) ([]uint64, time.Duration) {
+func gpuKernelDigests(t *testing.T, d *cuda.Driver, image, data []byte) ([]uint64, time.Duration) {
 	t.Helper()
 	c := holdContext(t, d)
 	start := time.Now()
@@ -63,7 +64,7 @@ func gpuKernelDigests(t *testing.T, d *Driver, image, data []byte) ([]uint64, ti
 		t.Fatal(err)
 	}
 	raw := make([]byte, chunks*8)
-	if err := c.MemcpyDtoH(raw, DevicePtr(out)); err != nil {
+	if err := c.MemcpyDtoH(raw, cuda.DevicePtr(out)); err != nil {
 		t.Fatal(err)
 	}
 	sums := make([]uint64, chunks)

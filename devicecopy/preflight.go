@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/remap"
 )
@@ -67,9 +68,9 @@ func DeviceNeed(u remap.DeviceUse) int64 {
 // PreflightReport is what a successful pre-flight found: per target
 // device, what it must receive and what it has.
 type PreflightReport struct {
-	Targets []TargetCheck // one per target device of the plan, in the plan's order
-	Devices []DeviceInfo  // the visible GPUs; nil when no target is a GPU
-	Env     Env           // the CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER reading used
+	Targets []TargetCheck     // one per target device of the plan, in the plan's order
+	Devices []cuda.DeviceInfo // the visible GPUs; nil when no target is a GPU
+	Env     cuda.Env          // the CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER reading used
 }
 
 // TargetCheck is one target device of a plan with its memory.
@@ -89,7 +90,7 @@ type TargetCheck struct {
 // be used. It is the plain-words form of torch's "Attempting to
 // deserialize object on a CUDA device but torch.cuda.is_available() is
 // False". It matches ErrPreflight, ErrPreflightNoCUDA and the underlying
-// error (ErrNoDriver, ErrDriverTooOld, a *CUDAError).
+// error (cuda.ErrNoDriver, cuda.ErrDriverTooOld, a *cuda.CUDAError).
 type NoCUDAError struct {
 	Targets []remap.Device // the GPU targets of the plan
 	Err     error          // why CUDA is unusable
@@ -112,7 +113,7 @@ func (e *NoCUDAError) Unwrap() []error { return []error{ErrPreflight, ErrPreflig
 type MissingDeviceError struct {
 	Missing []remap.Device // targets with no visible GPU, ascending
 	Visible int            // how many GPUs this process sees
-	Env     Env            // how CUDA_VISIBLE_DEVICES shaped that
+	Env     cuda.Env       // how CUDA_VISIBLE_DEVICES shaped that
 	// Suggest is a map location (remap.Parse syntax) that sends every
 	// tensor to a device that exists: the plan's own choices where they
 	// exist, the missing ones moved to a visible GPU, or "cpu" when none
@@ -139,11 +140,11 @@ func (e *MissingDeviceError) Error() string {
 	}
 	switch {
 	case !e.Env.VisibleSet:
-		b.WriteString("; " + EnvVisibleDevices + " is not set")
+		b.WriteString("; " + cuda.EnvVisibleDevices + " is not set")
 	case e.Env.HidesAll:
-		fmt.Fprintf(&b, "; %s=%q hides every GPU (unset it to see them all)", EnvVisibleDevices, e.Env.Visible)
+		fmt.Fprintf(&b, "; %s=%q hides every GPU (unset it to see them all)", cuda.EnvVisibleDevices, e.Env.Visible)
 	default:
-		fmt.Fprintf(&b, "; %s=%q makes only the listed GPUs visible, renumbered from cuda:0", EnvVisibleDevices, e.Env.Visible)
+		fmt.Fprintf(&b, "; %s=%q makes only the listed GPUs visible, renumbered from cuda:0", cuda.EnvVisibleDevices, e.Env.Visible)
 	}
 	if e.Visible == 0 && e.Err != nil && !e.Env.HidesAll {
 		fmt.Fprintf(&b, " (%v)", e.Err)
@@ -204,7 +205,7 @@ func (e *UnsupportedError) Unwrap() []error { return []error{ErrPreflight, ErrPr
 // not use is no error. It matches ErrPreflight, ErrPreflightDevice and each
 // device's error.
 type DeviceError struct {
-	Failed []DeviceInfo // the failing targets, ascending, each with its Err
+	Failed []cuda.DeviceInfo // the failing targets, ascending, each with its Err
 }
 
 // Error names each failing device and why.
@@ -243,11 +244,11 @@ func (e *DeviceError) Unwrap() []error {
 // (*NoCUDAError), missing GPUs (*MissingDeviceError), target GPUs that
 // fail (*DeviceError), memory (*MemoryError). Free GPU memory is as the
 // inventory listed it or, where it did not, as inv measures it when it is a
-// FreeMemoryReader (which needs a context on the target only); it is not
+// cuda.FreeMemoryReader (which needs a context on the target only); it is not
 // checked where neither is known. The cpu's is MemAvailable of
 // /proc/meminfo, not checked where that cannot be read. Errors from ctx are
 // returned as they are.
-func Preflight(ctx context.Context, plan *remap.Plan, inv Inventory, env Env) (*PreflightReport, error) {
+func Preflight(ctx context.Context, plan *remap.Plan, inv cuda.Inventory, env cuda.Env) (*PreflightReport, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -270,14 +271,14 @@ func Preflight(ctx context.Context, plan *remap.Plan, inv Inventory, env Env) (*
 	if len(unsupported) > 0 {
 		return nil, &UnsupportedError{Devices: unsupported}
 	}
-	byOrdinal := map[int]DeviceInfo{}
+	byOrdinal := map[int]cuda.DeviceInfo{}
 	if len(gpus) > 0 {
 		devs, err := inv.Devices(ctx)
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
 		switch {
-		case errors.Is(err, ErrNoDevice):
+		case errors.Is(err, cuda.ErrNoDevice):
 			return nil, missing(plan, gpus, nil, env, err)
 		case err != nil:
 			return nil, &NoCUDAError{Targets: gpus, Err: err}
@@ -316,9 +317,9 @@ func Preflight(ctx context.Context, plan *remap.Plan, inv Inventory, env Env) (*
 // judgeTargets measures the free memory of the target GPUs where the
 // listing did not (updating devs and byOrdinal) and returns a *DeviceError
 // for the targets that failed either.
-func judgeTargets(ctx context.Context, gpus []remap.Device, inv Inventory, devs []DeviceInfo, byOrdinal map[int]DeviceInfo) error {
-	reader, _ := inv.(FreeMemoryReader)
-	var failed []DeviceInfo
+func judgeTargets(ctx context.Context, gpus []remap.Device, inv cuda.Inventory, devs []cuda.DeviceInfo, byOrdinal map[int]cuda.DeviceInfo) error {
+	reader, _ := inv.(cuda.FreeMemoryReader)
+	var failed []cuda.DeviceInfo
 	done := map[int]bool{}
 	for _, g := range gpus {
 		if done[g.Index] {
@@ -356,7 +357,7 @@ func judgeTargets(ctx context.Context, gpus []remap.Device, inv Inventory, devs 
 
 // missing returns a *MissingDeviceError when a GPU target has no visible
 // device in visible (by ordinal), nil otherwise.
-func missing(plan *remap.Plan, gpus []remap.Device, visible map[int]DeviceInfo, env Env, invErr error) error {
+func missing(plan *remap.Plan, gpus []remap.Device, visible map[int]cuda.DeviceInfo, env cuda.Env, invErr error) error {
 	var gone []remap.Device
 	for _, d := range gpus {
 		if _, ok := visible[d.Index]; !ok {
@@ -376,7 +377,7 @@ func missing(plan *remap.Plan, gpus []remap.Device, visible map[int]DeviceInfo, 
 // index mod count, or to the cpu when no GPU is visible. Written as one
 // device when every tensor ends up on the same one, else as SRC=DST pairs
 // of the saved tags, leaving out tags that stay where they were saved.
-func suggest(plan *remap.Plan, visible map[int]DeviceInfo) string {
+func suggest(plan *remap.Plan, visible map[int]cuda.DeviceInfo) string {
 	ordinals := make([]int, 0, len(visible))
 	for o := range visible {
 		ordinals = append(ordinals, o)

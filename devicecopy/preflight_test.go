@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/remap"
@@ -17,24 +18,24 @@ import (
 
 // fakeInventory answers Devices with canned values and counts the calls.
 type fakeInventory struct {
-	devs  []devicecopy.DeviceInfo
+	devs  []cuda.DeviceInfo
 	err   error
 	calls *int
 }
 
-func (f fakeInventory) Devices(context.Context) ([]devicecopy.DeviceInfo, error) {
+func (f fakeInventory) Devices(context.Context) ([]cuda.DeviceInfo, error) {
 	if f.calls != nil {
 		*f.calls++
 	}
 	return f.devs, f.err
 }
 
-func gpu(ordinal int, name string, free uint64) devicecopy.DeviceInfo {
-	return devicecopy.DeviceInfo{Ordinal: ordinal, Name: name, TotalMemory: free + 1<<30, FreeMemory: free, FreeKnown: true}
+func gpu(ordinal int, name string, free uint64) cuda.DeviceInfo {
+	return cuda.DeviceInfo{Ordinal: ordinal, Name: name, TotalMemory: free + 1<<30, FreeMemory: free, FreeKnown: true}
 }
 
-func envOf(m map[string]string) devicecopy.Env {
-	return devicecopy.Environment(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
+func envOf(m map[string]string) cuda.Env {
+	return cuda.Environment(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
 }
 
 // byteTensor is a uint8 tensor of n bytes on its own storage saved at loc.
@@ -79,7 +80,7 @@ func dev(s string) remap.Device {
 }
 
 func TestPreflightMissingDevice(t *testing.T) {
-	oneGPU := fakeInventory{devs: []devicecopy.DeviceInfo{gpu(0, "NVIDIA H100 80GB HBM3", 80<<30)}}
+	oneGPU := fakeInventory{devs: []cuda.DeviceInfo{gpu(0, "NVIDIA H100 80GB HBM3", 80<<30)}}
 	cases := []struct {
 		name, rules string
 		env         map[string]string
@@ -105,23 +106,23 @@ func TestPreflightMissingDevice(t *testing.T) {
 		},
 		{
 			name: "everything to cuda:5 on two GPUs", rules: "cuda:5",
-			inv:     fakeInventory{devs: []devicecopy.DeviceInfo{gpu(0, "A", 80<<30), gpu(1, "B", 80<<30)}},
+			inv:     fakeInventory{devs: []cuda.DeviceInfo{gpu(0, "A", 80<<30), gpu(1, "B", 80<<30)}},
 			missing: []remap.Device{dev("cuda:5")}, visible: 2, suggest: "cuda:1",
 			msg: "devicecopy: pre-flight: cuda:5 does not exist: this process sees 2 GPUs (cuda:0 to cuda:1); CUDA_VISIBLE_DEVICES is not set; this map location would work: cuda:1",
 		},
 		{
 			name: "CUDA_VISIBLE_DEVICES empty", env: map[string]string{"CUDA_VISIBLE_DEVICES": ""},
-			inv:     fakeInventory{err: fmt.Errorf("cuInit: %w", devicecopy.ErrNoDevice)},
+			inv:     fakeInventory{err: fmt.Errorf("cuInit: %w", cuda.ErrNoDevice)},
 			missing: []remap.Device{dev("cuda:0"), dev("cuda:1")}, visible: 0, suggest: "cpu",
 			msg: `devicecopy: pre-flight: cuda:0 and cuda:1 do not exist: this process sees no GPU; CUDA_VISIBLE_DEVICES="" hides every GPU (unset it to see them all); this map location would work: cpu`,
 		},
 		{
-			name: "driver sees no GPU", inv: fakeInventory{err: fmt.Errorf("cuInit: %w", devicecopy.ErrNoDevice)},
+			name: "driver sees no GPU", inv: fakeInventory{err: fmt.Errorf("cuInit: %w", cuda.ErrNoDevice)},
 			missing: []remap.Device{dev("cuda:0"), dev("cuda:1")}, visible: 0, suggest: "cpu",
-			msg: "devicecopy: pre-flight: cuda:0 and cuda:1 do not exist: this process sees no GPU; CUDA_VISIBLE_DEVICES is not set (cuInit: devicecopy: no CUDA-capable device is visible); this map location would work: cpu",
+			msg: "devicecopy: pre-flight: cuda:0 and cuda:1 do not exist: this process sees no GPU; CUDA_VISIBLE_DEVICES is not set (cuInit: cuda: no CUDA-capable device is visible); this map location would work: cpu",
 		},
 		{
-			name: "inventory answers an empty list", inv: fakeInventory{devs: []devicecopy.DeviceInfo{}},
+			name: "inventory answers an empty list", inv: fakeInventory{devs: []cuda.DeviceInfo{}},
 			missing: []remap.Device{dev("cuda:0"), dev("cuda:1")}, visible: 0, suggest: "cpu",
 		},
 	}
@@ -168,7 +169,7 @@ func TestPreflightSuggestKeepsPlacement(t *testing.T) {
 	// stay there even though the suggestion has a bare "cuda" key.
 	tensors := []*statedict.Tensor{byteTensor("a", "cuda", 10), byteTensor("b", "cuda:1", 10), byteTensor("c", "cpu", 1)}
 	plan := mustPlan(t, tensors, "")
-	inv := fakeInventory{devs: []devicecopy.DeviceInfo{gpu(1, "only ordinal 1", 1<<30)}}
+	inv := fakeInventory{devs: []cuda.DeviceInfo{gpu(1, "only ordinal 1", 1<<30)}}
 	_, err := devicecopy.Preflight(context.Background(), plan, inv, envOf(nil))
 	var me *devicecopy.MissingDeviceError
 	if !errors.As(err, &me) {
@@ -187,7 +188,7 @@ func TestPreflightMemory(t *testing.T) {
 	if need0 < 1000+256+8+devicecopy.VerifyReserve || need1 < 300+256+8+devicecopy.VerifyReserve {
 		t.Fatalf("DeviceNeed: %d and %d", need0, need1)
 	}
-	inv := fakeInventory{devs: []devicecopy.DeviceInfo{gpu(0, "NVIDIA H100 80GB HBM3", uint64(need0-1)), gpu(1, "NVIDIA H200", uint64(need1))}}
+	inv := fakeInventory{devs: []cuda.DeviceInfo{gpu(0, "NVIDIA H100 80GB HBM3", uint64(need0-1)), gpu(1, "NVIDIA H200", uint64(need1))}}
 	plan := mustPlan(t, taggedTensors(), "")
 	_, err := devicecopy.Preflight(context.Background(), plan, inv, envOf(nil))
 	var me *devicecopy.MemoryError
@@ -219,7 +220,7 @@ func TestPreflightMemory(t *testing.T) {
 }
 
 // readerInventory is a fakeInventory that measures free memory on demand,
-// as Driver does, and records which devices it was asked about.
+// as cuda.Driver does, and records which devices it was asked about.
 type readerInventory struct {
 	fakeInventory
 	free  map[int]uint64
@@ -240,7 +241,7 @@ func TestPreflightJudgesOnlyTargets(t *testing.T) {
 	faulted := errors.New("cuDeviceGetName failed: unknown")
 	var asked []int
 	inv := readerInventory{
-		fakeInventory: fakeInventory{devs: []devicecopy.DeviceInfo{
+		fakeInventory: fakeInventory{devs: []cuda.DeviceInfo{
 			{Ordinal: 0, Name: "GPU A", TotalMemory: 80 << 30},
 			{Ordinal: 1, Name: "GPU B", TotalMemory: 80 << 30},
 			{Ordinal: 2, Err: faulted},
@@ -301,14 +302,14 @@ func TestPreflightHostMemory(t *testing.T) {
 }
 
 func TestPreflightNoDriver(t *testing.T) {
-	noDriver := &devicecopy.LoadError{Library: "libcuda.so.1", Reason: "libcuda.so.1: cannot open shared object file: No such file or directory", Err: devicecopy.ErrNoDriver}
+	noDriver := &cuda.LoadError{Library: "libcuda.so.1", Reason: "libcuda.so.1: cannot open shared object file: No such file or directory", Err: cuda.ErrNoDriver}
 	plan := mustPlan(t, taggedTensors(), "cuda:0=cuda:0,cpu=cuda:0,cuda:1=cuda:0")
 	_, err := devicecopy.Preflight(context.Background(), plan, fakeInventory{err: noDriver}, envOf(nil))
 	var ne *devicecopy.NoCUDAError
 	if !errors.As(err, &ne) {
 		t.Fatalf("got %v", err)
 	}
-	for _, target := range []error{devicecopy.ErrPreflight, devicecopy.ErrPreflightNoCUDA, devicecopy.ErrNoDriver} {
+	for _, target := range []error{devicecopy.ErrPreflight, devicecopy.ErrPreflightNoCUDA, cuda.ErrNoDriver} {
 		if !errors.Is(err, target) {
 			t.Errorf("error does not match %v", target)
 		}
@@ -317,7 +318,7 @@ func TestPreflightNoDriver(t *testing.T) {
 		t.Errorf("facts %+v", ne)
 	}
 	msg := `devicecopy: pre-flight: the plan puts tensors on cuda:0, but CUDA cannot be used on this machine: ` +
-		`devicecopy: no NVIDIA driver is installed (libcuda.so.1 could not be loaded): libcuda.so.1: cannot open shared object file: No such file or directory; ` +
+		`cuda: no NVIDIA driver is installed (libcuda.so.1 could not be loaded): libcuda.so.1: cannot open shared object file: No such file or directory; ` +
 		`to load on the CPU instead use the map location "cpu" (ckpt load --map-location cpu)`
 	if err.Error() != msg {
 		t.Errorf("message\n got %s\nwant %s", err, msg)
@@ -326,12 +327,12 @@ func TestPreflightNoDriver(t *testing.T) {
 
 // On a machine without a GPU driver, the real inventory gives the same answer.
 func TestPreflightSystemWithoutDriver(t *testing.T) {
-	if _, err := devicecopy.Open(); !errors.Is(err, devicecopy.ErrNoDriver) {
+	if _, err := cuda.Open(); !errors.Is(err, cuda.ErrNoDriver) {
 		t.Skipf("a driver is installed here (%v)", err)
 	}
-	_, err := devicecopy.Preflight(context.Background(), mustPlan(t, taggedTensors(), ""), devicecopy.System{}, envOf(nil))
+	_, err := devicecopy.Preflight(context.Background(), mustPlan(t, taggedTensors(), ""), cuda.System{}, envOf(nil))
 	var ne *devicecopy.NoCUDAError
-	if !errors.As(err, &ne) || !errors.Is(err, devicecopy.ErrNoDriver) || !reflect.DeepEqual(ne.Targets, []remap.Device{dev("cuda:0"), dev("cuda:1")}) {
+	if !errors.As(err, &ne) || !errors.Is(err, cuda.ErrNoDriver) || !reflect.DeepEqual(ne.Targets, []remap.Device{dev("cuda:0"), dev("cuda:1")}) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -361,7 +362,7 @@ func TestPreflightUnsupportedAndCancel(t *testing.T) {
 func ExamplePreflight() {
 	tensors := []*statedict.Tensor{byteTensor("encoder.weight", "cuda:0", 4096), byteTensor("decoder.weight", "cuda:1", 4096)}
 	plan, _ := remap.NewPlan(tensors, remap.Rules{}) // map_location=None: keep the saved tags
-	var oneGPU devicecopy.Inventory = fakeInventory{devs: []devicecopy.DeviceInfo{gpu(0, "NVIDIA H100 80GB HBM3", 80<<30)}}
+	var oneGPU cuda.Inventory = fakeInventory{devs: []cuda.DeviceInfo{gpu(0, "NVIDIA H100 80GB HBM3", 80<<30)}}
 	_, err := devicecopy.Preflight(context.Background(), plan, oneGPU, envOf(nil))
 	var me *devicecopy.MissingDeviceError
 	if errors.As(err, &me) {

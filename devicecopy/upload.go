@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -14,7 +15,7 @@ import (
 type UploadOption func(*uploadConfig)
 
 type uploadConfig struct {
-	driver   *Driver
+	driver   *cuda.Driver
 	buffers  int
 	bufSize  int
 	verify   bool
@@ -23,8 +24,8 @@ type uploadConfig struct {
 	workers  int
 }
 
-// WithDriver uploads through d instead of the driver Open loads.
-func WithDriver(d *Driver) UploadOption { return func(c *uploadConfig) { c.driver = d } }
+// WithDriver uploads through d instead of the driver cuda.Open loads.
+func WithDriver(d *cuda.Driver) UploadOption { return func(c *uploadConfig) { c.driver = d } }
 
 // WithStaging sets the number of page-locked staging buffers (clamped to
 // 2..8; default 3) and the size of each in bytes (rounded up to a multiple
@@ -100,7 +101,7 @@ func Upload(ctx context.Context, ck *statedict.Checkpoint, plan *remap.Plan, opt
 	}
 	d := cfg.driver
 	if d == nil {
-		if d, err = Open(); err != nil {
+		if d, err = cuda.Open(); err != nil {
 			return nil, err
 		}
 	}

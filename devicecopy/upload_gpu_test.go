@@ -15,13 +15,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/remap"
 )
 
-func gpuDriver(t *testing.T) *Driver {
+func gpuDriver(t *testing.T) *cuda.Driver {
 	t.Helper()
-	d, err := Open()
+	d, err := cuda.Open()
 	if err != nil {
 		t.Fatalf("the gpu tag needs a working CUDA driver: %v", err)
 	}
@@ -31,7 +32,7 @@ func gpuDriver(t *testing.T) *Driver {
 // holdContext keeps device 0's primary context alive for the test, so that
 // cuMemGetInfo before and after an upload compare like with like (the
 // context itself takes device memory).
-func holdContext(t *testing.T, d *Driver) *Context {
+func holdContext(t *testing.T, d *cuda.Driver) *cuda.Context {
 	t.Helper()
 	c, err := d.PrimaryContext(0)
 	if err != nil {
@@ -41,7 +42,7 @@ func holdContext(t *testing.T, d *Driver) *Context {
 	return c
 }
 
-func freeMem(t *testing.T, c *Context) uint64 {
+func freeMem(t *testing.T, c *cuda.Context) uint64 {
 	t.Helper()
 	if err := c.Synchronize(); err != nil {
 		t.Fatal(err)
@@ -96,8 +97,8 @@ func TestGPUCorruption(t *testing.T) {
 	defer st.Close()
 	dt, _ := st.Tensor("d.big")
 	off := int64(5*digest.ChunkSize + 77)
-	b := deviceBytes(t, d, 0, dt.Ptr+DevicePtr(off), 1)
-	if err := c.MemsetD8(dt.Ptr+DevicePtr(off), b[0]^1, 1); err != nil {
+	b := deviceBytes(t, d, 0, dt.Ptr+cuda.DevicePtr(off), 1)
+	if err := c.MemsetD8(dt.Ptr+cuda.DevicePtr(off), b[0]^1, 1); err != nil {
 		t.Fatal(err)
 	}
 	// cuMemsetD8 runs on the legacy NULL stream, which does not order with
@@ -112,7 +113,7 @@ func TestGPUCorruption(t *testing.T) {
 		t.Fatalf("Verify after corruption: %v", err)
 	}
 	t.Log(err)
-	if err := c.MemsetD8(dt.Ptr+DevicePtr(off), b[0], 1); err != nil {
+	if err := c.MemsetD8(dt.Ptr+cuda.DevicePtr(off), b[0], 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Synchronize(); err != nil {
@@ -161,7 +162,7 @@ func TestGPUFailureReleases(t *testing.T) {
 // device 0, in copies of the staging buffer size (16 MiB) and of 256 MiB,
 // queued back to back on one stream. bench/gpu_proof.sh runs it.
 func BenchmarkGPUPinnedHtoD(b *testing.B) {
-	d, err := Open()
+	d, err := cuda.Open()
 	if err != nil {
 		b.Fatalf("the gpu tag needs a working CUDA driver: %v", err)
 	}
@@ -172,7 +173,7 @@ func BenchmarkGPUPinnedHtoD(b *testing.B) {
 	defer c.Release()
 	for _, n := range []int{16 << 20, 256 << 20} {
 		b.Run(fmt.Sprintf("%dMiB", n>>20), func(b *testing.B) {
-			host, err := c.MemHostAlloc(n, HostAllocPortable)
+			host, err := c.MemHostAlloc(n, cuda.HostAllocPortable)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -186,7 +187,7 @@ func BenchmarkGPUPinnedHtoD(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.MemFree(dev)
-			s, err := c.NewStream(StreamNonBlocking)
+			s, err := c.NewStream(cuda.StreamNonBlocking)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -231,7 +232,7 @@ func TestGPUPreflightExactFit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := Preflight(context.Background(), plan, d, Env{})
+		rep, err := Preflight(context.Background(), plan, d, cuda.Env{})
 		if errors.Is(err, ErrPreflightMemory) {
 			c.MemFree(filler) // allocation rounding left less than asked: leave more room
 			continue

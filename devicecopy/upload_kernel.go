@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/kernels"
 	"github.com/ckpt-dev/ckpt/remap"
 )
@@ -18,7 +19,7 @@ import (
 func (a *Arena) loadKernel() error {
 	m, err := a.ctx.LoadModule(kernels.XXH64CFatbin)
 	if err != nil {
-		if errors.Is(err, ErrBadKernel) {
+		if errors.Is(err, cuda.ErrBadKernel) {
 			return &VerifyUnavailableError{Device: a.Device, Err: err}
 		}
 		return err
@@ -39,7 +40,7 @@ var ErrVerifyUnavailable = errors.New("devicecopy: on-device verification cannot
 // PTX is newer than the driver; or the GPU is older than sm_75. The upload itself does not need the kernel: WithoutVerify
 // (ckpt load --no-verify) uploads without loading it, still checking the
 // host digests and zip CRC32s. It matches ErrVerifyUnavailable and the
-// driver's error (ErrBadKernel, a *CUDAError).
+// driver's error (cuda.ErrBadKernel, a *cuda.CUDAError).
 type VerifyUnavailableError struct {
 	Device remap.Device // the GPU that refused the kernel
 	Err    error        // the driver's error
@@ -71,7 +72,7 @@ func (a *Arena) launch(ds *DeviceStorage) error {
 // after the last of them.
 type verifyItem struct {
 	ds     *DeviceStorage
-	copied Event
+	copied cuda.Event
 }
 
 // verifyLoop launches the kernel over each storage of q once its copies

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/remap"
@@ -59,13 +60,13 @@ type usage struct {
 	launchesN int32
 }
 
-func snapshot(t *testing.T, d *Driver) usage {
+func snapshot(t *testing.T, d *cuda.Driver) usage {
 	t.Helper()
 	var u usage
 	for dev := range 2 {
-		u.allocs[dev] = fakeHook.deviceAllocs(int32(dev))
-		u.used[dev] = fakeHook.deviceUsed(int32(dev))
-		u.refs[dev] = fakeHook.refs(int32(dev))
+		u.allocs[dev] = fake.DeviceAllocs(int32(dev))
+		u.used[dev] = fake.DeviceUsed(int32(dev))
+		u.refs[dev] = fake.Refs(int32(dev))
 		c, err := d.PrimaryContext(dev)
 		if err != nil {
 			t.Fatal(err)
@@ -75,14 +76,14 @@ func snapshot(t *testing.T, d *Driver) usage {
 		}
 		c.Release()
 	}
-	u.host, u.streams, u.events, u.modules = fakeHook.hostAllocs(), fakeHook.streams(), fakeHook.events(), fakeHook.modules()
+	u.host, u.streams, u.events, u.modules = fake.HostAllocs(), fake.Streams(), fake.Events(), fake.Modules()
 	return u
 }
 
 // checkReleased fails unless the fake holds exactly what it held at before
 // (launches aside): every allocation, stream, event, module and context
 // reference of the upload was given back, and cuMemGetInfo agrees.
-func checkReleased(t *testing.T, d *Driver, before usage) {
+func checkReleased(t *testing.T, d *cuda.Driver, before usage) {
 	t.Helper()
 	after := snapshot(t, d)
 	if after != before {
@@ -143,7 +144,7 @@ func bigModel(t *testing.T) string {
 }
 
 // deviceBytes copies n bytes at p back from the device.
-func deviceBytes(t *testing.T, d *Driver, dev int, p DevicePtr, n int64) []byte {
+func deviceBytes(t *testing.T, d *cuda.Driver, dev int, p cuda.DevicePtr, n int64) []byte {
 	t.Helper()
 	c, err := d.PrimaryContext(dev)
 	if err != nil {
@@ -159,7 +160,7 @@ func deviceBytes(t *testing.T, d *Driver, dev int, p DevicePtr, n int64) []byte 
 
 // checkState compares every uploaded tensor with what LoadHost reads for
 // it, and every storage's digests with the host's.
-func checkState(t *testing.T, d *Driver, ck *statedict.Checkpoint, st *DeviceState) {
+func checkState(t *testing.T, d *cuda.Driver, ck *statedict.Checkpoint, st *DeviceState) {
 	t.Helper()
 	cpu := planFor(t, ck, remap.To(remap.Device{Type: "cpu", Index: -1}))
 	host, err := LoadHost(context.Background(), ck, cpu)
@@ -174,7 +175,7 @@ func checkState(t *testing.T, d *Driver, ck *statedict.Checkpoint, st *DeviceSta
 		if !ok {
 			t.Fatalf("%s: not loaded on the host", dt.Name)
 		}
-		if dt.Ptr != dt.Storage.Ptr+DevicePtr(dt.Offset*int64(dt.DType.Size())) || dt.Storage.Ptr%arenaAlign != 0 {
+		if dt.Ptr != dt.Storage.Ptr+cuda.DevicePtr(dt.Offset*int64(dt.DType.Size())) || dt.Storage.Ptr%arenaAlign != 0 {
 			t.Errorf("%s: pointer %#x, storage at %#x, offset %d", dt.Name, dt.Ptr, dt.Storage.Ptr, dt.Offset)
 		}
 		if ht.Storage.Digest != dt.Storage.FileDigest {
@@ -210,8 +211,8 @@ func TestUploadFixtures(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Copies and kernels land only when waited for, as on a GPU.
-	fakeHook.async(1)
-	defer fakeHook.async(0)
+	fake.Async(1)
+	defer fake.Async(0)
 	big := bigModel(t)
 	for _, name := range []string{"zip_basic.pt", "tied.pt", "zip_bigendian.pt", "zip_deflated.pt", "legacy.pt", "tar.pt",
 		"training.pt", "quantized.pt", "sparse.pt", "model.safetensors", "sharded_st", big} {
@@ -223,7 +224,7 @@ func TestUploadFixtures(t *testing.T) {
 				}
 				ck := openCk(t, path)
 				before := snapshot(t, d)
-				launches := fakeHook.launches()
+				launches := fake.Launches()
 				opts := []UploadOption{WithDriver(d), WithStaging(2, 64<<10), WithHashConcurrency(3)}
 				if !verify {
 					opts = append(opts, WithoutVerify())
@@ -245,7 +246,7 @@ func TestUploadFixtures(t *testing.T) {
 				if st.Verified != verify || len(st.Arenas) != 1 || st.Arenas[0].Bytes != st.Bytes {
 					t.Errorf("verified %v, arenas %+v, bytes %d", st.Verified, st.Arenas, st.Bytes)
 				}
-				ran := fakeHook.launches() - launches
+				ran := fake.Launches() - launches
 				if !verify {
 					if ran != 0 {
 						t.Errorf("%d kernel launches without verification", ran)
@@ -291,7 +292,7 @@ func TestUploadSharedAndSwapped(t *testing.T) {
 		t.Errorf("%d storages uploaded, the file has %d", len(st.Storages), len(ck.Storages))
 	}
 	for s, names := range shared {
-		var ptrs []DevicePtr
+		var ptrs []cuda.DevicePtr
 		for _, n := range names {
 			dt, ok := st.Tensor(n)
 			if !ok {
@@ -342,7 +343,7 @@ func TestUploadTwoDevices(t *testing.T) {
 	if len(st.Arenas) != 2 || st.Arenas[0].Device != cuda0 || st.Arenas[1].Device.Index != 1 {
 		t.Fatalf("arenas %+v", st.Arenas)
 	}
-	if n := fakeHook.deviceAllocs(0) + fakeHook.deviceAllocs(1); n != before.allocs[0]+before.allocs[1]+2 {
+	if n := fake.DeviceAllocs(0) + fake.DeviceAllocs(1); n != before.allocs[0]+before.allocs[1]+2 {
 		t.Errorf("%d device allocations, want one per device", n)
 	}
 	for _, dt := range st.Tensors {
@@ -362,8 +363,8 @@ func TestUploadCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fakeHook.async(1)
-	defer fakeHook.async(0)
+	fake.Async(1)
+	defer fake.Async(0)
 	ck := openCk(t, bigModel(t))
 	st, err := Upload(context.Background(), ck, planFor(t, ck, remap.To(remap.Device{Type: "cuda", Index: 1})), WithDriver(d))
 	if err != nil {
@@ -377,8 +378,8 @@ func TestUploadCorruption(t *testing.T) {
 	}
 	defer c.Release()
 	flip := func(off int64) {
-		b := deviceBytes(t, d, 1, dt.Ptr+DevicePtr(off), 1)
-		if err := c.MemsetD8(dt.Ptr+DevicePtr(off), b[0]^0x10, 1); err != nil {
+		b := deviceBytes(t, d, 1, dt.Ptr+cuda.DevicePtr(off), 1)
+		if err := c.MemsetD8(dt.Ptr+cuda.DevicePtr(off), b[0]^0x10, 1); err != nil {
 			t.Fatal(err)
 		}
 		// cuMemsetD8 runs on the legacy stream, which does not order
@@ -458,10 +459,10 @@ func TestUploadFailureReleases(t *testing.T) {
 	t.Run("oom on the second device", func(t *testing.T) {
 		ck := openCk(t, fixtureDir+"cuda_tagged.pt")
 		before := snapshot(t, d)
-		fakeHook.failAlloc(1)
-		defer fakeHook.failAlloc(-1)
+		fake.FailAlloc(1)
+		defer fake.FailAlloc(-1)
 		_, err := Upload(context.Background(), ck, planFor(t, ck, remap.Rules{}), WithDriver(d))
-		if !errors.Is(err, ErrOutOfMemory) || !strings.Contains(err.Error(), "cuda:1") {
+		if !errors.Is(err, cuda.ErrOutOfMemory) || !strings.Contains(err.Error(), "cuda:1") {
 			t.Errorf("err = %v", err)
 		}
 		checkReleased(t, d, before)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/remap"
@@ -53,18 +54,18 @@ type DeviceState struct {
 // 256-byte aligned offsets, then the checksum kernel's chunk digests.
 type Arena struct {
 	Device   remap.Device
-	Ptr      DevicePtr // base of the allocation
-	Size     uint64    // bytes allocated
-	Bytes    int64     // storage bytes in it
-	Storages int       // storages in it
+	Ptr      cuda.DevicePtr // base of the allocation
+	Size     uint64         // bytes allocated
+	Bytes    int64          // storage bytes in it
+	Storages int            // storages in it
 
-	ctx        *Context
-	copyStream Stream
-	verify     Stream
-	module     Module
-	kernel     Function
-	bufEvents  []Event // one per staging buffer: its last copy here
-	events     []Event // one per storage: its last copy queued
+	ctx        *cuda.Context
+	copyStream cuda.Stream
+	verify     cuda.Stream
+	module     cuda.Module
+	kernel     cuda.Function
+	bufEvents  []cuda.Event // one per staging buffer: its last copy here
+	events     []cuda.Event // one per storage: its last copy queued
 	digestOff  uint64
 	chunks     int64
 	err        error // first error of the verify goroutine
@@ -82,7 +83,7 @@ type Arena struct {
 type DeviceStorage struct {
 	Storage      *statedict.Storage
 	Device       remap.Device
-	Ptr          DevicePtr // its first byte on the device
+	Ptr          cuda.DevicePtr // its first byte on the device
 	FileDigest   digest.Value
 	UploadDigest digest.Value
 	DeviceDigest digest.Value // zero until verified
@@ -104,7 +105,7 @@ type DeviceStorage struct {
 type DeviceTensor struct {
 	Name    string
 	Device  remap.Device
-	Ptr     DevicePtr // storage base + Offset*element size
+	Ptr     cuda.DevicePtr // storage base + Offset*element size
 	DType   dtype.DType
 	Shape   []int64
 	Strides []int64 // in elements
@@ -144,7 +145,7 @@ func (a *Arena) free() error {
 	}
 	c := a.ctx
 	var errs []error
-	for _, st := range []Stream{a.copyStream, a.verify} {
+	for _, st := range []cuda.Stream{a.copyStream, a.verify} {
 		if st != 0 {
 			errs = append(errs, c.SynchronizeStream(st), c.DestroyStream(st))
 		}

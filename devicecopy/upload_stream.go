@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -18,7 +19,7 @@ type uploader struct {
 	cfg     *uploadConfig
 	st      *DeviceState
 	staging [][]byte
-	owner   *Context // the context the staging buffers were allocated in
+	owner   *cuda.Context // the context the staging buffers were allocated in
 
 	bufJob   []chan struct{} // closed when the buffer's host hashing is done
 	bufArena []*Arena        // where the buffer's last copy went
@@ -28,7 +29,7 @@ type uploader struct {
 
 // run allocates, streams every storage and verifies. On error the caller
 // frees st's arenas; run frees the staging buffers itself.
-func (u *uploader) run(ctx context.Context, d *Driver, start time.Time) (err error) {
+func (u *uploader) run(ctx context.Context, d *cuda.Driver, start time.Time) (err error) {
 	// Registered before allocating: the staging buffers allocated before a
 	// failing one are freed too.
 	defer func() {
@@ -102,7 +103,7 @@ func (u *uploader) run(ctx context.Context, d *Driver, start time.Time) (err err
 
 // allocate retains every target's context and allocates its arena,
 // streams, events and kernel, then the staging buffers.
-func (u *uploader) allocate(d *Driver) error {
+func (u *uploader) allocate(d *cuda.Driver) error {
 	for _, a := range u.st.Arenas {
 		c, err := d.PrimaryContext(a.Device.Index)
 		if err != nil {
@@ -112,11 +113,11 @@ func (u *uploader) allocate(d *Driver) error {
 		if a.Ptr, err = c.MemAlloc(a.Size); err != nil {
 			return fmt.Errorf("allocating %s on %s: %w", sizeString(a.Size), a.Device, err)
 		}
-		if a.copyStream, err = c.NewStream(StreamNonBlocking); err != nil {
+		if a.copyStream, err = c.NewStream(cuda.StreamNonBlocking); err != nil {
 			return err
 		}
 		for range u.cfg.buffers {
-			e, err := c.NewEvent(EventDisableTiming)
+			e, err := c.NewEvent(cuda.EventDisableTiming)
 			if err != nil {
 				return err
 			}
@@ -125,7 +126,7 @@ func (u *uploader) allocate(d *Driver) error {
 		if !u.cfg.verify {
 			continue
 		}
-		if a.verify, err = c.NewStream(StreamNonBlocking); err != nil {
+		if a.verify, err = c.NewStream(cuda.StreamNonBlocking); err != nil {
 			return err
 		}
 		if err := a.loadKernel(); err != nil {
@@ -133,15 +134,15 @@ func (u *uploader) allocate(d *Driver) error {
 		}
 	}
 	for _, ds := range u.st.Storages {
-		ds.Ptr = ds.arena.Ptr + DevicePtr(ds.off)
+		ds.Ptr = ds.arena.Ptr + cuda.DevicePtr(ds.off)
 	}
 	for i := range u.st.Tensors {
 		t := &u.st.Tensors[i]
-		t.Ptr = t.Storage.Ptr + DevicePtr(t.Offset*int64(t.DType.Size()))
+		t.Ptr = t.Storage.Ptr + cuda.DevicePtr(t.Offset*int64(t.DType.Size()))
 	}
 	u.owner = u.st.Arenas[0].ctx
 	for range u.cfg.buffers {
-		b, err := u.owner.MemHostAlloc(u.cfg.bufSize, HostAllocPortable)
+		b, err := u.owner.MemHostAlloc(u.cfg.bufSize, cuda.HostAllocPortable)
 		if err != nil {
 			return fmt.Errorf("allocating page-locked staging memory: %w", err)
 		}
@@ -163,7 +164,7 @@ func (u *uploader) stream(ctx context.Context, verifyQ map[*Arena]chan verifyIte
 		}
 		if q := verifyQ[ds.arena]; q != nil && ds.Storage.NBytes > 0 {
 			a := ds.arena
-			e, err := a.ctx.NewEvent(EventDisableTiming)
+			e, err := a.ctx.NewEvent(cuda.EventDisableTiming)
 			if err != nil {
 				return err
 			}
@@ -232,7 +233,7 @@ func (u *uploader) storage(ctx context.Context, ds *DeviceStorage, next *int) er
 			hashChunks(piece, ds.fileSums[first:first+int64(len(sums))], uint64(first), u.cfg.workers)
 			statedict.SwapBytes(piece, s.DType.SwapUnit())
 		}
-		if err := a.ctx.MemcpyHtoDAsync(ds.Ptr+DevicePtr(off), piece, a.copyStream); err != nil {
+		if err := a.ctx.MemcpyHtoDAsync(ds.Ptr+cuda.DevicePtr(off), piece, a.copyStream); err != nil {
 			return err
 		}
 		if err := a.ctx.RecordEvent(a.bufEvents[k], a.copyStream); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/remap"
 )
@@ -104,7 +105,7 @@ func (s *DeviceState) Verify(ctx context.Context) error {
 		}
 		if a.module == 0 {
 			var err error
-			if a.verify, err = a.ctx.NewStream(StreamNonBlocking); err != nil {
+			if a.verify, err = a.ctx.NewStream(cuda.StreamNonBlocking); err != nil {
 				return err
 			}
 			if err := a.loadKernel(); err != nil {
@@ -143,7 +144,7 @@ func (s *DeviceState) collect(ctx context.Context) ([]Mismatch, error) {
 			return nil, err
 		}
 		raw := make([]byte, a.chunks*8)
-		if err := a.ctx.MemcpyDtoH(raw, a.Ptr+DevicePtr(a.digestOff)); err != nil {
+		if err := a.ctx.MemcpyDtoH(raw, a.Ptr+cuda.DevicePtr(a.digestOff)); err != nil {
 			return nil, err
 		}
 		for _, ds := range s.Storages {

@@ -8,9 +8,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/internal/human"
 
-	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/spf13/cobra"
 )
 
@@ -22,11 +22,11 @@ type devicesOptions struct {
 }
 
 // devicesSource is what `ckpt devices` needs from the machine;
-// devicecopy.System is the real one, tests pass a fake.
-type devicesSource = devicecopy.ReportSource
+// ckpt.CUDASystem is the real one, tests pass a fake.
+type devicesSource = ckpt.DeviceSource
 
 func newDevicesCmd(s *streams) *cobra.Command {
-	return devicesCommand(s, devicecopy.System{}, os.LookupEnv)
+	return devicesCommand(s, ckpt.CUDASystem{}, os.LookupEnv)
 }
 
 func devicesCommand(s *streams, src devicesSource, lookup func(string) (string, bool)) *cobra.Command {
@@ -62,26 +62,26 @@ its report (or is interrupted), and 2 on usage errors.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			src := src
 			if lib, ok := lookup(envLibCUDA); ok && lib != "" {
-				if _, system := src.(devicecopy.System); system {
-					src = devicecopy.System{Library: lib}
+				if _, system := src.(ckpt.CUDASystem); system {
+					src = ckpt.CUDASystem{Library: lib}
 				}
 			}
-			return runDevices(cmd.Context(), s.Out, *opts, src, devicecopy.Environment(lookup))
+			return runDevices(cmd.Context(), s.Out, *opts, src, ckpt.CUDAEnvironment(lookup))
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON object instead of text")
 	return cmd
 }
 
-// The report's types are devicecopy's; these names keep the tests' decoding.
+// The report's types are the library's; these names keep the tests' decoding.
 type (
-	devicesReport  = devicecopy.DevicesReport
-	devicesGPUJSON = devicecopy.GPUReport
+	devicesReport  = ckpt.DevicesReport
+	devicesGPUJSON = ckpt.GPUReport
 )
 
 // runDevices gathers the report from src and env and writes it to w.
-func runDevices(ctx context.Context, w io.Writer, opts devicesOptions, src devicesSource, env devicecopy.Env) error {
-	rep, err := devicecopy.NewDevicesReport(ctx, src, env)
+func runDevices(ctx context.Context, w io.Writer, opts devicesOptions, src devicesSource, env ckpt.CUDAEnv) error {
+	rep, err := ckpt.Devices(ctx, src, env)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func runDevices(ctx context.Context, w io.Writer, opts devicesOptions, src devic
 	return writeDevicesText(w, *rep, env)
 }
 
-func writeDevicesText(w io.Writer, rep devicesReport, env devicecopy.Env) error {
+func writeDevicesText(w io.Writer, rep devicesReport, env ckpt.CUDAEnv) error {
 	var b strings.Builder
 	switch {
 	case !rep.Driver.Found:
@@ -105,18 +105,18 @@ func writeDevicesText(w io.Writer, rep devicesReport, env devicecopy.Env) error 
 		if release == "" {
 			release = "release unknown"
 		}
-		cuda := rep.Driver.CUDAVersion
-		if cuda == "" {
-			cuda = "unknown"
+		supports := rep.Driver.CUDAVersion
+		if supports == "" {
+			supports = "unknown"
 		}
-		fmt.Fprintf(&b, "NVIDIA driver: %s (supports CUDA %s)\n", release, cuda)
+		fmt.Fprintf(&b, "NVIDIA driver: %s (supports CUDA %s)\n", release, supports)
 		if rep.Driver.Library != "" {
 			fmt.Fprintf(&b, "  library %s\n", rep.Driver.Library)
 		}
-		switch devicecopy.ReleaseSource(rep.Driver.ReleaseSource) {
-		case devicecopy.ReleaseNVML:
+		switch ckpt.ReleaseSource(rep.Driver.ReleaseSource) {
+		case ckpt.ReleaseNVML:
 			b.WriteString("  release from NVML\n")
-		case devicecopy.ReleaseLibraryFile:
+		case ckpt.ReleaseLibraryFile:
 			b.WriteString("  release from the library's file name (the user-space driver; no kernel module reported one)\n")
 		}
 		if !rep.Driver.KernelModule && len(rep.Devices) == 0 {

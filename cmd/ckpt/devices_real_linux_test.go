@@ -10,18 +10,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/cuda"
 )
 
 // realNoGPU skips unless NVIDIA's own libcuda.so.1 is installed on a
 // machine without an NVIDIA kernel module (Debian's non-free libcuda1
 // without a GPU, as CI installs it: docs/gpu.md); CKPT_REQUIRE_REAL_LIBCUDA=1
 // makes a missing library a failure.
-func realNoGPU(t *testing.T) devicecopy.DriverInfo {
+func realNoGPU(t *testing.T) cuda.DriverInfo {
 	t.Helper()
 	t.Setenv(envLibCUDA, "")
-	info, err := devicecopy.System{}.Driver(context.Background())
-	if errors.Is(err, devicecopy.ErrNoDriver) {
+	info, err := cuda.System{}.Driver(context.Background())
+	if errors.Is(err, cuda.ErrNoDriver) {
 		if os.Getenv("CKPT_REQUIRE_REAL_LIBCUDA") == "1" {
 			t.Fatalf("NVIDIA's libcuda.so.1 is required (CKPT_REQUIRE_REAL_LIBCUDA=1): %v", err)
 		}
@@ -83,15 +83,15 @@ func TestRealDevicesNoGPU(t *testing.T) {
 func TestRealLoadNoGPU(t *testing.T) {
 	realNoGPU(t)
 	want := "ckpt: devicecopy: pre-flight: cuda:0 does not exist: this process sees no GPU; CUDA_VISIBLE_DEVICES is not set " +
-		"(devicecopy: cuInit failed: the driver found no CUDA-capable GPU (CUDA_ERROR_NO_DEVICE, code 100): " +
+		"(cuda: cuInit failed: the driver found no CUDA-capable GPU (CUDA_ERROR_NO_DEVICE, code 100): " +
 		"check that a GPU is installed and that CUDA_VISIBLE_DEVICES does not hide every GPU (an empty value hides all)); " +
 		"this map location would work: cpu\n"
-	out, code, errs := loadExec(t, devicecopy.System{}, nil, cudaTagged, "--map-location", "cuda:0")
+	out, code, errs := loadExec(t, cuda.System{}, nil, cudaTagged, "--map-location", "cuda:0")
 	if code != exitError || out != "" || errs != want {
 		t.Errorf("exit %d, stdout %q, stderr\n%s\nwant\n%s", code, out, errs, want)
 	}
 	// The saved tags (cuda:0 and cuda:1) name both missing devices.
-	if _, code, errs := loadExec(t, devicecopy.System{}, nil, cudaTagged); code != exitError ||
+	if _, code, errs := loadExec(t, cuda.System{}, nil, cudaTagged); code != exitError ||
 		!strings.HasPrefix(errs, "ckpt: devicecopy: pre-flight: cuda:0 and cuda:1 do not exist: this process sees no GPU") || strings.Count(errs, "\n") != 1 {
 		t.Errorf("saved tags: exit %d, stderr %s", code, errs)
 	}

@@ -9,26 +9,26 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/spf13/cobra"
 )
 
 // devicesFake is a devicesSource with canned answers.
 type devicesFake struct {
-	info   devicecopy.DriverInfo
+	info   cuda.DriverInfo
 	drvErr error
-	devs   []devicecopy.DeviceInfo
+	devs   []cuda.DeviceInfo
 	devErr error
 }
 
-func (f devicesFake) Driver(context.Context) (devicecopy.DriverInfo, error) { return f.info, f.drvErr }
-func (f devicesFake) Devices(context.Context) ([]devicecopy.DeviceInfo, error) {
+func (f devicesFake) Driver(context.Context) (cuda.DriverInfo, error) { return f.info, f.drvErr }
+func (f devicesFake) Devices(context.Context) ([]cuda.DeviceInfo, error) {
 	return f.devs, f.devErr
 }
 
 var devicesTwoGPUs = devicesFake{
-	info: devicecopy.DriverInfo{CUDAVersion: 13000, Release: "580.65.06"},
-	devs: []devicecopy.DeviceInfo{
+	info: cuda.DriverInfo{CUDAVersion: 13000, Release: "580.65.06"},
+	devs: []cuda.DeviceInfo{
 		{Ordinal: 0, Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", ComputeCapability: [2]int{9, 0},
 			TotalMemory: 85520809984, FreeMemory: 84974239744, FreeKnown: true, PCIBusID: "0000:65:00.0"},
 		{Ordinal: 1, Name: "NVIDIA H200", UUID: "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f", ComputeCapability: [2]int{9, 0},
@@ -161,11 +161,11 @@ func (f devicesMeasured) FreeMemory(_ context.Context, ordinal int) (uint64, err
 // TestDevicesOneBad: every GPU is listed, each with its own error, in text
 // and JSON.
 func TestDevicesOneBad(t *testing.T) {
-	busy := &devicecopy.CUDAError{Code: 46, Name: "CUDA_ERROR_DEVICE_UNAVAILABLE", Op: "cuDevicePrimaryCtxRetain",
+	busy := &cuda.CUDAError{Code: 46, Name: "CUDA_ERROR_DEVICE_UNAVAILABLE", Op: "cuDevicePrimaryCtxRetain",
 		Meaning: "the GPU is busy or unavailable", Hint: "the device may be in exclusive-process compute mode"}
-	faulted := &devicecopy.CUDAError{Code: 999, Name: "CUDA_ERROR_UNKNOWN", Op: "cuDeviceGetName", Meaning: "an unknown internal driver error"}
+	faulted := &cuda.CUDAError{Code: 999, Name: "CUDA_ERROR_UNKNOWN", Op: "cuDeviceGetName", Meaning: "an unknown internal driver error"}
 	src := devicesMeasured{
-		devicesFake: devicesFake{info: devicecopy.DriverInfo{CUDAVersion: 13000}, devs: []devicecopy.DeviceInfo{
+		devicesFake: devicesFake{info: cuda.DriverInfo{CUDAVersion: 13000}, devs: []cuda.DeviceInfo{
 			{Ordinal: 0, Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", ComputeCapability: [2]int{9, 0}, TotalMemory: 80 << 30},
 			{Ordinal: 1, Name: "NVIDIA H100 80GB HBM3", UUID: "MIG-00010203-0405-0607-0809-0a0b0c0d0e0f", MIG: true, ComputeCapability: [2]int{9, 0}, TotalMemory: 80 << 30},
 			{Ordinal: 2, Err: faulted},
@@ -178,8 +178,8 @@ func TestDevicesOneBad(t *testing.T) {
 		"Devices: 3 visible",
 		"cuda:0  NVIDIA H100 80GB HBM3\n          compute capability 9.0, memory 80.0 GiB total, 70.0 GiB free",
 		"cuda:1  NVIDIA H100 80GB HBM3\n          compute capability 9.0, memory 80.0 GiB total, free unknown",
-		"MIG-00010203-0405-0607-0809-0a0b0c0d0e0f\n          error: free memory unknown: devicecopy: cuDevicePrimaryCtxRetain failed: the GPU is busy",
-		"cuda:2  (cannot be described)\n          error: devicecopy: cuDeviceGetName failed: an unknown internal driver error (CUDA_ERROR_UNKNOWN, code 999)",
+		"MIG-00010203-0405-0607-0809-0a0b0c0d0e0f\n          error: free memory unknown: cuda: cuDevicePrimaryCtxRetain failed: the GPU is busy",
+		"cuda:2  (cannot be described)\n          error: cuda: cuDeviceGetName failed: an unknown internal driver error (CUDA_ERROR_UNKNOWN, code 999)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -230,8 +230,8 @@ func TestDevicesMIGFromEnvironment(t *testing.T) {
 }
 
 func TestDevicesDriverWithoutGPU(t *testing.T) {
-	noDev := &devicecopy.CUDAError{Code: 100, Name: "CUDA_ERROR_NO_DEVICE", Op: "cuInit", Meaning: "the driver found no CUDA-capable GPU", Hint: "check CUDA_VISIBLE_DEVICES"}
-	src := devicesFake{info: devicecopy.DriverInfo{CUDAVersion: 12080}, drvErr: noDev}
+	noDev := &cuda.CUDAError{Code: 100, Name: "CUDA_ERROR_NO_DEVICE", Op: "cuInit", Meaning: "the driver found no CUDA-capable GPU", Hint: "check CUDA_VISIBLE_DEVICES"}
+	src := devicesFake{info: cuda.DriverInfo{CUDAVersion: 12080}, drvErr: noDev}
 	out, code, _ := devicesExec(t, src, map[string]string{"CUDA_VISIBLE_DEVICES": ""})
 	for _, want := range []string{"NVIDIA driver: release unknown (supports CUDA 12.8)", "Devices: none visible", "CUDA_ERROR_NO_DEVICE", "hides every GPU",
 		"no NVIDIA kernel module is loaded"} {
@@ -251,7 +251,7 @@ func TestDevicesDriverWithoutGPU(t *testing.T) {
 		t.Errorf("report: %+v %+v", rep, rep.Error)
 	}
 	// A failure while listing (after a good cuInit) is reported the same way.
-	src = devicesFake{info: devicecopy.DriverInfo{CUDAVersion: 13000}, devErr: errors.New("boom")}
+	src = devicesFake{info: cuda.DriverInfo{CUDAVersion: 13000}, devErr: errors.New("boom")}
 	if out, code, _ := devicesExec(t, src, nil); code != exitOK || !strings.Contains(out, "boom") {
 		t.Errorf("listing failure: exit %d\n%s", code, out)
 	}
@@ -261,9 +261,9 @@ func TestDevicesDriverWithoutGPU(t *testing.T) {
 // file and whether a kernel module is loaded are reported in text and
 // JSON; the kernel-module line explains an empty list only.
 func TestDevicesReleaseSource(t *testing.T) {
-	noDev := &devicecopy.CUDAError{Code: 100, Name: "CUDA_ERROR_NO_DEVICE", Op: "cuInit", Meaning: "the driver found no CUDA-capable GPU"}
+	noDev := &cuda.CUDAError{Code: 100, Name: "CUDA_ERROR_NO_DEVICE", Op: "cuInit", Meaning: "the driver found no CUDA-capable GPU"}
 	lib := "/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.535.261.03"
-	src := devicesFake{info: devicecopy.DriverInfo{CUDAVersion: 12020, Release: "535.261.03", ReleaseSource: devicecopy.ReleaseLibraryFile, Library: lib}, drvErr: noDev}
+	src := devicesFake{info: cuda.DriverInfo{CUDAVersion: 12020, Release: "535.261.03", ReleaseSource: cuda.ReleaseLibraryFile, Library: lib}, drvErr: noDev}
 	out, code, _ := devicesExec(t, src, nil)
 	want := "NVIDIA driver: 535.261.03 (supports CUDA 12.2)\n  library " + lib + "\n" +
 		"  release from the library's file name (the user-space driver; no kernel module reported one)\n" +
@@ -282,19 +282,19 @@ func TestDevicesReleaseSource(t *testing.T) {
 	}
 	// With a kernel module and GPUs: its release, no extra lines.
 	two := devicesTwoGPUs
-	two.info.ReleaseSource, two.info.KernelModule = devicecopy.ReleaseKernelModule, true
+	two.info.ReleaseSource, two.info.KernelModule = cuda.ReleaseKernelModule, true
 	out, _, _ = devicesExec(t, two, nil)
 	if !strings.HasPrefix(out, "NVIDIA driver: 580.65.06 (supports CUDA 13.0)\n\nDevices: 2 visible\n") {
 		t.Errorf("text\n%s", out)
 	}
-	two.info.ReleaseSource = devicecopy.ReleaseNVML
+	two.info.ReleaseSource = cuda.ReleaseNVML
 	if out, _, _ = devicesExec(t, two, nil); !strings.HasPrefix(out, "NVIDIA driver: 580.65.06 (supports CUDA 13.0)\n  release from NVML\n\nDevices: 2 visible\n") {
 		t.Errorf("text\n%s", out)
 	}
 }
 
 func TestDevicesWriteFailure(t *testing.T) {
-	err := runDevices(context.Background(), devicesFailWriter{}, devicesOptions{}, devicesTwoGPUs, devicecopy.Env{})
+	err := runDevices(context.Background(), devicesFailWriter{}, devicesOptions{}, devicesTwoGPUs, cuda.Env{})
 	if err == nil || reportError(io.Discard, err) != exitError {
 		t.Errorf("write failure: %v", err)
 	}
@@ -309,8 +309,8 @@ func (devicesFailWriter) Write([]byte) (int, error) { return 0, errors.New("disk
 // cleanly and exit 0; on a GPU machine it must list the driver.
 func TestDevicesRealBinding(t *testing.T) {
 	t.Setenv(envLibCUDA, "") // the system's driver, whatever the caller's environment says
-	_, openErr := devicecopy.Open()
-	noDriver := errors.Is(openErr, devicecopy.ErrNoDriver)
+	_, openErr := cuda.Open()
+	noDriver := errors.Is(openErr, cuda.ErrNoDriver)
 	for _, args := range [][]string{{"devices"}, {"devices", "--json"}} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), args, newStreams(strings.NewReader(""), &out, &errb))
@@ -318,7 +318,7 @@ func TestDevicesRealBinding(t *testing.T) {
 			t.Fatalf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
 		if len(args) == 1 {
-			if noDriver && !strings.Contains(out.String(), "NVIDIA driver: not found\n  devicecopy: no NVIDIA driver is installed") {
+			if noDriver && !strings.Contains(out.String(), "NVIDIA driver: not found\n  cuda: no NVIDIA driver is installed") {
 				t.Errorf("no-driver text:\n%s", out.String())
 			}
 			if !noDriver && !strings.Contains(out.String(), "NVIDIA driver: ") {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/ckpt-dev/ckpt/remap"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -98,12 +97,12 @@ func displayName(name string) string {
 }
 
 // strayHeading states the rule remap.DetectStrays applies, so the reader
-// knows why these tensors are listed and the others are not.
-func strayHeading(strays []remap.Stray) string {
-	home := clean(strays[0].Dominant)
-	if strays[0].Dominant == "cpu" {
+// knows why these tensors are listed and the others are not. home is the
+// checkpoint's home device (the strays' Dominant).
+func strayHeading(home string) string {
+	if home == "cpu" {
 		return "Stray tensors (home: cpu, which holds the most bytes; a stray is any tensor saved on another device):"
 	}
 	return fmt.Sprintf("Stray tensors (home: %s, which holds the most bytes; a stray is a CPU tensor, or a tensor on another\n"+
-		"accelerator holding under 10%% of the bytes or alone among many):", home)
+		"accelerator holding under 10%% of the bytes or alone among many):", clean(home))
 }

@@ -5,34 +5,22 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ckpt-dev/ckpt/devicecopy"
-	"github.com/ebitengine/purego"
+	"github.com/ckpt-dev/ckpt/cuda"
+	"github.com/ckpt-dev/ckpt/internal/fakecuda"
 )
 
-// fakeFaults reaches the fault injection of the fake libcuda that
-// fakeCUDA built: dlopen of the same path returns the library the command
-// under test loads, so the faults set here are the ones it meets. They are
+// faultsOf returns the fault injection of the fake libcuda that fakeCUDA
+// built: dlopen of the same path returns the library the command under
+// test loads, so the faults set here are the ones it meets. They are
 // cleared when the test ends.
-type fakeFaults struct {
-	configure func(devices, initResult int32)
-	failCtx   func(dev, code int32)
-	jit       func(code int32)
-	cc        func(dev, major, minor int32)
-}
-
-func faultsOf(t *testing.T, env map[string]string) fakeFaults {
+func faultsOf(t *testing.T, env map[string]string) *fakecuda.Fake {
 	t.Helper()
-	h, err := purego.Dlopen(env[envLibCUDA], purego.RTLD_NOW)
-	if err != nil {
-		t.Fatal(err)
+	f := fakecuda.Load(t)
+	if f.Path != env[envLibCUDA] {
+		t.Fatalf("%s=%s is not the fake's library %s", envLibCUDA, env[envLibCUDA], f.Path)
 	}
-	var f fakeFaults
-	purego.RegisterLibFunc(&f.configure, h, "fake_configure")
-	purego.RegisterLibFunc(&f.failCtx, h, "fake_fail_ctx")
-	purego.RegisterLibFunc(&f.jit, h, "fake_jit")
-	purego.RegisterLibFunc(&f.cc, h, "fake_cc")
-	f.configure(2, 0)
-	t.Cleanup(func() { f.configure(2, 0) })
+	f.Configure(2, 0)
+	t.Cleanup(func() { f.Configure(2, 0) })
 	return f
 }
 
@@ -41,8 +29,8 @@ func faultsOf(t *testing.T, env map[string]string) fakeFaults {
 // listed with its error beside the working one.
 func TestDevicesFakeLibrary(t *testing.T) {
 	env := fakeCUDA(t)
-	faultsOf(t, env).failCtx(1, 46)
-	out, code, errs := devicesExec(t, devicecopy.System{}, env, "--json")
+	faultsOf(t, env).FailCtx(1, 46)
+	out, code, errs := devicesExec(t, cuda.System{}, env, "--json")
 	if code != exitOK || errs != "" {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -66,11 +54,11 @@ func TestDevicesFakeLibrary(t *testing.T) {
 // TestLoadBusyOtherGPU: a load judges only the GPUs its plan uses.
 func TestLoadBusyOtherGPU(t *testing.T) {
 	env := fakeCUDA(t)
-	faultsOf(t, env).failCtx(1, 46)
+	faultsOf(t, env).FailCtx(1, 46)
 	if rep := loadJSON(t, env, cudaTagged, "--map-location", "cuda:0"); rep.Uploaded == nil || !rep.Uploaded.Verified {
 		t.Errorf("upload to the working GPU: %+v", rep.Uploaded)
 	}
-	_, code, errs := loadExec(t, devicecopy.System{}, env, cudaTagged, "--map-location", "cuda:1")
+	_, code, errs := loadExec(t, cuda.System{}, env, cudaTagged, "--map-location", "cuda:1")
 	if code != exitError || !strings.Contains(errs, "cuda:1 (Fake GPU 1)") || !strings.Contains(errs, "CUDA_ERROR_DEVICE_UNAVAILABLE") {
 		t.Errorf("upload to the busy GPU: exit %d: %s", code, errs)
 	}
@@ -82,9 +70,9 @@ func TestLoadBusyOtherGPU(t *testing.T) {
 func TestLoadJITRefused(t *testing.T) {
 	env := fakeCUDA(t)
 	f := faultsOf(t, env)
-	f.cc(0, 12, 0)
-	f.jit(221)
-	_, code, errs := loadExec(t, devicecopy.System{}, env, cudaTagged, "--map-location", "cuda:0")
+	f.CC(0, 12, 0)
+	f.JIT(221)
+	_, code, errs := loadExec(t, cuda.System{}, env, cudaTagged, "--map-location", "cuda:0")
 	for _, want := range []string{"verification cannot run on cuda:0 on this machine", "--no-verify", "CUDA_ERROR_JIT_COMPILER_NOT_FOUND"} {
 		if code != exitError || !strings.Contains(errs, want) {
 			t.Errorf("exit %d, stderr lacks %q: %s", code, want, errs)

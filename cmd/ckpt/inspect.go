@@ -6,8 +6,6 @@ import (
 	"path"
 
 	"github.com/ckpt-dev/ckpt"
-	"github.com/ckpt-dev/ckpt/objstore"
-	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/spf13/cobra"
 )
 
@@ -70,8 +68,8 @@ type (
 )
 
 func runInspect(ctx context.Context, s *streams, opts *inspectOptions) error {
-	var st *objstore.Store
-	ck, err := ckpt.Open(ctx, opts.Path, ckpt.WithObjectStore(func(s *objstore.Store) { st = s }))
+	var st *ckpt.ObjectStore
+	ck, err := ckpt.Open(ctx, opts.Path, ckpt.WithObjectStore(func(s *ckpt.ObjectStore) { st = s }))
 	if err != nil {
 		return err
 	}
@@ -103,7 +101,7 @@ func matchName(glob, name string) bool {
 
 // addStats computes the statistics of the report's tensors, with a
 // progress bar on stderr unless quiet.
-func addStats(ctx context.Context, s *streams, ck *statedict.Checkpoint, rep *inspectReport, quiet bool) error {
+func addStats(ctx context.Context, s *streams, ck *ckpt.Checkpoint, rep *inspectReport, quiet bool) error {
 	bar := newProgress(s, "stats", rep.StatsBytes(), quiet)
 	defer bar.Done()
 	return rep.AddStats(ctx, ck, bar.Add)

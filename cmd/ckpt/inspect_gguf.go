@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ckpt-dev/ckpt/gguf"
+	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/internal/human"
 )
 
@@ -22,12 +22,13 @@ func ggufFlag(t inspectTensor) []string {
 
 // printGGUF writes a GGUF file's metadata, every entry, arrays counted
 // with their first few elements.
-func printGGUF(w io.Writer, f *gguf.File) {
+func printGGUF(w io.Writer, rep *inspectReport) {
+	f := rep.GGUF
 	if f == nil {
 		return
 	}
 	fmt.Fprintf(w, "\nGGUF metadata (%d entries; tensor data aligned to %d bytes; shapes above in PyTorch order, GGUF dims reversed):\n", len(f.KV), f.Alignment)
 	for _, kv := range f.KV {
-		fmt.Fprintf(w, "  %s (%s) = %s\n", clean(kv.Key), kv.Type, clean(gguf.Format(kv.Value, ggufArrayShown)))
+		fmt.Fprintf(w, "  %s (%s) = %s\n", clean(kv.Key), kv.Type, clean(ckpt.FormatGGUFValue(kv.Value, ggufArrayShown)))
 	}
 }

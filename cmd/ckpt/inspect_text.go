@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/ckpt-dev/ckpt/internal/human"
 	"io"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ckpt-dev/ckpt/internal/human"
+
 	"github.com/ckpt-dev/ckpt"
-	"github.com/ckpt-dev/ckpt/pickle"
 )
 
 func printInspect(w io.Writer, rep *inspectReport, filter string) {
@@ -53,7 +53,7 @@ func printInspect(w io.Writer, rep *inspectReport, filter string) {
 		tw.Flush()
 	}
 	if len(rep.Strays) > 0 {
-		fmt.Fprintf(w, "\n%s\n", strayHeading(rep.Strays))
+		fmt.Fprintf(w, "\n%s\n", strayHeading(rep.Strays[0].Dominant))
 		for _, st := range rep.Strays {
 			fmt.Fprintf(w, "  %s on %s (%s)\n", displayName(st.Name), clean(st.Tag), human.Bytes(st.NBytes))
 		}
@@ -67,7 +67,7 @@ func printInspect(w io.Writer, rep *inspectReport, filter string) {
 			fmt.Fprintf(w, "  %s = %s\n", clean(k), clean(rep.Metadata[k]))
 		}
 	}
-	printGGUF(w, rep.GGUF)
+	printGGUF(w, rep)
 	if len(rep.Warnings) > 0 {
 		fmt.Fprintln(w, "\nWarnings:")
 		for _, m := range rep.Warnings {
@@ -94,20 +94,12 @@ func printObjects(w io.Writer, title string, objs []inspectObject, values bool) 
 	for _, o := range objs {
 		name := displayName(o.Name)
 		if values {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, clean(o.Type), clean(pyRepr(o.Value)))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, clean(o.Type), clean(ckpt.Repr(o.Value)))
 		} else {
 			fmt.Fprintf(tw, "  %s\t%s\n", name, clean(o.Type))
 		}
 	}
 	tw.Flush()
-}
-
-// pyRepr prints a value (after ckpt.JSONValue) as Python's repr() would.
-func pyRepr(v any) string {
-	if s, ok := v.(ckpt.StorageValue); ok {
-		return pickle.Repr(s.Ref)
-	}
-	return pickle.Repr(v)
 }
 
 func fnum(f *float64) string {

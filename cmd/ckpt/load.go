@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/ckpt-dev/ckpt"
-	"github.com/ckpt-dev/ckpt/devicecopy"
-	"github.com/ckpt-dev/ckpt/objstore"
-	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/spf13/cobra"
 )
 
@@ -33,14 +30,14 @@ type loadOptions struct {
 }
 
 // envLibCUDA names a CUDA driver library to use instead of libcuda.so.1,
-// for tests (the fake driver of devicecopy/testdata) and diagnostics.
+// for tests (the fake driver of internal/fakecuda) and diagnostics.
 const envLibCUDA = "CKPT_LIBCUDA"
 
 func newLoadCmd(s *streams) *cobra.Command {
-	return loadCommand(s, devicecopy.System{}, os.LookupEnv)
+	return loadCommand(s, ckpt.CUDASystem{}, os.LookupEnv)
 }
 
-func loadCommand(s *streams, inv devicecopy.Inventory, lookup func(string) (string, bool)) *cobra.Command {
+func loadCommand(s *streams, inv ckpt.Inventory, lookup func(string) (string, bool)) *cobra.Command {
 	opts := &loadOptions{}
 	cmd := &cobra.Command{
 		Use:   "load PATH",
@@ -102,16 +99,16 @@ verification mismatch; 2 usage.`,
   ckpt load model.pt --map-location cpu --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var drv *devicecopy.Driver
+			var drv *ckpt.CUDADriver
 			if lib, ok := lookup(envLibCUDA); ok && lib != "" {
-				d, err := devicecopy.OpenLibrary(lib)
+				d, err := ckpt.OpenCUDALibrary(lib)
 				if err != nil {
 					return fmt.Errorf("%s=%s: %w", envLibCUDA, lib, err)
 				}
 				drv, inv = d, d
 			}
 			opts.MapSet = cmd.Flags().Changed("map-location")
-			return runLoad(cmd.Context(), s, args[0], *opts, inv, drv, devicecopy.Environment(lookup))
+			return runLoad(cmd.Context(), s, args[0], *opts, inv, drv, ckpt.CUDAEnvironment(lookup))
 		},
 	}
 	f := cmd.Flags()
@@ -129,12 +126,12 @@ verification mismatch; 2 usage.`,
 
 // runLoad plans, checks and loads path through the ckpt package, then
 // writes the report.
-func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv devicecopy.Inventory, drv *devicecopy.Driver, env devicecopy.Env) error {
-	var rules remap.Rules
+func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv ckpt.Inventory, drv *ckpt.CUDADriver, env ckpt.CUDAEnv) error {
+	var rules ckpt.Rules
 	var pre []ckpt.Option
 	if opts.MapLocation != "" || opts.MapSet {
 		var err error
-		if rules, err = remap.Parse(opts.MapLocation); err != nil {
+		if rules, err = ckpt.ParseMapLocation(opts.MapLocation); err != nil {
 			return mapLocationError("load", opts.MapLocation, err)
 		}
 	}
@@ -168,8 +165,8 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 	if !opts.NoMmap {
 		lopts = append(lopts, ckpt.WithFileMapping())
 	}
-	var st *objstore.Store
-	lopts = append(lopts, ckpt.WithObjectStore(func(s *objstore.Store) { st = s }))
+	var st *ckpt.ObjectStore
+	lopts = append(lopts, ckpt.WithObjectStore(func(s *ckpt.ObjectStore) { st = s }))
 	m, err := ckpt.Load(ctx, path, append(pre, lopts...)...)
 	bars.done()
 	var se *ckpt.StrayError
@@ -178,15 +175,15 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 	}
 	// A verification failure still prints the report, then exits 1.
 	failed := err
-	if err != nil && (m == nil || !errors.Is(err, devicecopy.ErrVerify)) {
+	if err != nil && (m == nil || !errors.Is(err, ckpt.ErrVerify)) {
 		return err
 	}
 	defer m.Close()
-	if opts.NoVerify && !hasGPUTarget(m.Plan) {
+	if opts.NoVerify && !hasGPUTarget(m) {
 		fmt.Fprintln(s.Err, "ckpt: warning: --no-verify has no effect: no tensor goes to a GPU (CRC32s and digests are checked regardless)")
 	}
 	rep := m.Report()
-	var ve *devicecopy.VerifyError
+	var ve *ckpt.VerifyError
 	if errors.As(failed, &ve) {
 		failed = verifyFailed{ve}
 	}
@@ -206,12 +203,12 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 }
 
 // verifyFailed is the one-line summary of a failed verification; the report
-// lists each mismatch. It still matches devicecopy.ErrVerify.
-type verifyFailed struct{ ve *devicecopy.VerifyError }
+// lists each mismatch. It still matches ckpt.ErrVerify.
+type verifyFailed struct{ ve *ckpt.VerifyError }
 
 func (v verifyFailed) Error() string {
 	for _, m := range v.ve.Mismatches {
-		if m.Kind != devicecopy.MismatchSaved {
+		if m.Kind != ckpt.MismatchSaved {
 			return fmt.Sprintf("%d storage(s) failed verification: the bytes on the GPU are not the bytes of the file, or not what was saved", len(v.ve.Mismatches))
 		}
 	}
@@ -223,9 +220,9 @@ func (v verifyFailed) Unwrap() error { return v.ve }
 // seconds turns a report's seconds back into a duration.
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// hasGPUTarget reports whether the plan sends anything to a GPU.
-func hasGPUTarget(plan *remap.Plan) bool {
-	for _, u := range plan.Devices() {
+// hasGPUTarget reports whether the load's plan sends anything to a GPU.
+func hasGPUTarget(m *ckpt.Model) bool {
+	for _, u := range m.Plan.Devices() {
 		if u.Device.Type == "cuda" {
 			return true
 		}

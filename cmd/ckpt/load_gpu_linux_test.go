@@ -4,54 +4,27 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/cuda"
+	"github.com/ckpt-dev/ckpt/internal/fakecuda"
 )
 
-var (
-	fakeLibOnce sync.Once
-	fakeLib     string
-	fakeLibErr  error
-)
-
-// fakeCUDA builds devicecopy's fake libcuda (whose checksum kernel runs the
-// real kernel source on the host) and returns the environment that points
-// `ckpt load` at it.
+// fakeCUDA builds the fake libcuda of internal/fakecuda (whose checksum
+// kernel runs the real kernel source on the host), with its default two
+// GPUs, and returns the environment that points `ckpt load` at it.
 func fakeCUDA(t *testing.T) map[string]string {
 	t.Helper()
-	fakeLibOnce.Do(func() {
-		cc, err := exec.LookPath("cc")
-		if err != nil {
-			fakeLibErr = err
-			return
-		}
-		dir, err := filepath.Abs(filepath.Join("..", "..", "devicecopy", "testdata"))
-		if err != nil {
-			fakeLibErr = err
-			return
-		}
-		fakeLib = filepath.Join(t.TempDir(), "libfakecuda.so")
-		if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", fakeLib, filepath.Join(dir, "fakecuda.c")).CombinedOutput(); err != nil {
-			t.Fatalf("building the fake driver: %v\n%s", err, out)
-		}
-	})
-	if fakeLibErr != nil {
-		if os.Getenv("CKPT_REQUIRE_CC") == "1" {
-			t.Fatalf("fake driver unavailable and CKPT_REQUIRE_CC=1: %v", fakeLibErr)
-		}
-		t.Skipf("fake driver unavailable (needs a C compiler): %v", fakeLibErr)
-	}
-	return map[string]string{envLibCUDA: fakeLib}
+	f := fakecuda.Load(t)
+	f.Configure(2, 0)
+	return map[string]string{envLibCUDA: f.Path}
 }
 
 func loadJSON(t *testing.T, env map[string]string, args ...string) loadReport {
 	t.Helper()
-	out, code, errs := loadExec(t, devicecopy.System{}, env, append(args, "--json")...)
+	out, code, errs := loadExec(t, cuda.System{}, env, append(args, "--json")...)
 	if code != exitOK {
 		t.Fatalf("%v: exit %d: %s", args, code, errs)
 	}
@@ -98,7 +71,7 @@ func TestLoadCUDAFake(t *testing.T) {
 	}
 
 	// Text.
-	out, code, errs := loadExec(t, devicecopy.System{}, env, cudaTagged, "--map-location", "cuda:1=cuda:0")
+	out, code, errs := loadExec(t, cuda.System{}, env, cudaTagged, "--map-location", "cuda:1=cuda:0")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -110,7 +83,7 @@ func TestLoadCUDAFake(t *testing.T) {
 	}
 
 	// A library that is not a CUDA driver.
-	_, code, errs = loadExec(t, devicecopy.System{}, map[string]string{envLibCUDA: "/nonexistent/libcuda.so"}, cudaTagged)
+	_, code, errs = loadExec(t, cuda.System{}, map[string]string{envLibCUDA: "/nonexistent/libcuda.so"}, cudaTagged)
 	if code != exitError || !strings.Contains(errs, "CKPT_LIBCUDA=/nonexistent/libcuda.so") || !strings.Contains(errs, "no NVIDIA driver") {
 		t.Errorf("bad CKPT_LIBCUDA: exit %d, %s", code, errs)
 	}
@@ -145,7 +118,7 @@ func TestLoadCUDASavedDigests(t *testing.T) {
 	if err := os.WriteFile(out, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout, code, _ := loadExec(t, devicecopy.System{}, env, out, "--map-location", "cuda:0", "--json")
+	stdout, code, _ := loadExec(t, cuda.System{}, env, out, "--map-location", "cuda:0", "--json")
 	if code != exitError {
 		t.Fatalf("tampered digest: exit %d", code)
 	}

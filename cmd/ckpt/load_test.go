@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -19,24 +19,24 @@ import (
 
 const cudaTagged = "../../testdata/fixtures/cuda_tagged.pt"
 
-// loadFakeInventory is a devicecopy.Inventory with canned answers.
+// loadFakeInventory is a cuda.Inventory with canned answers.
 type loadFakeInventory struct {
-	devs []devicecopy.DeviceInfo
+	devs []cuda.DeviceInfo
 	err  error
 }
 
-func (f loadFakeInventory) Devices(context.Context) ([]devicecopy.DeviceInfo, error) {
+func (f loadFakeInventory) Devices(context.Context) ([]cuda.DeviceInfo, error) {
 	return f.devs, f.err
 }
 
-var twoBigGPUs = loadFakeInventory{devs: []devicecopy.DeviceInfo{
+var twoBigGPUs = loadFakeInventory{devs: []cuda.DeviceInfo{
 	{Ordinal: 0, Name: "NVIDIA H100 80GB HBM3", FreeMemory: 80 << 30},
 	{Ordinal: 1, Name: "NVIDIA H100 80GB HBM3", FreeMemory: 80 << 30},
 }}
 
 // loadExec runs `load args...` with inv and env, returning stdout, exit
 // code and stderr.
-func loadExec(t *testing.T, inv devicecopy.Inventory, env map[string]string, args ...string) (string, int, string) {
+func loadExec(t *testing.T, inv cuda.Inventory, env map[string]string, args ...string) (string, int, string) {
 	t.Helper()
 	return execCommand(func(s *streams) *cobra.Command { return loadCommand(s, inv, devicesEnv(env)) }, args...)
 }
@@ -224,10 +224,10 @@ func TestLoadStrict(t *testing.T) {
 
 func TestLoadCUDATargets(t *testing.T) {
 	// This machine's driver: without one, the no-driver pre-flight error.
-	if _, err := devicecopy.Open(); errors.Is(err, devicecopy.ErrNoDriver) {
+	if _, err := cuda.Open(); errors.Is(err, cuda.ErrNoDriver) {
 		for _, rules := range []string{"cuda:0", "cuda"} {
-			_, code, errs := loadExec(t, devicecopy.System{}, nil, cudaTagged, "--map-location", rules)
-			if code != exitError || !strings.HasPrefix(errs, "ckpt: devicecopy: pre-flight: the plan puts tensors on cuda:0, but CUDA cannot be used on this machine: devicecopy: no NVIDIA driver is installed") ||
+			_, code, errs := loadExec(t, cuda.System{}, nil, cudaTagged, "--map-location", rules)
+			if code != exitError || !strings.HasPrefix(errs, "ckpt: devicecopy: pre-flight: the plan puts tensors on cuda:0, but CUDA cannot be used on this machine: cuda: no NVIDIA driver is installed") ||
 				!strings.Contains(errs, `use the map location "cpu" (ckpt load --map-location cpu)`) {
 				t.Errorf("%s: exit %d, stderr %s", rules, code, errs)
 			}
@@ -243,7 +243,7 @@ func TestLoadCUDATargets(t *testing.T) {
 		t.Errorf("missing device: exit %d, stderr\n%s\nwant\n%s", code, errs, want)
 	}
 	// CUDA_VISIBLE_DEVICES="" hides every GPU.
-	_, code, errs = loadExec(t, loadFakeInventory{err: fmt.Errorf("cuInit: %w", devicecopy.ErrNoDevice)}, map[string]string{"CUDA_VISIBLE_DEVICES": ""}, cudaTagged, "--map-location", "cuda:1")
+	_, code, errs = loadExec(t, loadFakeInventory{err: fmt.Errorf("cuInit: %w", cuda.ErrNoDevice)}, map[string]string{"CUDA_VISIBLE_DEVICES": ""}, cudaTagged, "--map-location", "cuda:1")
 	want = `ckpt: devicecopy: pre-flight: cuda:1 does not exist: this process sees no GPU; CUDA_VISIBLE_DEVICES="" hides every GPU (unset it to see them all); this map location would work: cpu` + "\n"
 	if code != exitError || errs != want {
 		t.Errorf("hidden GPUs: exit %d, stderr\n%s\nwant\n%s", code, errs, want)

@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/ckpt-dev/ckpt/internal/human"
 	"io"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ckpt-dev/ckpt/internal/human"
+
 	"github.com/ckpt-dev/ckpt"
-	"github.com/ckpt-dev/ckpt/devicecopy"
 )
 
 func writeLoadText(w io.Writer, rep *ckpt.LoadReport) error {
@@ -29,7 +29,7 @@ func writeLoadText(w io.Writer, rep *ckpt.LoadReport) error {
 		fmt.Fprintf(&b, "  %-8s %s in %d storage(s), %d tensor(s)\n", d.Device, human.Bytes(d.Bytes), d.Storages, d.Tensors)
 	}
 	if strays := rep.Plan.Strays; len(strays) > 0 {
-		fmt.Fprintf(&b, "\n%s\n", strayHeading(strays))
+		fmt.Fprintf(&b, "\n%s\n", strayHeading(strays[0].Dominant))
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		for _, st := range strays {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", displayName(st.Name), clean(st.Tag), human.Bytes(st.NBytes))
@@ -67,14 +67,15 @@ func writeLoadText(w io.Writer, rep *ckpt.LoadReport) error {
 			}
 		}
 	}
-	if g := rep.Uploaded; g != nil {
-		writeUploadText(&b, g)
+	if rep.Uploaded != nil {
+		writeUploadText(&b, rep)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func writeUploadText(b *strings.Builder, g *devicecopy.DeviceState) {
+func writeUploadText(b *strings.Builder, rep *ckpt.LoadReport) {
+	g := rep.Uploaded
 	if len(g.Mismatches) > 0 {
 		fmt.Fprintf(b, "\nVerification FAILED: %d mismatch(es)\n", len(g.Mismatches))
 		for _, m := range g.Mismatches {

@@ -1,4 +1,6 @@
-// Command ckpt reads, inspects, remaps, converts and uploads PyTorch checkpoints without Python.
+// Command ckpt reads, inspects, audits, remaps, converts and loads ML
+// checkpoints (PyTorch zip/legacy/tar, safetensors, GGUF, DCP; local files
+// and s3/gs/az/https URLs) without Python, through the root package ckpt.
 package main
 
 import (

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/ckpt-dev/ckpt/remap"
+	"github.com/ckpt-dev/ckpt"
 )
 
 // mapLocationError is the one-line usage error for a --map-location value
@@ -14,7 +14,7 @@ import (
 // the subcommand's help.
 func mapLocationError(command, value string, err error) error {
 	reason := err.Error()
-	var re *remap.RuleError
+	var re *ckpt.RuleError
 	if errors.As(err, &re) {
 		reason = re.Reason
 	}
@@ -51,7 +51,7 @@ func suggestMapLocation(rules string) string {
 	if s == rules {
 		return ""
 	}
-	if _, err := remap.Parse(s); err != nil {
+	if _, err := ckpt.ParseMapLocation(s); err != nil {
 		return ""
 	}
 	return s

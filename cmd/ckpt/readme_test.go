@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/cuda"
 )
 
 // TestREADMEInspectExample keeps the README's opening example equal to what
@@ -137,9 +137,9 @@ func TestREADMECommands(t *testing.T) {
 // driver. Where a driver is installed, the same arguments run again with
 // an inventory that answers as a machine without one does.
 func checkREADMENoGPU(t *testing.T, out string, code int, errs string) {
-	if _, err := devicecopy.Open(); !errors.Is(err, devicecopy.ErrNoDriver) {
+	if _, err := cuda.Open(); !errors.Is(err, cuda.ErrNoDriver) {
 		t.Logf("a driver is installed here (%v): the example runs with a no-driver inventory", err)
-		noDriver := loadFakeInventory{err: &devicecopy.LoadError{Library: "libcuda.so.1", Err: devicecopy.ErrNoDriver, Reason: "not found"}}
+		noDriver := loadFakeInventory{err: &cuda.LoadError{Library: "libcuda.so.1", Err: cuda.ErrNoDriver, Reason: "not found"}}
 		out, code, errs = loadExec(t, noDriver, nil, "--map-location", "cuda:1", "testdata/fixtures/cuda_tagged.pt")
 	}
 	readme, err := os.ReadFile("README.md") // the test runs from the repository root

@@ -38,11 +38,16 @@ var commands []func(*streams) *cobra.Command
 func newRootCmd(s *streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "ckpt",
-		Short: "Read, inspect, remap, convert and upload PyTorch checkpoints without Python",
-		Long: `ckpt reads PyTorch checkpoints (zip, legacy, tar, safetensors, sharded, gzip/zstd
-wrapped) without Python and without running any code from the file. It shows what
-is inside, on which device every tensor was saved, and plans device remapping
-before a single byte is copied.
+		Short: "Read, inspect, audit, remap, convert and load ML checkpoints without Python",
+		Long: `ckpt reads machine-learning checkpoints without Python and without running any
+code from them: PyTorch files (zip, legacy, tar), safetensors (sharded ones through
+their index.json too), GGUF, and torch.distributed.checkpoint (DCP) directories,
+plain or gzip/zstd wrapped, from local files and from s3://, gs://, az:// and
+http(s):// URLs. It shows what is inside and on which device every tensor was
+saved, audits the pickles for code they would run, plans device remapping before
+a single byte is copied, loads into host or GPU memory with checksums, and
+converts to safetensors, PyTorch zip, GGUF or DCP, locally or to s3://, gs://
+and az://.
 
 Progress bars are drawn on stderr when it is a terminal, except with --json,
 --quiet, TERM=dumb (or unset) or CKPT_NO_PROGRESS set.

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/ckpt-dev/ckpt/pickle"
-	"github.com/ckpt-dev/ckpt/scan"
+	"github.com/ckpt-dev/ckpt"
 	"github.com/spf13/cobra"
 )
 
@@ -50,17 +49,14 @@ Exit codes (the first that applies):
   ckpt scan checkpoint_dir/ || echo "do not torch.load this"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := scan.Paths(cmd.Context(), args)
+			rep, err := ckpt.Scan(cmd.Context(), args)
 			if err != nil {
 				return err
 			}
 			if opts.JSON {
 				enc := json.NewEncoder(s.Out)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(struct {
-					Verdict pickle.Verdict `json:"verdict"`
-					*scan.Report
-				}{rep.Worst(), rep}); err != nil {
+				if err := enc.Encode(rep); err != nil {
 					return err
 				}
 			} else {
@@ -74,16 +70,16 @@ Exit codes (the first that applies):
 	return cmd
 }
 
-func printScan(s *streams, rep *scan.Report, all bool) {
+func printScan(s *streams, rep *ckpt.ScanReport, all bool) {
 	c := rep.Counts()
 	fmt.Fprintf(s.Out, "Scanned:  %d files, %d pickles\n", rep.Files, rep.Pickles)
 	fmt.Fprintf(s.Out, "Globals:  %d allowed, %d data, %d unknown, %d unsafe\n",
-		c[pickle.VerdictAllowed], c[pickle.VerdictData], c[pickle.VerdictUnknown], c[pickle.VerdictUnsafe])
-	fmt.Fprintf(s.Out, "Verdict:  %s\n", rep.Worst())
+		c[ckpt.VerdictAllowed], c[ckpt.VerdictData], c[ckpt.VerdictUnknown], c[ckpt.VerdictUnsafe])
+	fmt.Fprintf(s.Out, "Verdict:  %s\n", rep.Verdict)
 	shown := false
 	tw := tabwriter.NewWriter(s.Out, 0, 0, 2, ' ', 0)
 	for _, f := range rep.Findings {
-		if f.Verdict == pickle.VerdictAllowed && !all {
+		if f.Verdict == ckpt.VerdictAllowed && !all {
 			continue
 		}
 		if !shown {
@@ -109,16 +105,16 @@ func printScan(s *streams, rep *scan.Report, all bool) {
 // states: unsafe globals or anything not scanned in full exit 1 (what was
 // not read was not checked, so it never reads as "nothing unsafe"); then
 // unknown globals exit 3.
-func scanExit(rep *scan.Report) error {
+func scanExit(rep *ckpt.ScanReport) error {
 	c := rep.Counts()
 	switch {
-	case c[pickle.VerdictUnsafe] > 0 && len(rep.Problems) > 0:
+	case c[ckpt.VerdictUnsafe] > 0 && len(rep.Problems) > 0:
 		return exitCodeError{exitError, fmt.Errorf("scan: unsafe globals found, and not everything could be scanned in full (%d problems listed above)", len(rep.Problems))}
-	case c[pickle.VerdictUnsafe] > 0:
+	case c[ckpt.VerdictUnsafe] > 0:
 		return exitCodeError{exitError, fmt.Errorf("scan: unsafe globals found")}
 	case len(rep.Problems) > 0:
 		return exitCodeError{exitError, fmt.Errorf("scan: not everything could be scanned in full (%d problems listed above); what was not read was not checked", len(rep.Problems))}
-	case c[pickle.VerdictUnknown] > 0:
+	case c[ckpt.VerdictUnknown] > 0:
 		return exitCodeError{exitUnknown, fmt.Errorf("scan: unknown globals found, nothing unsafe")}
 	}
 	return nil

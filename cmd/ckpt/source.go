@@ -1,10 +1,10 @@
 package main
 
-import "github.com/ckpt-dev/ckpt/objstore"
+import "github.com/ckpt-dev/ckpt"
 
 // requests returns the store's request count for --json, nil for a local
 // source (no store).
-func requests(st *objstore.Store) *int64 {
+func requests(st *ckpt.ObjectStore) *int64 {
 	if st == nil {
 		return nil
 	}

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
 	"sort"
-
-	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -15,5 +12,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
-
-func errorsIsNoStats(err error) bool { return errors.Is(err, statedict.ErrNoStats) }

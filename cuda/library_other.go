@@ -1,6 +1,6 @@
 //go:build !linux
 
-package devicecopy
+package cuda
 
 // OpenLibrary is Open for the CUDA driver library at path; like Open, it
 // works on Linux only and elsewhere returns an error matching ErrNoDriver.

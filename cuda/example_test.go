@@ -1,17 +1,17 @@
-package devicecopy_test
+package cuda_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/ckpt-dev/ckpt/devicecopy"
+	"github.com/ckpt-dev/ckpt/cuda"
 )
 
 // CUDA_VISIBLE_DEVICES renumbers GPUs and stops at the first invalid entry.
 func ExampleEnvironment() {
 	env := map[string]string{"CUDA_VISIBLE_DEVICES": "2,0,-1,1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-	e := devicecopy.Environment(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	e := cuda.Environment(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	for _, id := range e.IDs {
 		fmt.Printf("cuda:%d -> GPU %d\n", id.Ordinal, id.Index)
 	}
@@ -25,10 +25,10 @@ func ExampleEnvironment() {
 // A program lists GPUs through the Inventory interface and handles a
 // machine without a driver as a normal case.
 func Example() {
-	var inv devicecopy.Inventory = devicecopy.System{}
+	var inv cuda.Inventory = cuda.System{}
 	devs, err := inv.Devices(context.Background())
 	switch {
-	case errors.Is(err, devicecopy.ErrNoDriver), errors.Is(err, devicecopy.ErrNoDevice):
+	case errors.Is(err, cuda.ErrNoDriver), errors.Is(err, cuda.ErrNoDevice):
 		fmt.Println("no GPU: tensors stay on the CPU")
 	case err != nil:
 		fmt.Println("error:", err)

@@ -1,4 +1,4 @@
-package devicecopy
+package cuda
 
 import (
 	"context"
@@ -23,6 +23,9 @@ type DevicesReport struct {
 	Environment EnvReport    `json:"environment"`
 }
 
+// DriverReport is the report's "driver": whether a driver library loaded,
+// its release and where that was read, the newest CUDA version it supports,
+// the library file and whether an NVIDIA kernel module is loaded.
 type DriverReport struct {
 	Found         bool   `json:"found"`
 	Release       string `json:"release"`
@@ -32,6 +35,9 @@ type DriverReport struct {
 	KernelModule  bool   `json:"kernel_module"`
 }
 
+// GPUReport is one entry of the report's "devices": a visible GPU as
+// DeviceInfo describes it, free memory null where it could not be measured,
+// and its own error, if any.
 type GPUReport struct {
 	Ordinal           int          `json:"ordinal"`
 	Name              string       `json:"name"`
@@ -44,6 +50,9 @@ type GPUReport struct {
 	Error             *ErrorReport `json:"error"`
 }
 
+// ErrorReport is an error in the report: its kind ("no_driver",
+// "driver_too_old", "no_device", "cuda" or "other"), message and, for a
+// CUDA error, the call, CUresult code, name and hint.
 type ErrorReport struct {
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
@@ -53,6 +62,9 @@ type ErrorReport struct {
 	Hint    string `json:"hint,omitempty"`
 }
 
+// EnvReport is the report's "environment": CUDA_VISIBLE_DEVICES and
+// CUDA_DEVICE_ORDER as set (null when unset) and what CUDA makes of them
+// (see Env).
 type EnvReport struct {
 	CUDAVisibleDevices *string       `json:"cuda_visible_devices"`
 	CUDADeviceOrder    *string       `json:"cuda_device_order"`
@@ -64,6 +76,8 @@ type EnvReport struct {
 	Notes              []string      `json:"notes"`
 }
 
+// EnvIDReport is one visible entry of CUDA_VISIBLE_DEVICES (see
+// VisibleID); index is null unless it is a device index.
 type EnvIDReport struct {
 	Ordinal int    `json:"ordinal"`
 	ID      string `json:"id"`

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package devicecopy
+package cuda
 
 // NVMLRelease reports that the NVML binding exists only on Linux.
 func NVMLRelease() (release, why string) { return "", "ckpt binds NVML on Linux only" }

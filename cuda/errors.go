@@ -1,4 +1,4 @@
-package devicecopy
+package cuda
 
 import (
 	"errors"
@@ -9,36 +9,36 @@ var (
 	// ErrNoDriver reports that libcuda.so.1, the NVIDIA driver's CUDA
 	// library, could not be loaded: no NVIDIA driver is installed (or it is
 	// not on the loader's search path).
-	ErrNoDriver = errors.New("devicecopy: no NVIDIA driver is installed (libcuda.so.1 could not be loaded)")
+	ErrNoDriver = errors.New("cuda: no NVIDIA driver is installed (libcuda.so.1 could not be loaded)")
 	// ErrDriverTooOld reports a libcuda.so.1 that lacks a symbol ckpt needs.
-	ErrDriverTooOld = errors.New("devicecopy: the NVIDIA driver is too old for ckpt")
+	ErrDriverTooOld = errors.New("cuda: the NVIDIA driver is too old for ckpt")
 	// ErrNoDevice matches CUDA_ERROR_NO_DEVICE: the driver sees no GPU.
-	ErrNoDevice = errors.New("devicecopy: no CUDA-capable device is visible")
+	ErrNoDevice = errors.New("cuda: no CUDA-capable device is visible")
 	// ErrInvalidDevice matches CUDA_ERROR_INVALID_DEVICE and ordinals out
 	// of range.
-	ErrInvalidDevice = errors.New("devicecopy: invalid device ordinal")
+	ErrInvalidDevice = errors.New("cuda: invalid device ordinal")
 	// ErrOutOfMemory matches CUDA_ERROR_OUT_OF_MEMORY from a device
 	// allocation.
-	ErrOutOfMemory = errors.New("devicecopy: out of device memory")
+	ErrOutOfMemory = errors.New("cuda: out of device memory")
 	// ErrHostMemory matches CUDA_ERROR_OUT_OF_MEMORY from page-locking host
 	// memory (cuMemHostAlloc, cuMemHostRegister): host RAM or the
 	// locked-memory limit ran out, not the GPU's memory.
-	ErrHostMemory = errors.New("devicecopy: out of page-locked host memory")
+	ErrHostMemory = errors.New("cuda: out of page-locked host memory")
 	// ErrNotInitialized matches CUDA_ERROR_NOT_INITIALIZED.
-	ErrNotInitialized = errors.New("devicecopy: CUDA driver not initialized")
+	ErrNotInitialized = errors.New("cuda: CUDA driver not initialized")
 	// ErrInsufficientDriver matches the codes that say the installed
 	// driver is older than what is being asked of it.
-	ErrInsufficientDriver = errors.New("devicecopy: the installed NVIDIA driver is too old")
+	ErrInsufficientDriver = errors.New("cuda: the installed NVIDIA driver is too old")
 	// ErrDriverMismatch matches CUDA_ERROR_SYSTEM_DRIVER_MISMATCH and
 	// CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: the user-space library and
 	// kernel module do not belong together.
-	ErrDriverMismatch = errors.New("devicecopy: CUDA library and kernel driver do not match")
+	ErrDriverMismatch = errors.New("cuda: CUDA library and kernel driver do not match")
 	// ErrBadKernel matches the codes with which the driver refuses to load
 	// a kernel image: CUDA_ERROR_INVALID_IMAGE, CUDA_ERROR_NO_BINARY_FOR_GPU,
 	// CUDA_ERROR_INVALID_PTX, CUDA_ERROR_JIT_COMPILER_NOT_FOUND,
 	// CUDA_ERROR_UNSUPPORTED_PTX_VERSION and
 	// CUDA_ERROR_JIT_COMPILATION_DISABLED.
-	ErrBadKernel = errors.New("devicecopy: the driver rejected the kernel image")
+	ErrBadKernel = errors.New("cuda: the driver rejected the kernel image")
 )
 
 // CUDAError is a CUDA driver call that returned a CUresult other than
@@ -55,7 +55,7 @@ type CUDAError struct {
 
 // Error returns a one-line message with the call, meaning, name, code and hint.
 func (e *CUDAError) Error() string {
-	s := fmt.Sprintf("devicecopy: %s failed: %s (%s, code %d)", e.Op, e.Meaning, e.Name, e.Code)
+	s := fmt.Sprintf("cuda: %s failed: %s (%s, code %d)", e.Op, e.Meaning, e.Name, e.Code)
 	if e.Hint != "" {
 		s += ": " + e.Hint
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package devicecopy
+package cuda
 
 // loadDriver reports that the CUDA driver binding exists only on Linux.
 func loadDriver() (*api, error) {

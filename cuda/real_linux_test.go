@@ -1,4 +1,4 @@
-package devicecopy
+package cuda
 
 import (
 	"context"
@@ -54,11 +54,11 @@ func realVersion(t *testing.T, a *api) Version {
 	return Version(v)
 }
 
-// TestRealDriverSymbols: every symbol devicecopy binds exists in NVIDIA's
-// library under the versioned name devicecopy expects, and is the very
+// TestRealDriverSymbols: every symbol this package binds exists in
+// NVIDIA's library under the versioned name it expects, and is the very
 // function the driver's own cuGetProcAddress gives for the API name at
 // the driver's CUDA version (so no legacy ABI is bound by mistake).
-// Optional symbols the library lacks are reported, and devicecopy's
+// Optional symbols the library lacks are reported, and the package's
 // fallback is what it bound.
 func TestRealDriverSymbols(t *testing.T) {
 	a, h := realLibrary(t)
@@ -80,15 +80,15 @@ func TestRealDriverSymbols(t *testing.T) {
 		}
 		switch {
 		case addr == 0 && s.optional:
-			t.Logf("optional %v: none in this library; devicecopy leaves it unbound", s.names)
+			t.Logf("optional %v: none in this library; the package leaves it unbound", s.names)
 			continue
 		case addr == 0:
 			t.Errorf("%v: none in NVIDIA's library", s.names)
 			continue
 		case name != s.names[0] && !s.optional:
-			t.Errorf("required symbol %s is missing; devicecopy would bind %s", s.names[0], name)
+			t.Errorf("required symbol %s is missing; the package would bind %s", s.names[0], name)
 		case name != s.names[0]:
-			t.Logf("optional %s is missing (newer drivers have it); devicecopy binds %s", s.names[0], name)
+			t.Logf("optional %s is missing (newer drivers have it); the package binds %s", s.names[0], name)
 		}
 		if name == "cuDeviceGetUuid_v2" {
 			v2UUID = addr
@@ -110,7 +110,7 @@ func TestRealDriverSymbols(t *testing.T) {
 		cname := append([]byte(api), 0)
 		var p uintptr
 		if r := getProc(&cname[0], &p, int32(ver), 0); r != 0 || p != addr {
-			t.Errorf("cuGetProcAddress(%q, CUDA %v) = %#x (CUresult %d), but devicecopy binds %s = %#x", api, ver, p, r, name, addr)
+			t.Errorf("cuGetProcAddress(%q, CUDA %v) = %#x (CUresult %d), but the package binds %s = %#x", api, ver, p, r, name, addr)
 		}
 	}
 	if a.cuEventElapsedTime == nil {
@@ -139,8 +139,8 @@ func TestRealDriverVersion(t *testing.T) {
 
 // TestRealNoDevice: on a machine with the library but no kernel module,
 // Open fails with CUDA_ERROR_NO_DEVICE as a typed, plain-words error
-// (the driver's own cuGetErrorName agreeing), the inventory says the same,
-// and the load pre-flight turns it into its one-line refusal.
+// (the driver's own cuGetErrorName agreeing), and the inventory and the
+// driver description say the same.
 func TestRealNoDevice(t *testing.T) {
 	a, _ := realLibrary(t)
 	if kernelModuleLoaded() {
@@ -151,7 +151,7 @@ func TestRealNoDevice(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != 100 || ce.Name != "CUDA_ERROR_NO_DEVICE" || ce.Op != "cuInit" || !errors.Is(err, ErrNoDevice) {
 		t.Fatalf("cuInit: %v", err)
 	}
-	want := "devicecopy: cuInit failed: the driver found no CUDA-capable GPU (CUDA_ERROR_NO_DEVICE, code 100): " +
+	want := "cuda: cuInit failed: the driver found no CUDA-capable GPU (CUDA_ERROR_NO_DEVICE, code 100): " +
 		"check that a GPU is installed and that CUDA_VISIBLE_DEVICES does not hide every GPU (an empty value hides all)"
 	if err.Error() != want {
 		t.Errorf("message\n got %s\nwant %s", err, want)
@@ -169,7 +169,7 @@ func TestRealNoDevice(t *testing.T) {
 	}
 }
 
-// TestRealErrorNames: the names devicecopy gives CUresult codes are the
+// TestRealErrorNames: the names this package gives CUresult codes are the
 // driver's own (cuGetErrorName, which needs no cuInit); codes this driver
 // does not know yet are reported.
 func TestRealErrorNames(t *testing.T) {
@@ -181,7 +181,7 @@ func TestRealErrorNames(t *testing.T) {
 			continue
 		}
 		if got := cString(p); got != info.name {
-			t.Errorf("code %d: devicecopy says %s, the driver %s", code, info.name, got)
+			t.Errorf("code %d: the package says %s, the driver %s", code, info.name, got)
 		}
 	}
 }

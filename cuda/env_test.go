@@ -1,4 +1,4 @@
-package devicecopy
+package cuda
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package devicecopy
+package cuda
 
 // OpenLibrary is Open for the CUDA driver library at path instead of the
 // system's libcuda.so.1. It exists for tests (a fake driver) and for

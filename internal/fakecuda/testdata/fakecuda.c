@@ -1,4 +1,5 @@
-/* A fake libcuda.so.1 for devicecopy's tests: same symbols and C ABI as the
+/* A fake libcuda.so.1 for the tests of cuda, devicecopy, ckpt and cmd/ckpt
+ * (built and bound by package internal/fakecuda): same symbols and C ABI as the
  * CUDA driver API, simple host-memory semantics (every call is synchronous;
  * device pointers are host pointers). Built by the tests with the system C
  * compiler. fake_configure sets the number of devices (default 2) and the
@@ -42,7 +43,7 @@
 #include <stdio.h>
 #include <pthread.h>
 
-#include "../../kernels/xxh64c.cu"
+#include "../../../kernels/xxh64c.cu"
 
 typedef int CUresult;
 typedef int CUdevice;

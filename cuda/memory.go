@@ -1,4 +1,4 @@
-package devicecopy
+package cuda
 
 import (
 	"errors"
@@ -68,7 +68,7 @@ func (c *Context) MemsetD8(p DevicePtr, v byte, n uint64) error {
 // free it with MemFreeHost, never let it outlive that.
 func (c *Context) MemHostAlloc(n int, flags uint32) ([]byte, error) {
 	if n <= 0 {
-		return nil, fmt.Errorf("devicecopy: MemHostAlloc of %d bytes", n)
+		return nil, fmt.Errorf("cuda: MemHostAlloc of %d bytes", n)
 	}
 	var p unsafe.Pointer
 	err := c.do("cuMemHostAlloc", func() cuResult { return c.d.api.cuMemHostAlloc(&p, uint64(n), flags) })

@@ -1,4 +1,4 @@
-package devicecopy
+package cuda
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 )
 
 // Inventory lists the GPUs this process can use. The load pre-flight
-// depends on this interface so that tests can fake the hardware. Devices
-// reports a device it cannot describe in that DeviceInfo's Err, and
-// returns an error only when it cannot list at all.
+// (devicecopy.Preflight) depends on this interface so that tests can fake
+// the hardware. Devices reports a device it cannot describe in that
+// DeviceInfo's Err, and returns an error only when it cannot list at all.
 type Inventory interface {
 	Devices(ctx context.Context) ([]DeviceInfo, error)
 }
