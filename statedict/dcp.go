@@ -133,6 +133,21 @@ func (d dcpFS) Open(name string) (dcp.File, error) {
 	return sizedFile{f, size}, nil
 }
 
+// checkList lists dir when it is in c.fs, so that a listing that fails
+// (past a bound of the object store, or the server unreachable) ends the
+// open with its error: the probes of openDir would each take it for an
+// empty directory and ask again. An FS that cannot list
+// (errors.ErrUnsupported) is probed file by file.
+func (c *config) checkList(dir string) error {
+	if c.fs == nil {
+		return nil
+	}
+	if _, err := c.fs.ReadDir(dir); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return err
+	}
+	return nil
+}
+
 // isDCPDir reports whether dir holds a DCP checkpoint: a .metadata file,
 // local or in c.fs. An FS that cannot list (a web server) is asked for
 // the file itself.

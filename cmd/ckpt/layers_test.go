@@ -4,8 +4,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -228,4 +231,51 @@ func hasJSONTags(st *ast.StructType) bool {
 		return !found
 	})
 	return found
+}
+
+// TestArchitectureGraph holds docs/architecture.md's import graph to what
+// go list says: each product package (test support, benchmarks, examples
+// and generators left out) with the module's packages it imports.
+func TestArchitectureGraph(t *testing.T) {
+	const mod = "github.com/ckpt-dev/ckpt"
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", mod+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	short := func(p string) string {
+		if p == mod {
+			return "ckpt"
+		}
+		return strings.TrimPrefix(p, mod+"/")
+	}
+	support := regexp.MustCompile(`^(bench/|examples/|internal/(test|hostile|cloudemu|miniotest|ggmlref|fakecuda)|.*/internal/gen$)`)
+	var want []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := short(fields[0])
+		if support.MatchString(pkg) {
+			continue
+		}
+		var deps []string
+		for _, imp := range fields[1:] {
+			if imp == mod || strings.HasPrefix(imp, mod+"/") {
+				deps = append(deps, short(imp))
+			}
+		}
+		sort.Strings(deps)
+		want = append(want, strings.TrimSpace(pkg+": "+strings.Join(deps, " ")))
+	}
+	sort.Strings(want)
+	doc, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "```imports\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/architecture.md has no ```imports block")
+	}
+	if got := strings.TrimSpace(block); got != strings.Join(want, "\n") {
+		t.Errorf("docs/architecture.md's import graph is not what go list says; the block should read:\n%s", strings.Join(want, "\n"))
+	}
 }
