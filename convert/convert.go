@@ -237,6 +237,9 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err := c.validatePart(); err != nil {
 		return nil, err
 	}
+	if err := c.checkLocal(out); err != nil {
+		return nil, err
+	}
 	c.checks = newSourceChecks(ck)
 	c.initWriteBack()
 	if c.format == DCP {

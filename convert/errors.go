@@ -24,6 +24,11 @@ var (
 	// ErrTooLarge: a safetensors output would hold more tensor bytes than
 	// WithMaxMaterialized allows (views copied out contiguous).
 	ErrTooLarge = errors.New("convert: output too large")
+	// ErrDestination: the output names a URL and no Destination was
+	// given for it (ckpt.Convert writes to s3://, gs:// and az:// URLs);
+	// it is refused rather than written to a local directory named after
+	// the URL.
+	ErrDestination = errors.New("convert: output is a URL that cannot be written here (ckpt writes s3://, gs:// and az://)")
 	// ErrMetadata: a file's recorded checksums cannot be read.
 	ErrMetadata = errors.New("convert: malformed checksum metadata")
 )
