@@ -29,8 +29,6 @@ var (
 	// it is refused rather than written to a local directory named after
 	// the URL.
 	ErrDestination = errors.New("convert: output is a URL that cannot be written here (ckpt writes s3://, gs:// and az://)")
-	// ErrMetadata: a file's recorded checksums cannot be read.
-	ErrMetadata = errors.New("convert: malformed checksum metadata")
 )
 
 // TensorError names the tensor an error is about.

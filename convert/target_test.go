@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/safetensors"
+	"github.com/ckpt-dev/ckpt/verify"
 )
 
 // special makes a non-regular file of the given kind at path, or skips.
@@ -117,7 +118,7 @@ func TestOutputSymlink(t *testing.T) {
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("link replaced: %v", err)
 	}
-	noDiff(t, fixtures+"training.pt", target, CompareOptions{})
+	noDiff(t, fixtures+"training.pt", target, verify.CompareOptions{})
 	if files := dirFiles(t, other); len(files) != 1 {
 		t.Errorf("target directory holds %v", files)
 	}

@@ -27,9 +27,6 @@ import (
 // Keys ckpt writes in safetensors __metadata__ besides "format" and the
 // alias entries.
 const (
-	// DigestsKey holds a JSON object mapping each stored tensor's name to
-	// its xxh64c digest over the bytes in the file.
-	DigestsKey = "ckpt.digests"
 	// ObjectsKey holds a JSON object mapping each kept non-tensor value's
 	// name to its value.
 	ObjectsKey = "ckpt.objects"
@@ -314,7 +311,7 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 	decl, byName, digests, md := safetensorsDecl(items, meta)
 	setDigests := func() error {
 		b, err := json.Marshal(digests)
-		md[DigestsKey] = string(b)
+		md[digest.MetadataKey] = string(b)
 		return err
 	}
 	if err := setDigests(); err != nil {
@@ -402,7 +399,7 @@ func safetensorsHeadLen(items []*item, meta map[string]string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	md[DigestsKey] = string(b)
+	md[digest.MetadataKey] = string(b)
 	hdr, _, err := safetensors.HeaderBytes(decl, md)
 	return int64(len(hdr)), err
 }

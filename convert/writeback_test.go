@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ckpt-dev/ckpt/verify"
 )
 
 func TestBackgroundThreshold(t *testing.T) {
@@ -80,7 +82,7 @@ func TestWriteBack(t *testing.T) {
 			if sum.Index != "" && out.name != "dcp" {
 				path = sum.Index
 			}
-			noDiff(t, in, path, CompareOptions{})
+			noDiff(t, in, path, verify.CompareOptions{})
 		}
 	}
 }

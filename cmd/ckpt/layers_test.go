@@ -38,7 +38,9 @@ func TestLayers(t *testing.T) {
 		"scan":             {mod + "pickle", mod + "statedict", mod + "gguf", "github.com/klauspost/compress/"},
 		"torchzip":         {mod + "statedict", mod + "pickle"},
 		"dcp":              {mod + "statedict", mod + "torchzip"},
-		"convert":          {mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
+		// verify: ckpt verify's Check and Compare.
+		"verify":  {mod + "statedict", mod + "digest", mod + "dtype"},
+		"convert": {mod + "verify", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
 		// objstore is the only package that imports a cloud client:
 		// minio-go (s3://), Google's storage client and its auth
 		// (gs://), Azure's azblob (az://).
@@ -48,11 +50,11 @@ func TestLayers(t *testing.T) {
 		// pre-flight, load, upload, saved digests).
 		// It also builds the reports (LoadReport, InspectReport), which
 		// show pickle values and GGUF metadata.
-		rootPkg: {mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore", mod + "internal/human",
+		rootPkg: {mod + "verify", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore", mod + "internal/human",
 			mod + "pickle", mod + "gguf"},
 		// The CLI: the ckpt facade, the packages whose types it reports,
 		// and cobra. See also TestCLIIsThin.
-		"cmd/ckpt": {rootPkg + "$", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan", mod + "objstore", mod + "gguf", mod + "internal/human",
+		"cmd/ckpt": {rootPkg + "$", mod + "verify", mod + "statedict", mod + "remap", mod + "devicecopy", mod + "convert", mod + "pickle", mod + "scan", mod + "objstore", mod + "gguf", mod + "internal/human",
 			"github.com/spf13/cobra", "github.com/spf13/pflag"},
 		// The example service: the facade only.
 		"examples/tensorserver": {rootPkg + "$", mod + "statedict"},
@@ -130,7 +132,8 @@ func TestCLIIsThin(t *testing.T) {
 		"github.com/ckpt-dev/ckpt/statedict":  {"Open": true, "NewReader": true, "ComputeStats": true},
 		"github.com/ckpt-dev/ckpt/remap":      {"NewPlan": true, "DetectStrays": true},
 		"github.com/ckpt-dev/ckpt/devicecopy": {"Preflight": true, "LoadHost": true, "Upload": true},
-		"github.com/ckpt-dev/ckpt/convert":    {"ParseDigests": true},
+		"github.com/ckpt-dev/ckpt/digest":     {"ParseMetadata": true},
+		"github.com/ckpt-dev/ckpt/verify":     {"Check": true, "Compare": true},
 	}
 	// Struct types with json tags that cmd/ckpt may declare: envelopes that
 	// put a command's arguments around library results.

@@ -8,7 +8,7 @@ import (
 	"io"
 
 	"github.com/ckpt-dev/ckpt"
-	"github.com/ckpt-dev/ckpt/convert"
+	"github.com/ckpt-dev/ckpt/verify"
 	"github.com/spf13/cobra"
 )
 
@@ -67,8 +67,8 @@ type verifyReport struct {
 	A  string `json:"a"`
 	B  string `json:"b,omitempty"`
 	OK bool   `json:"ok"`
-	*convert.CheckReport
-	*convert.CompareReport
+	*verify.CheckReport
+	*verify.CompareReport
 }
 
 func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) error {
@@ -82,7 +82,7 @@ func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) erro
 	bar := newStageBars(s, o.JSON)
 	progress := func(done, total int64) { bar.update(ckpt.Progress{Stage: "verify", Done: done, Total: total}) }
 	if o.B == "" {
-		rep.CheckReport, err = convert.Check(ctx, a, convert.WithCheckProgress(progress))
+		rep.CheckReport, err = ckpt.Check(ctx, a, verify.WithCheckProgress(progress))
 		bar.done()
 		if err != nil {
 			return err
@@ -94,7 +94,7 @@ func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) erro
 			return err
 		}
 		defer b.Close()
-		rep.CompareReport, err = convert.Compare(ctx, a, b, convert.CompareOptions{Tolerance: tol, Atol: o.Atol, Rtol: o.Rtol, Progress: progress})
+		rep.CompareReport, err = ckpt.Compare(ctx, a, b, verify.CompareOptions{Tolerance: tol, Atol: o.Atol, Rtol: o.Rtol, Progress: progress})
 		bar.done()
 		if err != nil {
 			return err
@@ -118,7 +118,7 @@ func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) erro
 }
 
 func printVerify(w io.Writer, r *verifyReport) {
-	var list []convert.Mismatch
+	var list []verify.Mismatch
 	if c := r.CheckReport; c != nil {
 		fmt.Fprintf(w, "%s: %d CRC32s and %d digests recomputed", clean(r.A), c.CRC32s, c.Digests)
 		if len(c.Unverified) > 0 {
