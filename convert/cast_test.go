@@ -86,3 +86,11 @@ func (s *smallReads) Read(p []byte) (int, error) {
 	s.k = (s.k*7 + 13) % 100003
 	return s.r.Read(p[:min(len(p), 1+s.k)])
 }
+
+// fill fills b with pseudo-random bytes from seed.
+func fill(b []byte, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/atomicfile"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -163,7 +164,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 			return nil, err
 		}
 		meta := map[string]string{statedict.DCPShardingInfoKey: string(b), statedict.DCPVersionKey: "1.0", "format": "pt"}
-		removeStale(files[r])
+		atomicfile.RemoveStale(files[r])
 		t, err := c.create(ctx, files[r], 0)
 		if err != nil {
 			return nil, err
@@ -191,7 +192,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 		if err != nil {
 			return nil, err
 		}
-		removeStale(indexPath)
+		atomicfile.RemoveStale(indexPath)
 		t, err := c.create(ctx, indexPath, 0)
 		if err != nil {
 			return nil, err

@@ -3,6 +3,8 @@ package convert
 import (
 	"errors"
 	"fmt"
+
+	"github.com/ckpt-dev/ckpt/internal/atomicfile"
 )
 
 // Sentinel errors of this package. Errors about one tensor are a
@@ -24,6 +26,11 @@ var (
 	// ErrTooLarge: a safetensors output would hold more tensor bytes than
 	// WithMaxMaterialized allows (views copied out contiguous).
 	ErrTooLarge = errors.New("convert: output too large")
+	// ErrNotRegular: an output path names something other than a regular
+	// file (a device, a FIFO, a socket, a directory), which Convert never
+	// replaces; the sentinel of the internal package that writes local
+	// outputs.
+	ErrNotRegular = atomicfile.ErrNotRegular
 	// ErrDestination: the output names a URL and no Destination was
 	// given for it (ckpt.Convert writes to s3://, gs:// and az:// URLs);
 	// it is refused rather than written to a local directory named after
