@@ -39,8 +39,10 @@ func TestLayers(t *testing.T) {
 		"torchzip":         {mod + "statedict", mod + "pickle"},
 		"dcp":              {mod + "statedict", mod + "torchzip"},
 		// verify: ckpt verify's Check and Compare.
-		"verify":  {mod + "statedict", mod + "digest", mod + "dtype"},
-		"convert": {mod + "verify", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
+		"verify": {mod + "statedict", mod + "digest", mod + "dtype"},
+		// internal/atomicfile: convert's atomic, direct-I/O local outputs.
+		"internal/atomicfile": {mod + "internal/human"},
+		"convert":             {mod + "verify", mod + "internal/atomicfile", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
 		// objstore is the only package that imports a cloud client:
 		// minio-go (s3://), Google's storage client and its auth
 		// (gs://), Azure's azblob (az://).
