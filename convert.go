@@ -28,23 +28,55 @@ import (
 // once it has seen (HEAD requests, polling up to convert.WithPartWait)
 // every other part's objects with their planned sizes.
 func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...convert.Option) (*convert.Summary, error) {
-	if !objstore.IsURL(out) {
-		return convert.Convert(ctx, ck, out, opts...)
-	}
-	st, key, err := objstore.NewStore(ctx, out, objstore.WithPartSize(writePartSize))
+	key, opts, err := destination(ctx, out, opts)
 	if err != nil {
 		return nil, err
 	}
+	sum, err := convert.Convert(ctx, ck, key, opts...)
+	return sum, existsErr(err)
+}
+
+// ConvertTensorParallel writes one file per rank of a tensor-parallel
+// group of world ranks under out, as convert.TensorParallel does, where
+// out may also be an s3://, gs:// or az:// prefix (ending in "/"): the
+// rank files are then streamed to the bucket as Convert streams its
+// outputs, and on failure those already committed are removed. A URL of
+// another scheme is refused (https://: read-only; others:
+// convert.ErrDestination) before anything is written.
+func ConvertTensorParallel(ctx context.Context, ck *statedict.Checkpoint, out string, world int, rules []statedict.SplitRule, opts ...convert.Option) ([]*convert.Summary, error) {
+	key, opts, err := destination(ctx, out, opts)
+	if err != nil {
+		return nil, err
+	}
+	sums, err := convert.TensorParallel(ctx, ck, key, world, rules, opts...)
+	return sums, existsErr(err)
+}
+
+// destination turns an output that is an object-store URL into its key
+// in the store and opts with the store as convert's Destination; a local
+// output is returned as it is.
+func destination(ctx context.Context, out string, opts []convert.Option) (string, []convert.Option, error) {
+	if !objstore.IsURL(out) {
+		return out, opts, nil
+	}
+	st, key, err := objstore.NewStore(ctx, out, objstore.WithPartSize(writePartSize))
+	if err != nil {
+		return "", nil, err
+	}
 	if !st.Writable() {
-		return nil, &objstore.Error{Op: "upload", URL: st.URL(key), Err: objstore.ErrReadOnly}
+		return "", nil, &objstore.Error{Op: "upload", URL: st.URL(key), Err: objstore.ErrReadOnly}
 	}
 	d := &storeDestination{st: st, force: convert.Forced(opts...)}
-	sum, err := convert.Convert(ctx, ck, key, append(append([]convert.Option{}, opts...), convert.WithDestination(d))...)
+	return key, append(append([]convert.Option{}, opts...), convert.WithDestination(d)), nil
+}
+
+// existsErr makes an object that appeared at an output's key since the
+// checks convert.ErrExists too.
+func existsErr(err error) error {
 	if errors.Is(err, objstore.ErrExists) && !errors.Is(err, convert.ErrExists) {
-		// An object appeared at the key since the checks.
-		err = fmt.Errorf("%w: %w", convert.ErrExists, err)
+		return fmt.Errorf("%w: %w", convert.ErrExists, err)
 	}
-	return sum, err
+	return err
 }
 
 // writePartSize is the part size of a streamed output: the writer holds

@@ -6,7 +6,6 @@ import (
 	"os"
 	"sync"
 
-	"github.com/ckpt-dev/ckpt/convert"
 	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/digest"
@@ -153,7 +152,7 @@ func load(ctx context.Context, ck *statedict.Checkpoint, cfg *config) (*Model, e
 	if m.Preflight, err = devicecopy.Preflight(ctx, plan, inv, env); err != nil {
 		return nil, err
 	}
-	saved, err := convert.ParseDigests(ck.Metadata)
+	saved, err := digest.ParseMetadata(ck.Metadata)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
+	"github.com/ckpt-dev/ckpt/verify"
 )
 
 // broadcastCheckpoint is torch.save({"x": torch.tensor([v]).expand(2**40),
@@ -61,11 +62,11 @@ func TestCompareBroadcast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	a := broadcastCheckpoint(t, 1.5, [4]float32{1, 2, 3, 4})
-	rep, err := Compare(ctx, a, broadcastCheckpoint(t, 1.5, [4]float32{1, 2, 3, 4}), CompareOptions{})
+	rep, err := verify.Compare(ctx, a, broadcastCheckpoint(t, 1.5, [4]float32{1, 2, 3, 4}), verify.CompareOptions{})
 	if err != nil || rep.Compared != 2 || len(rep.Differences) != 0 {
 		t.Fatalf("A A: %+v, %v", rep, err)
 	}
-	rep, err = Compare(ctx, a, broadcastCheckpoint(t, 2.5, [4]float32{1, 2, 9, 4}), CompareOptions{})
+	rep, err = verify.Compare(ctx, a, broadcastCheckpoint(t, 2.5, [4]float32{1, 2, 9, 4}), verify.CompareOptions{})
 	if err != nil || len(rep.Differences) != 2 {
 		t.Fatalf("A B: %+v, %v", rep, err)
 	}
@@ -102,7 +103,7 @@ func TestConvertBroadcast(t *testing.T) {
 	if err != nil || sum.Bytes != 48 {
 		t.Fatalf("y: %+v, %v", sum, err)
 	}
-	rep, err := Compare(ctx, ck, open(t, out), CompareOptions{})
+	rep, err := verify.Compare(ctx, ck, open(t, out), verify.CompareOptions{})
 	if err != nil || rep.Compared != 1 || len(rep.Differences) != 1 || rep.Differences[0].Name != "x" {
 		t.Errorf("y compared: %+v, %v", rep, err)
 	}
@@ -128,7 +129,7 @@ func TestConvertBroadcast(t *testing.T) {
 		if x := back.Tensor("x"); x == nil || fmt.Sprint(x.Shape, x.Strides, x.Storage.NBytes) != "[1099511627776] [0] 4" {
 			t.Errorf(".pt %s: x %+v", sum.Structure, x)
 		}
-		rep, err := Compare(ctx, ck, back, CompareOptions{})
+		rep, err := verify.Compare(ctx, ck, back, verify.CompareOptions{})
 		if err != nil || rep.Compared != 2 || len(rep.Differences) != 0 {
 			t.Errorf(".pt %s compared: %+v, %v", sum.Structure, rep, err)
 		}

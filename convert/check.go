@@ -10,6 +10,7 @@ import (
 
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/verify"
 )
 
 // ErrDamaged: the input's bytes do not match a checksum the input carries
@@ -124,7 +125,7 @@ func (sc *sourceChecks) checkStorageCRC(ctx context.Context, s *statedict.Storag
 	if !s.HasCRC || sc.crcDone[s] {
 		return nil
 	}
-	got, err := storageCRC(ctx, s, nil)
+	got, err := verify.StorageCRC(ctx, s, nil)
 	if err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func (sc *sourceChecks) tensorReader(ctx context.Context, t *statedict.Tensor, c
 			return nil, nil, err
 		}
 	}
-	ds, err := fileDigests(sc.ck, s, sc.digests)
+	ds, err := verify.FileDigests(sc.ck, s, sc.digests)
 	if err != nil {
 		return nil, nil, &TensorError{Name: t.Name, Err: err}
 	}
@@ -208,7 +209,7 @@ func (sc *sourceChecks) storageReader(ctx context.Context, s *statedict.Storage)
 	// The recorded digests of the tensors over this storage (safetensors
 	// input): computed as the bytes stream when one tensor is the whole
 	// storage in file order, as in every safetensors file, apart otherwise.
-	ds, err := fileDigests(sc.ck, s, sc.digests)
+	ds, err := verify.FileDigests(sc.ck, s, sc.digests)
 	if err != nil {
 		rc.Close()
 		return nil, nil, &TensorError{Name: s.Record, Err: err}

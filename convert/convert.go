@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/atomicfile"
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
@@ -237,6 +238,9 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err := c.validatePart(); err != nil {
 		return nil, err
 	}
+	if err := c.checkLocal(out); err != nil {
+		return nil, err
+	}
 	c.checks = newSourceChecks(ck)
 	c.initWriteBack()
 	if c.format == DCP {
@@ -283,7 +287,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		return c.convertTo(ctx, start, p, l, groups, finals)
 	}
 	// Where each output goes: only a missing or regular file is
-	// replaced; a symbolic link is written through (see resolveTarget).
+	// replaced; a symbolic link is written through (see atomicfile.ResolveTarget).
 	targets := make([]string, len(finals))
 	for i, f := range append(append([]string{}, finals...), l.index) {
 		if f == "" {
@@ -292,7 +296,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		if c.dcpOpt.part.skips(i, len(finals)) { // another part's (--part)
 			continue
 		}
-		target, err := resolveTarget(f)
+		target, err := atomicfile.ResolveTarget(f)
 		if err != nil {
 			return nil, err
 		}
@@ -313,7 +317,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	}
 	for _, f := range append(append([]string{}, targets...), l.indexTarget) {
 		if f != "" {
-			removeStale(f)
+			atomicfile.RemoveStale(f)
 		}
 	}
 	var temps []*tempFile
@@ -440,9 +444,9 @@ func (c *config) writeFile(ctx context.Context, final string, f Format, items []
 		var plain *tempFile
 		if c.dest != nil {
 			// Staged in the local temporary directory.
-			plain, err = createTemp(filepath.Join(os.TempDir(), "ckpt-plain.safetensors"), unlimited())
+			plain, err = createTemp(filepath.Join(os.TempDir(), "ckpt-plain.safetensors"), atomicfile.Unlimited())
 		} else {
-			plain, err = createTemp(final, unlimited())
+			plain, err = createTemp(final, atomicfile.Unlimited())
 		}
 		if err != nil {
 			return t, 0, err
@@ -451,7 +455,7 @@ func (c *config) writeFile(ctx context.Context, final string, f Format, items []
 		n, err = c.writeSafetensors(ctx, plain, items, md)
 		if err == nil {
 			bw := c.output(t)
-			err = compressFile(ctx, bw, plain.f)
+			err = compressFile(ctx, bw, plain.file.OS())
 			if err == nil {
 				err = bw.Flush()
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/verify"
 )
 
 const fixtures = "../testdata/fixtures/"
@@ -44,9 +45,9 @@ func convert(t *testing.T, in, out string, opts ...Option) *Summary {
 }
 
 // noDiff fails when Compare finds any difference between a and b.
-func noDiff(t *testing.T, a, b string, opts CompareOptions) {
+func noDiff(t *testing.T, a, b string, opts verify.CompareOptions) {
 	t.Helper()
-	rep, err := Compare(context.Background(), open(t, a), open(t, b), opts)
+	rep, err := verify.Compare(context.Background(), open(t, a), open(t, b), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestSafetensorsTied(t *testing.T) {
 	if _, ok := h.Lookup("lm_head.weight"); ok {
 		t.Error("alias stored twice")
 	}
-	digests, err := ParseDigests(h.Metadata)
+	digests, err := digest.ParseMetadata(h.Metadata)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +112,10 @@ func TestSafetensorsTied(t *testing.T) {
 	if len(digests) != len(h.Tensors) {
 		t.Errorf("%d digests for %d tensors", len(digests), len(h.Tensors))
 	}
-	noDiff(t, fixtures+"tied.pt", out, CompareOptions{})
+	noDiff(t, fixtures+"tied.pt", out, verify.CompareOptions{})
 
 	// Check passes, then finds a flipped byte by tensor name.
-	rep, err := Check(context.Background(), open(t, out))
+	rep, err := verify.Check(context.Background(), open(t, out))
 	if err != nil || len(rep.Mismatches) != 0 || rep.Digests != len(h.Tensors) {
 		t.Fatalf("check %+v %v", rep, err)
 	}
@@ -124,7 +125,7 @@ func TestSafetensorsTied(t *testing.T) {
 	if err := os.WriteFile(bad, f, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = Check(context.Background(), open(t, bad))
+	rep, err = verify.Check(context.Background(), open(t, bad))
 	if err != nil || len(rep.Mismatches) != 1 || rep.Mismatches[0].Name != "embed.weight" || rep.Mismatches[0].Kind != "digest" {
 		t.Errorf("corrupt check %+v %v", rep, err)
 	}
@@ -135,7 +136,7 @@ func TestPthRoundTripKeepsTies(t *testing.T) {
 	st, pt := filepath.Join(dir, "t.safetensors"), filepath.Join(dir, "t.pt")
 	convert(t, fixtures+"tied.pt", st)
 	convert(t, st, pt)
-	noDiff(t, fixtures+"tied.pt", pt, CompareOptions{})
+	noDiff(t, fixtures+"tied.pt", pt, verify.CompareOptions{})
 	ck := open(t, pt)
 	if ck.Tensor("embed.weight").Storage != ck.Tensor("lm_head.weight").Storage {
 		t.Error("tied weights not tied after safetensors -> pth")
@@ -143,12 +144,12 @@ func TestPthRoundTripKeepsTies(t *testing.T) {
 	// pth -> pth keeps every view on its storage.
 	direct := filepath.Join(dir, "d.pt")
 	convert(t, fixtures+"tied.pt", direct)
-	noDiff(t, fixtures+"tied.pt", direct, CompareOptions{})
+	noDiff(t, fixtures+"tied.pt", direct, verify.CompareOptions{})
 	src, got := open(t, fixtures+"tied.pt"), open(t, direct)
 	if len(got.Storages) != len(src.Storages) {
 		t.Errorf("%d storages, source has %d", len(got.Storages), len(src.Storages))
 	}
-	rep, err := Check(context.Background(), got)
+	rep, err := verify.Check(context.Background(), got)
 	if err != nil || rep.CRC32s != len(got.Storages) || len(rep.Mismatches) > 0 {
 		t.Errorf("check %+v %v", rep, err)
 	}
@@ -160,7 +161,7 @@ func TestInputsConvert(t *testing.T) {
 			dir := t.TempDir()
 			for _, out := range []string{"o.safetensors", "o.pt"} {
 				convert(t, fixtures+in, filepath.Join(dir, out))
-				noDiff(t, fixtures+in, filepath.Join(dir, out), CompareOptions{})
+				noDiff(t, fixtures+in, filepath.Join(dir, out), verify.CompareOptions{})
 			}
 		})
 	}
@@ -185,7 +186,7 @@ func TestRetag(t *testing.T) {
 			t.Errorf("%s: tag %s after --map-location cpu", t0.Name, c.Tensors[i].Device)
 		}
 	}
-	noDiff(t, fixtures+"cuda_tagged.pt", cpu, CompareOptions{})
+	noDiff(t, fixtures+"cuda_tagged.pt", cpu, verify.CompareOptions{})
 }
 
 func TestCollisionBeforeWriting(t *testing.T) {
@@ -245,7 +246,7 @@ func TestExistingOutput(t *testing.T) {
 		t.Error("existing output replaced without force")
 	}
 	convert(t, fixtures+"tied.pt", out, WithForce(true))
-	noDiff(t, fixtures+"tied.pt", out, CompareOptions{})
+	noDiff(t, fixtures+"tied.pt", out, verify.CompareOptions{})
 }
 
 // fullDisk fails with ENOSPC once n bytes were written, as a full disk does.
@@ -354,7 +355,7 @@ func TestShards(t *testing.T) {
 		if err := json.Unmarshal(b, &idx); err != nil || idx.Metadata.TotalSize != sum.Bytes || len(idx.WeightMap) != sum.Tensors {
 			t.Errorf("index %s: %v", b, err)
 		}
-		noDiff(t, fixtures+"training.pt", sum.Index, CompareOptions{})
+		noDiff(t, fixtures+"training.pt", sum.Index, verify.CompareOptions{})
 	}
 }
 
@@ -372,7 +373,7 @@ func TestZstd(t *testing.T) {
 		if ck.Compression != "zstd" {
 			t.Errorf("%s: compression %q", out, ck.Compression)
 		}
-		noDiff(t, fixtures+"training.pt", p, CompareOptions{})
+		noDiff(t, fixtures+"training.pt", p, verify.CompareOptions{})
 	}
 	if files := dirFiles(t, dir); len(files) != 2 {
 		t.Errorf("files %v", files)
@@ -410,11 +411,11 @@ func TestCast(t *testing.T) {
 	if casts == 0 || sum.Casts != casts {
 		t.Errorf("casts %d, summary %d", casts, sum.Casts)
 	}
-	rep, err := Compare(context.Background(), src, got, CompareOptions{Tolerance: true, Rtol: 1.0 / 128})
+	rep, err := verify.Compare(context.Background(), src, got, verify.CompareOptions{Tolerance: true, Rtol: 1.0 / 128})
 	if err != nil || len(rep.Differences) > 0 {
 		t.Errorf("compare within bf16 precision: %+v %v", rep, err)
 	}
-	rep, err = Compare(context.Background(), src, got, CompareOptions{})
+	rep, err = verify.Compare(context.Background(), src, got, verify.CompareOptions{})
 	if err != nil || len(rep.Differences) == 0 || rep.Differences[0].Kind != "dtype" {
 		t.Errorf("bitwise compare should report dtypes: %+v %v", rep, err)
 	}
@@ -460,7 +461,7 @@ func TestFloat16Rounding(t *testing.T) {
 }
 
 func TestCompareReportsDifferences(t *testing.T) {
-	rep, err := Compare(context.Background(), open(t, fixtures+"training.pt"), open(t, fixtures+"tied.pt"), CompareOptions{})
+	rep, err := verify.Compare(context.Background(), open(t, fixtures+"training.pt"), open(t, fixtures+"tied.pt"), verify.CompareOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +477,7 @@ func TestCompareReportsDifferences(t *testing.T) {
 	}
 	half := filepath.Join(t.TempDir(), "h.safetensors")
 	convert(t, fixtures+"training.pt", half, WithDType(dtype.Float16))
-	rep, err = Compare(context.Background(), open(t, fixtures+"training.pt"), open(t, half), CompareOptions{Tolerance: true})
+	rep, err = verify.Compare(context.Background(), open(t, fixtures+"training.pt"), open(t, half), verify.CompareOptions{Tolerance: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,47 +503,6 @@ func TestCompareReportsDifferences(t *testing.T) {
 			t.Errorf("differences out of A's order: %s before %s", rep.Differences[i-1].Name, rep.Differences[i].Name)
 		}
 	}
-}
-
-// TestCompareReadError: a tensor that cannot be read is an error naming
-// it, not a difference, and Compare returns it.
-func TestCompareReadError(t *testing.T) {
-	dir := t.TempDir()
-	out := filepath.Join(dir, "o.safetensors")
-	convert(t, fixtures+"training.pt", out)
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ck, err := statedict.NewReader(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	// The same header over a file cut short: the last tensors' bytes are gone.
-	short, err := statedict.NewReader(&cutReader{b, int64(len(b) - 8)}, int64(len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer short.Close()
-	_, err = Compare(context.Background(), ck, short, CompareOptions{})
-	var te *TensorError
-	if !errors.As(err, &te) || te.Name == "" {
-		t.Fatalf("got %v, want a TensorError naming the tensor", err)
-	}
-}
-
-// cutReader serves b but fails reads past n.
-type cutReader struct {
-	b []byte
-	n int64
-}
-
-func (c *cutReader) ReadAt(p []byte, off int64) (int, error) {
-	if off+int64(len(p)) > c.n {
-		return 0, io.ErrUnexpectedEOF
-	}
-	return copy(p, c.b[off:]), nil
 }
 
 func TestValuesKept(t *testing.T) {
@@ -589,7 +549,7 @@ func TestNewDTypeNotes(t *testing.T) {
 	if got := strings.Join(pt.Torch2DTypes, ","); got != "float8_e5m2,float8_e4m3fn,float8_e5m2fnuz,float8_e4m3fnuz,uint16,uint32,uint64" || len(pt.RecentCodes) != 0 || len(pt.Dropped) != 0 {
 		t.Errorf(".pt: torch2 %v, recent %v, dropped %v", pt.Torch2DTypes, pt.RecentCodes, pt.Dropped)
 	}
-	noDiff(t, src, filepath.Join(dir, "o.pt"), CompareOptions{})
+	noDiff(t, src, filepath.Join(dir, "o.pt"), verify.CompareOptions{})
 	st := convert(t, src, filepath.Join(dir, "o.safetensors"))
 	if got := strings.Join(st.RecentCodes, ","); got != "F8_E5M2FNUZ,F8_E4M3FNUZ,C64" || len(st.Torch2DTypes) != 0 || len(st.Dropped) != 0 {
 		t.Errorf(".safetensors: recent %v, torch2 %v, dropped %v", st.RecentCodes, st.Torch2DTypes, st.Dropped)
@@ -656,7 +616,7 @@ func TestFloat4AndE8M0Safetensors(t *testing.T) {
 // (complex32, which safetensors cannot hold, may be missing).
 func sameFP4(t *testing.T, a, b string) {
 	t.Helper()
-	rep, err := Compare(context.Background(), open(t, a), open(t, b), CompareOptions{})
+	rep, err := verify.Compare(context.Background(), open(t, a), open(t, b), verify.CompareOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

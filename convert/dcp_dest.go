@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/ckpt-dev/ckpt/internal/atomicfile"
 )
 
 // Where a DCP output and the parts of a split conversion go: local
@@ -67,7 +69,7 @@ func (c *config) prepareDCP(ctx context.Context, out string, check []string) (*d
 // killed conversion left beside it).
 func (o *dcpOutputs) create(ctx context.Context, f string) (*tempFile, error) {
 	if o.c.dest == nil {
-		removeStale(f)
+		atomicfile.RemoveStale(f)
 	}
 	return o.c.create(ctx, f, 0)
 }

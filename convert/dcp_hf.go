@@ -10,6 +10,7 @@ import (
 
 	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/atomicfile"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -165,7 +166,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 			return nil, err
 		}
 		meta := map[string]string{dcp.ShardingInfoKey: string(b), dcp.VersionKey: "1.0", "format": "pt"}
-		removeStale(files[r])
+		atomicfile.RemoveStale(files[r])
 		t, err := c.create(ctx, files[r], 0)
 		if err != nil {
 			return nil, err
@@ -193,7 +194,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 		if err != nil {
 			return nil, err
 		}
-		removeStale(indexPath)
+		atomicfile.RemoveStale(indexPath)
 		t, err := c.create(ctx, indexPath, 0)
 		if err != nil {
 			return nil, err

@@ -2,7 +2,9 @@ package convert
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strings"
 )
 
 // Destination is somewhere other than the local file system that Convert
@@ -80,4 +82,17 @@ func (r remoteWriter) ReadFrom(src io.Reader) (int64, error) {
 		return rf.ReadFrom(src)
 	}
 	return io.Copy(struct{ io.Writer }{r.o}, src)
+}
+
+// checkLocal refuses a URL as a local output name (ErrDestination): with
+// no Destination, out is a path of the local file system, and
+// "s3://bucket/x/" would otherwise become a directory named "s3:".
+func (c *config) checkLocal(out string) error {
+	if c.dest != nil {
+		return nil
+	}
+	if i := strings.Index(out, "://"); i > 0 && !strings.ContainsAny(out[:i], `/\`) {
+		return fmt.Errorf("%w: %q", ErrDestination, out)
+	}
+	return nil
 }

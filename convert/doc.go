@@ -1,8 +1,7 @@
-// Package convert owns checkpoint conversion and verification: the
-// pipeline behind `ckpt convert` (select, strip prefixes, rename, cast,
-// retag devices, deduplicate tied weights, shard, compress, and write the
-// output atomically) and the checks behind `ckpt verify` (a file against
-// the checksums it carries, or two checkpoints against each other).
+// Package convert owns checkpoint conversion: the pipeline behind
+// `ckpt convert` (select, strip prefixes, rename, cast, retag devices,
+// deduplicate tied weights, shard, compress, and write the output
+// atomically). The checks behind `ckpt verify` are package verify's.
 //
 // Conversion streams: each tensor's bytes are read from the input straight
 // into the output's write buffers (through a cast, when asked), hashed on
@@ -48,7 +47,7 @@
 // copied out contiguous under their own names. __metadata__ also holds
 // {"format": "pt"}, the non-tensor values that JSON can carry under
 // ObjectsKey (a JSON object of name to value), and each stored tensor's
-// xxh64c digest (package digest) under DigestsKey (a JSON object of name
+// xxh64c digest (package digest) under digest.MetadataKey (a JSON object of name
 // to "xxh64c:..."), computed over the bytes as written.
 //
 // float8_e8m0fnu is written as F8_E8M0 and float4_e2m1fn_x2 as F4, whose

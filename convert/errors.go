@@ -3,6 +3,8 @@ package convert
 import (
 	"errors"
 	"fmt"
+
+	"github.com/ckpt-dev/ckpt/internal/atomicfile"
 )
 
 // Sentinel errors of this package. Errors about one tensor are a
@@ -24,8 +26,16 @@ var (
 	// ErrTooLarge: a safetensors output would hold more tensor bytes than
 	// WithMaxMaterialized allows (views copied out contiguous).
 	ErrTooLarge = errors.New("convert: output too large")
-	// ErrMetadata: a file's recorded checksums cannot be read.
-	ErrMetadata = errors.New("convert: malformed checksum metadata")
+	// ErrNotRegular: an output path names something other than a regular
+	// file (a device, a FIFO, a socket, a directory), which Convert never
+	// replaces; the sentinel of the internal package that writes local
+	// outputs.
+	ErrNotRegular = atomicfile.ErrNotRegular
+	// ErrDestination: the output names a URL and no Destination was
+	// given for it (ckpt.Convert writes to s3://, gs:// and az:// URLs);
+	// it is refused rather than written to a local directory named after
+	// the URL.
+	ErrDestination = errors.New("convert: output is a URL that cannot be written here (ckpt writes s3://, gs:// and az://)")
 )
 
 // TensorError names the tensor an error is about.

@@ -9,6 +9,7 @@ import (
 	"github.com/ckpt-dev/ckpt/convert"
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/verify"
 )
 
 // Convert a checkpoint with tied weights to safetensors, then check the
@@ -35,9 +36,9 @@ func Example() {
 		panic(err)
 	}
 	defer dst.Close()
-	check, _ := convert.Check(ctx, dst)
+	check, _ := verify.Check(ctx, dst)
 	fmt.Println("digests checked:", check.Digests, "mismatches:", len(check.Mismatches))
-	cmp, _ := convert.Compare(ctx, src, dst, convert.CompareOptions{})
+	cmp, _ := verify.Compare(ctx, src, dst, verify.CompareOptions{})
 	fmt.Println("compared:", cmp.Compared, "differences:", len(cmp.Differences))
 	// Output:
 	// tensors: 7 aliases: map[lm_head.weight:embed.weight]

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/verify"
 )
 
 func FuzzParseSize(f *testing.F) {
@@ -33,18 +34,6 @@ func FuzzParseRename(f *testing.F) {
 		}
 		c := &config{renames: []Rename{r}}
 		_ = c.newName(name)
-	})
-}
-
-func FuzzParseDigests(f *testing.F) {
-	for _, s := range []string{`{"a":"xxh64c:0123456789abcdef"}`, `{"a":"xxh64c:0"}`, `[]`, `{"a":1}`, ``} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		d, err := ParseDigests(map[string]string{DigestsKey: s})
-		if err == nil && d == nil {
-			t.Error("nil map without error")
-		}
 	})
 }
 
@@ -75,7 +64,7 @@ func FuzzConvert(f *testing.F) {
 			if err != nil {
 				t.Fatalf("%s does not read back: %v", out, err)
 			}
-			rep, err := Compare(context.Background(), ck, back, CompareOptions{})
+			rep, err := verify.Compare(context.Background(), ck, back, verify.CompareOptions{})
 			back.Close()
 			if err == nil && len(rep.Differences) > 0 && out == "o.pt" {
 				t.Fatalf("%s differs: %+v", out, rep.Differences)

@@ -17,6 +17,7 @@ import (
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
+	"github.com/ckpt-dev/ckpt/verify"
 )
 
 // Dropped is something of the input the output does not carry.
@@ -403,7 +404,7 @@ func (p *plan) restoreAliases(ck *statedict.Checkpoint, c *config, claim func(ou
 	for _, it := range p.items {
 		byName[it.src.Name] = it
 	}
-	aliases := aliasesOf(ck)
+	aliases := verify.Aliases(ck)
 	for _, alias := range sortedNames(aliases) {
 		kept, ok := byName[aliases[alias]]
 		if !ok || !c.selected(alias) {

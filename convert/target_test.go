@@ -16,7 +16,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/internal/atomicfile"
 	"github.com/ckpt-dev/ckpt/safetensors"
+	"github.com/ckpt-dev/ckpt/verify"
 )
 
 // special makes a non-regular file of the given kind at path, or skips.
@@ -117,7 +119,7 @@ func TestOutputSymlink(t *testing.T) {
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Fatalf("link replaced: %v", err)
 	}
-	noDiff(t, fixtures+"training.pt", target, CompareOptions{})
+	noDiff(t, fixtures+"training.pt", target, verify.CompareOptions{})
 	if files := dirFiles(t, other); len(files) != 1 {
 		t.Errorf("target directory holds %v", files)
 	}
@@ -181,7 +183,7 @@ const killChild = "CKPT_TEST_KILL_CHILD"
 func TestKillLeavesNothing(t *testing.T) {
 	if arg := os.Getenv(killChild); arg != "" {
 		f := strings.Fields(arg)
-		forceNamedTemp = f[2] == "named"
+		atomicfile.ForceNamed = f[2] == "named"
 		var done int64
 		progress := func(n int64) {
 			done += n
@@ -199,11 +201,9 @@ func TestKillLeavesNothing(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
 			if mode == "unnamed" {
-				f, err := openUnnamed(dir)
-				if err != nil {
-					t.Skipf("no unnamed temporary files here: %v", err)
+				if !atomicfile.UnnamedSupported(dir) {
+					t.Skipf("no unnamed temporary files in %s", dir)
 				}
-				f.Close()
 			}
 			out := filepath.Join(dir, "o.safetensors")
 			cmd := exec.Command(os.Args[0], "-test.run=^TestKillLeavesNothing$")
@@ -238,8 +238,8 @@ func TestKillLeavesNothing(t *testing.T) {
 			}
 			// ...which the next conversion into the directory removes,
 			// sparing one that a live conversion holds.
-			defer func(v bool) { forceNamedTemp = v }(forceNamedTemp)
-			forceNamedTemp = true
+			defer func(v bool) { atomicfile.ForceNamed = v }(atomicfile.ForceNamed)
+			atomicfile.ForceNamed = true
 			live, err := createTemp(out, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -247,8 +247,8 @@ func TestKillLeavesNothing(t *testing.T) {
 			defer live.discard()
 			convert(t, fixtures+"training.pt", out)
 			got := dirFiles(t, dir)
-			if len(got) != 2 || got[0] != filepath.Base(live.f.Name()) || got[1] != "o.safetensors" {
-				t.Errorf("after the next conversion: %v, want %s and o.safetensors", got, filepath.Base(live.f.Name()))
+			if len(got) != 2 || got[0] != filepath.Base(live.file.OS().Name()) || got[1] != "o.safetensors" {
+				t.Errorf("after the next conversion: %v, want %s and o.safetensors", got, filepath.Base(live.file.OS().Name()))
 			}
 		})
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"time"
 
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -26,6 +28,12 @@ func RankFileName(rank, world int, ext string) string {
 // WithFormat(PyTorch)); each split tensor's bytes are read once over all
 // ranks, a replicated tensor's once per rank. On error the files already
 // written are removed.
+//
+// With WithDestination, dir is a prefix in the Destination ("" or ending
+// in "/") and the files are its objects; without it, dir is a local
+// directory, and a URL (anything with "://") is refused with ErrOption
+// before anything is written: ckpt.ConvertTensorParallel writes to
+// s3://, gs:// and az:// URLs.
 func TensorParallel(ctx context.Context, ck *statedict.Checkpoint, dir string, world int, rules []statedict.SplitRule, opts ...Option) ([]*Summary, error) {
 	if world < 1 {
 		return nil, fmt.Errorf("%w: a tensor-parallel world of %d ranks", ErrOption, world)
@@ -37,31 +45,44 @@ func TensorParallel(ctx context.Context, ck *statedict.Checkpoint, dir string, w
 	if c.shard > 0 {
 		return nil, fmt.Errorf("%w: shards of tensor-parallel files", ErrOption)
 	}
+	if err := c.checkLocal(dir); err != nil {
+		return nil, err
+	}
 	ext := ".safetensors"
 	if c.format == PyTorch {
 		ext = ".pth"
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	join := filepath.Join
+	if c.dest != nil {
+		join = path.Join
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	var sums []*Summary
-	var written []string
+	var written []string // names in dir's file system or Destination
 	for r := range world {
 		part, err := statedict.RankCheckpoint(ck, r, world, rules)
 		if err == nil {
 			var sum *Summary
-			sum, err = Convert(ctx, part, filepath.Join(dir, RankFileName(r, world, ext)), opts...)
+			name := join(dir, RankFileName(r, world, ext))
+			sum, err = Convert(ctx, part, name, opts...)
 			if err == nil {
 				sums = append(sums, sum)
-				written = append(written, sum.Files...)
+				written = append(written, name)
 				continue
 			}
 		}
-		var errs []error
+		errs := []error{fmt.Errorf("rank %d of %d: %w", r, world, err)}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
 		for _, f := range written {
-			errs = append(errs, os.Remove(f))
+			if c.dest != nil {
+				errs = append(errs, c.dest.Remove(rctx, f))
+			} else {
+				errs = append(errs, os.Remove(f))
+			}
 		}
-		return nil, errors.Join(append([]error{fmt.Errorf("rank %d of %d: %w", r, world, err)}, errs...)...)
+		return nil, errors.Join(errs...)
 	}
 	return sums, nil
 }

@@ -4,20 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"runtime"
 	"sort"
 	"sync/atomic"
 
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/atomicfile"
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/torchzip"
@@ -27,9 +24,6 @@ import (
 // Keys ckpt writes in safetensors __metadata__ besides "format" and the
 // alias entries.
 const (
-	// DigestsKey holds a JSON object mapping each stored tensor's name to
-	// its xxh64c digest over the bytes in the file.
-	DigestsKey = "ckpt.digests"
 	// ObjectsKey holds a JSON object mapping each kept non-tensor value's
 	// name to its value.
 	ObjectsKey = "ckpt.objects"
@@ -62,24 +56,29 @@ func (p progressWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// tempFile is an output being written: an unnamed temporary file in its
-// destination directory (O_TMPFILE, Linux), given its final name only when
-// complete, so that nothing is left behind even by kill -9; where the
-// filesystem lacks unnamed files, a named ".NAME.tmp-*" file beside its
-// final path, removed unless committed, and held under an flock so that a
-// later conversion can remove it if this process dies (removeStale).
-//
-// For a Destination, out is the destination's Output instead, key its
-// name there and final how messages name it.
+// tempFile is an output being written: a local atomicfile.File, given its
+// final name only when complete (commit), or for a Destination its Output,
+// key its name there and final how messages name it.
 type tempFile struct {
-	f     *os.File
-	w     *fileWriter
+	file  *atomicfile.File
 	final string
-	named bool // f has a name in the directory (the fallback)
 
 	out Output
 	key string
 }
+
+// initWriteBack gives the conversion its page-cache budget, shared by all
+// its outputs (atomicfile.WriteBackBudget; none with WithSync).
+func (c *config) initWriteBack() {
+	c.pageCache = nil
+	if !c.sync {
+		c.pageCache = atomicfile.NewBudget(atomicfile.WriteBackBudget())
+	}
+}
+
+// synced reports whether the outputs are on the disk (or in their object
+// store) when Convert returns.
+func (c *config) synced() bool { return c.pageCache == nil || c.dest != nil }
 
 // create starts the output final: a temporary file beside it, or an
 // Output of the destination (head: the bytes rewritten at the end).
@@ -94,77 +93,38 @@ func (c *config) create(ctx context.Context, final string, head int64) (*tempFil
 	return &tempFile{out: o, key: final, final: c.dest.Name(final)}, nil
 }
 
+// createTemp starts the local output final (atomicfile.Create: budget nil
+// writes it directly and syncs it).
+func createTemp(final string, budget *atomic.Int64) (*tempFile, error) {
+	f, err := atomicfile.Create(final, budget)
+	if err != nil {
+		return nil, err
+	}
+	return &tempFile{file: f, final: final}, nil
+}
+
 // writeAt rewrites bytes already written (the header).
 func (t *tempFile) writeAt(p []byte, off int64) (int, error) {
 	if t.out != nil {
 		return t.out.WriteAt(p, off)
 	}
-	return t.f.WriteAt(p, off)
+	return t.file.WriteAt(p, off)
 }
 
-// syncFile is (*os.File).Sync; a variable for tests.
-var syncFile = (*os.File).Sync
-
-// forceNamedTemp turns unnamed temporary files off (for tests of the
-// fallback).
-var forceNamedTemp = false
-
-// createTemp starts the local output final. With a budget (see
-// writeback.go) it is not synced, and as much of it goes through the page
-// cache as the budget allows; without one it is written directly where
-// the filesystem allows, and synced.
-func createTemp(final string, budget *atomic.Int64) (*tempFile, error) {
-	dir := filepath.Dir(final)
-	if !forceNamedTemp {
-		if f, err := openUnnamed(dir); err == nil {
-			// Locked for the moment between its hidden name and the
-			// rename (commit).
-			lockTemp(f)
-			return &tempFile{f: f, w: newFileWriter(f, budget), final: final}, nil
-		}
-	}
-	for try := 0; ; try++ {
-		f, err := os.CreateTemp(dir, tempPrefix(final)+"*")
-		if err != nil {
-			return nil, fmt.Errorf("convert: create temporary output: %w", err)
-		}
-		if err := f.Chmod(0o644); err != nil { // CreateTemp makes 0600
-			f.Close()
-			os.Remove(f.Name())
-			return nil, fmt.Errorf("convert: create temporary output: %w", err)
-		}
-		lockTemp(f)
-		// A concurrent removeStale may have taken the file for an
-		// orphan between its creation and the lock.
-		fi, err1 := f.Stat()
-		now, err2 := os.Lstat(f.Name())
-		if err1 == nil && err2 == nil && os.SameFile(fi, now) || try == 3 {
-			return &tempFile{f: f, w: newFileWriter(f, budget), final: final, named: true}, nil
-		}
-		f.Close()
-	}
-}
-
-// discard closes and removes the temporary file.
+// discard takes back what is not committed.
 func (t *tempFile) discard() {
 	if t.out != nil {
 		t.out.Abort()
 		t.out = nil
 		return
 	}
-	if t.f != nil {
-		t.w.stop()
-		t.w.release()
-		t.f.Close()
-		if t.named {
-			os.Remove(t.f.Name())
-		}
-		t.f = nil
+	if t.file != nil {
+		t.file.Discard()
 	}
 }
 
-// finish writes out the file and syncs it (unless it has a page-cache
-// budget: see createTemp); commit gives it its final name.
+// finish writes out the output (and syncs a local one without a
+// page-cache budget); commit gives it its final name.
 func (t *tempFile) finish() error {
 	if t.out != nil {
 		if err := t.out.Finish(); err != nil {
@@ -172,82 +132,18 @@ func (t *tempFile) finish() error {
 		}
 		return nil
 	}
-	if err := t.w.finish(); err != nil {
-		return fmt.Errorf("convert: write %s: %w", t.final, err)
-	}
-	if t.w.budget != nil {
-		return nil
-	}
-	if err := syncFile(t.f); err != nil {
-		return fmt.Errorf("convert: write %s: %w", t.final, err)
-	}
-	return nil
+	return t.file.Finish()
 }
 
-// commit puts the finished file in place of t.final, which must be
-// missing or a regular file, and closes it. Without force a file that
-// appeared at t.final since the checks is not replaced (where unnamed
-// files are used).
+// commit puts the finished local file in place of t.final
+// (atomicfile.File.Commit); a file that appeared there since the checks
+// is ErrExists without force.
 func (t *tempFile) commit(force bool) error {
-	if err := checkReplaceable(t.final); err != nil {
-		return err
+	err := t.file.Commit(force)
+	if errors.Is(err, atomicfile.ErrExists) {
+		return fmt.Errorf("%w: %s", ErrExists, t.final)
 	}
-	if t.named {
-		// Renamed while still open (and so locked against removeStale),
-		// where the system allows renaming an open file.
-		var cerr error
-		if runtime.GOOS == "windows" {
-			cerr = t.f.Close()
-		}
-		err := os.Rename(t.f.Name(), t.final)
-		if err != nil {
-			os.Remove(t.f.Name())
-		}
-		if runtime.GOOS != "windows" {
-			cerr = t.f.Close()
-		}
-		t.f = nil
-		if err != nil {
-			return fmt.Errorf("convert: rename into place: %w", err)
-		}
-		if cerr != nil {
-			return fmt.Errorf("convert: write %s: %w", t.final, cerr)
-		}
-		return nil
-	}
-	if !force {
-		err := linkUnnamed(t.f, t.final)
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("%w: %s", ErrExists, t.final)
-		}
-		if err != nil {
-			return fmt.Errorf("convert: put output in place: %w", err)
-		}
-	} else {
-		// link(2) does not replace: link to a hidden name, then rename
-		// over the final one.
-		hidden := filepath.Join(filepath.Dir(t.final), tempPrefix(t.final)+randomSuffix())
-		if err := linkUnnamed(t.f, hidden); err != nil {
-			return fmt.Errorf("convert: put output in place: %w", err)
-		}
-		if err := os.Rename(hidden, t.final); err != nil {
-			os.Remove(hidden)
-			return fmt.Errorf("convert: rename into place: %w", err)
-		}
-	}
-	err := t.f.Close()
-	t.f = nil
-	if err != nil {
-		return fmt.Errorf("convert: write %s: %w", t.final, err)
-	}
-	return nil
-}
-
-// randomSuffix returns a short random name part.
-func randomSuffix() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return err
 }
 
 // outWriter is an output being written; Flush writes out everything
@@ -272,12 +168,14 @@ func (w wrappedOutput) Flush() error {
 	return w.fw.Flush()
 }
 
-// output returns the writer for a temporary file: its fileWriter, or the
+// output returns the writer for a temporary file: its atomicfile.Writer, or the
 // caller's wrapper over it behind a buffer.
 func (c *config) output(t *tempFile) outWriter {
-	var w outWriter = t.w
+	var w outWriter
 	if t.out != nil {
 		w = remoteWriter{t.out}
+	} else {
+		w = t.file.Writer()
 	}
 	if c.wrap == nil {
 		return w
@@ -314,7 +212,7 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 	decl, byName, digests, md := safetensorsDecl(items, meta)
 	setDigests := func() error {
 		b, err := json.Marshal(digests)
-		md[DigestsKey] = string(b)
+		md[digest.MetadataKey] = string(b)
 		return err
 	}
 	if err := setDigests(); err != nil {
@@ -402,7 +300,7 @@ func safetensorsHeadLen(items []*item, meta map[string]string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	md[DigestsKey] = string(b)
+	md[digest.MetadataKey] = string(b)
 	hdr, _, err := safetensors.HeaderBytes(decl, md)
 	return int64(len(hdr)), err
 }

@@ -1,48 +1,23 @@
 package convert
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
-)
 
-func TestBackgroundThreshold(t *testing.T) {
-	mem := "MemTotal:       24000000 kB\nMemFree:        20000000 kB\nMemAvailable:   23000000 kB\n"
-	for _, c := range []struct {
-		name                                string
-		bytes, ratio, meminfo, cgMax, cgCur string
-		want                                int64
-	}{
-		{"bytes win", "500000000\n", "10\n", mem, "", "", 500000000},
-		{"ratio of available", "0\n", "10\n", mem, "", "", 23000000 * 1024 / 100 * 10},
-		{"cgroup v2 max", "0", "10", mem, "4000000000\n", "1000000000\n", 3000000000 / 100 * 10},
-		{"cgroup v2 unlimited", "0", "10", mem, "max\n", "1000\n", 23000000 * 1024 / 100 * 10},
-		{"cgroup v1 unlimited", "0", "10", mem, "9223372036854771712\n", "1496858624\n", 23000000 * 1024 / 100 * 10},
-		{"cgroup over its limit", "0", "10", mem, "1000", "5000", 0},
-		{"no MemAvailable", "0", "10", "MemTotal: 1 kB\n", "", "", 0},
-		{"unreadable", "", "", "", "", "", 0},
-		{"ratio out of range", "0", "101", mem, "", "", 0},
-		{"huge MemAvailable", "0", "10", "MemAvailable: 99999999999999999999 kB\n", "", "", 0},
-	} {
-		if got := backgroundThreshold(c.bytes, c.ratio, c.meminfo, c.cgMax, c.cgCur); got != c.want {
-			t.Errorf("%s: %d, want %d", c.name, got, c.want)
-		}
-	}
-	if n := writeBackThreshold(); n < 0 {
-		t.Errorf("writeBackThreshold %d", n)
-	}
-}
+	"github.com/ckpt-dev/ckpt/internal/atomicfile"
+	"github.com/ckpt-dev/ckpt/verify"
+)
 
 // TestWriteBack checks which outputs are synced: every one with WithSync,
 // none by default, whether the page-cache budget covers them or not; each
 // format's files alike, and the outputs the same.
 func TestWriteBack(t *testing.T) {
 	var syncs atomic.Int64
-	defer func(f func(*os.File) error) { syncFile = f }(syncFile)
-	syncFile = func(f *os.File) error { syncs.Add(1); return f.Sync() }
-	defer func(f func() int64) { writeBackBudget = f }(writeBackBudget)
+	defer func(f func(*os.File) error) { atomicfile.SyncFile = f }(atomicfile.SyncFile)
+	atomicfile.SyncFile = func(f *os.File) error { syncs.Add(1); return f.Sync() }
+	defer func(f func() int64) { atomicfile.WriteBackBudget = f }(atomicfile.WriteBackBudget)
 	in := fixtures + "training.pt"
 	for _, c := range []struct {
 		name   string
@@ -53,7 +28,7 @@ func TestWriteBack(t *testing.T) {
 		{"WithSync", 1 << 40, true},
 		{"over the budget", 0, false},
 	} {
-		writeBackBudget = func() int64 { return c.budget }
+		atomicfile.WriteBackBudget = func() int64 { return c.budget }
 		for _, out := range []struct {
 			name  string
 			opts  []Option
@@ -80,44 +55,7 @@ func TestWriteBack(t *testing.T) {
 			if sum.Index != "" && out.name != "dcp" {
 				path = sum.Index
 			}
-			noDiff(t, in, path, CompareOptions{})
-		}
-	}
-}
-
-// TestFileWriterBudget checks that buffers go through the page cache while
-// the shared budget lasts and directly after, and that the file is right.
-func TestFileWriterBudget(t *testing.T) {
-	data := make([]byte, 3*outputBlock+directAlign+17)
-	fill(data, 9)
-	for _, c := range []struct {
-		budget, cached, left int64
-	}{
-		{0, 0, 0},
-		{outputBlock + 1, outputBlock, 1},
-		{outputBlock - 1, directAlign, outputBlock - 1 - directAlign}, // only the last aligned piece fits
-		{1 << 40, 3*outputBlock + directAlign, 1<<40 - 3*outputBlock - directAlign},
-	} {
-		budget := new(atomic.Int64)
-		budget.Store(c.budget)
-		f, err := os.Create(filepath.Join(t.TempDir(), "out"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := newFileWriter(f, budget)
-		if _, err := w.ReadFrom(bytes.NewReader(data)); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.finish(); err != nil {
-			t.Fatal(err)
-		}
-		got, _ := os.ReadFile(f.Name())
-		f.Close()
-		if !bytes.Equal(got, data) {
-			t.Errorf("budget %d: the file differs", c.budget)
-		}
-		if w.cached.Load() != c.cached || budget.Load() != c.left {
-			t.Errorf("budget %d: %d bytes through the page cache, %d left; want %d, %d", c.budget, w.cached.Load(), budget.Load(), c.cached, c.left)
+			noDiff(t, in, path, verify.CompareOptions{})
 		}
 	}
 }

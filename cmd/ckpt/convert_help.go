@@ -47,9 +47,10 @@ temporary file is unnamed, so even kill -9 leaves nothing). An existing OUT
 is replaced only with --force, and only if it is a regular file: a device
 (/dev/null), FIFO or socket is refused. A symbolic link at OUT is written
 through, as cp does: its target is replaced and the link kept. OUT may be an
-s3://, gs:// or az:// URL: the output is streamed to the bucket with no local
-copy, each object appearing only when complete (a prefix ending in "/" takes
-directory and sharded outputs).
+s3://, gs:// or az:// URL, in every mode: the output is streamed to the bucket
+with no local copy, each object appearing only when complete (a prefix ending
+in "/" takes directory, sharded and tensor-parallel outputs); any other URL is
+refused before anything is written.
 
 A local OUT is not synced, as cp's is not: its first bytes, up to half the
 kernel's background write-back threshold (vm.dirty_background_*), are left in

@@ -27,7 +27,8 @@ gets them whole). A dimension of size n splits as torch.chunk and DTensor's
 Shard(dim) do: each rank gets ceil(n/W) indices in rank order, so the last
 ranks may get fewer or none (10 rows over 4 ranks: 3, 3, 3, 1).`
 
-const tpHelp = `With --tensor-parallel W, OUT is a directory that receives W files,
+const tpHelp = `With --tensor-parallel W, OUT is a directory (or an s3://, gs:// or az://
+prefix ending in /) that receives W files,
 rank-00000-of-0000W.safetensors to rank-0000(W-1)-of-0000W.safetensors (or
 .pth with --to pth), rank r's file holding its part of every tensor under the
 tensor's own name, and the values. ` + splitRulesDoc
@@ -101,7 +102,7 @@ func runConvertTP(ctx context.Context, s *streams, o *convertOptions, copts []co
 		return err
 	}
 	defer ck.Close()
-	sums, err := convert.TensorParallel(ctx, ck, o.Out, o.TP, rules, copts...)
+	sums, err := ckpt.ConvertTensorParallel(ctx, ck, o.Out, o.TP, rules, copts...)
 	if err != nil {
 		return err
 	}

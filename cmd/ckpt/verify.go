@@ -8,7 +8,6 @@ import (
 	"io"
 
 	"github.com/ckpt-dev/ckpt"
-	"github.com/ckpt-dev/ckpt/convert"
 	"github.com/spf13/cobra"
 )
 
@@ -67,8 +66,8 @@ type verifyReport struct {
 	A  string `json:"a"`
 	B  string `json:"b,omitempty"`
 	OK bool   `json:"ok"`
-	*convert.CheckReport
-	*convert.CompareReport
+	*ckpt.CheckReport
+	*ckpt.CompareReport
 }
 
 func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) error {
@@ -82,7 +81,7 @@ func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) erro
 	bar := newStageBars(s, o.JSON)
 	progress := func(done, total int64) { bar.update(ckpt.Progress{Stage: "verify", Done: done, Total: total}) }
 	if o.B == "" {
-		rep.CheckReport, err = convert.Check(ctx, a, convert.WithCheckProgress(progress))
+		rep.CheckReport, err = ckpt.Check(ctx, a, ckpt.WithCheckProgress(progress))
 		bar.done()
 		if err != nil {
 			return err
@@ -94,7 +93,7 @@ func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) erro
 			return err
 		}
 		defer b.Close()
-		rep.CompareReport, err = convert.Compare(ctx, a, b, convert.CompareOptions{Tolerance: tol, Atol: o.Atol, Rtol: o.Rtol, Progress: progress})
+		rep.CompareReport, err = ckpt.Compare(ctx, a, b, ckpt.CompareOptions{Tolerance: tol, Atol: o.Atol, Rtol: o.Rtol, Progress: progress})
 		bar.done()
 		if err != nil {
 			return err
@@ -118,7 +117,7 @@ func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) erro
 }
 
 func printVerify(w io.Writer, r *verifyReport) {
-	var list []convert.Mismatch
+	var list []ckpt.Mismatch
 	if c := r.CheckReport; c != nil {
 		fmt.Fprintf(w, "%s: %d CRC32s and %d digests recomputed", clean(r.A), c.CRC32s, c.Digests)
 		if len(c.Unverified) > 0 {

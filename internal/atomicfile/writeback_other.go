@@ -1,6 +1,6 @@
 //go:build !linux
 
-package convert
+package atomicfile
 
 // writeBackThreshold is 0 where the write-back threshold is not known:
 // no output bytes go through the page cache on purpose (without direct I/O

@@ -1,10 +1,9 @@
-package convert
+package verify
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"runtime"
 	"sync"
@@ -35,37 +34,17 @@ type CheckReport struct {
 	Mismatches []Mismatch `json:"mismatches"`
 }
 
-// ParseDigests reads the DigestsKey entry of safetensors metadata: a JSON
-// object of tensor name to printed digest. Missing metadata is an empty
-// map; anything else malformed is ErrMetadata.
-func ParseDigests(md map[string]string) (map[string]digest.Value, error) {
-	out := map[string]digest.Value{}
-	s, ok := md[DigestsKey]
-	if !ok {
-		return out, nil
-	}
-	var raw map[string]string
-	if err := json.Unmarshal([]byte(s), &raw); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrMetadata, DigestsKey, err)
-	}
-	for name, d := range raw {
-		v, err := digest.Parse(d)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: tensor %q: %v", ErrMetadata, DigestsKey, name, err)
-		}
-		out[name] = v
-	}
-	return out, nil
-}
-
-// fileDigests returns the digests recorded in the safetensors file that
-// holds s, caching per file.
-func fileDigests(ck *statedict.Checkpoint, s *statedict.Storage, cache map[string]map[string]digest.Value) (map[string]digest.Value, error) {
+// FileDigests returns the digests recorded (digest.MetadataKey) in the
+// safetensors file that holds s, by tensor name: nil for a storage of
+// another format, or of a file that records none. cache holds each
+// file's digests once parsed; pass the same map for the storages of one
+// checkpoint.
+func FileDigests(ck *statedict.Checkpoint, s *statedict.Storage, cache map[string]map[string]digest.Value) (map[string]digest.Value, error) {
 	if ck.Format == statedict.FormatSafetensors && ck.Metadata != nil {
 		if d, ok := cache[""]; ok {
 			return d, nil
 		}
-		d, err := ParseDigests(ck.Metadata)
+		d, err := digest.ParseMetadata(ck.Metadata)
 		cache[""] = d
 		return d, err
 	}
@@ -79,7 +58,7 @@ func fileDigests(ck *statedict.Checkpoint, s *statedict.Storage, cache map[strin
 	if !ok {
 		return nil, nil
 	}
-	d, err := ParseDigests(md)
+	d, err := digest.ParseMetadata(md)
 	cache[s.File] = d
 	return d, err
 }
@@ -113,7 +92,7 @@ func Check(ctx context.Context, ck *statedict.Checkpoint, opts ...CheckOption) (
 		if !s.HasCRC {
 			continue
 		}
-		got, err := storageCRC(ctx, s, report)
+		got, err := StorageCRC(ctx, s, report)
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +111,7 @@ func Check(ctx context.Context, ck *statedict.Checkpoint, opts ...CheckOption) (
 		if t.Storage == nil {
 			continue
 		}
-		ds, err := fileDigests(ck, t.Storage, cache)
+		ds, err := FileDigests(ck, t.Storage, cache)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +125,7 @@ func Check(ctx context.Context, ck *statedict.Checkpoint, opts ...CheckOption) (
 		}
 		got, err := digest.Sum(ctx, raw, raw.Size())
 		if err != nil {
-			return nil, &TensorError{Name: t.Name, Err: err}
+			return nil, &statedict.Error{Tensor: t.Name, Err: err}
 		}
 		report(raw.Size())
 		rep.Digests++
@@ -199,7 +178,7 @@ func checkProgress(ck *statedict.Checkpoint, fn func(done, total int64)) (func(i
 		if t.Storage == nil {
 			continue
 		}
-		ds, err := fileDigests(ck, t.Storage, cache)
+		ds, err := FileDigests(ck, t.Storage, cache)
 		if err != nil {
 			return nil, err
 		}
@@ -214,19 +193,36 @@ func checkProgress(ck *statedict.Checkpoint, fn func(done, total int64)) (func(i
 	}, nil
 }
 
-func storageCRC(ctx context.Context, s *statedict.Storage, report func(int64)) (uint32, error) {
+// StorageCRC computes the CRC32 of a storage's record as stored,
+// reporting the bytes read to report (nil: none); errors name the record.
+func StorageCRC(ctx context.Context, s *statedict.Storage, report func(int64)) (uint32, error) {
 	rc, err := s.Open()
 	if err != nil {
-		return 0, &TensorError{Name: s.Record, Err: err}
+		return 0, &statedict.Error{Tensor: s.Record, Err: err}
 	}
 	defer rc.Close()
 	h := crc32.NewIEEE()
-	n, err := io.Copy(progressWriter{h, report}, ctxReader{ctx, rc})
-	if err != nil {
-		return 0, &TensorError{Name: s.Record, Err: err}
+	buf := make([]byte, 64<<10)
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, &statedict.Error{Tensor: s.Record, Err: err}
+		}
+		k, err := rc.Read(buf)
+		h.Write(buf[:k])
+		n += int64(k)
+		if report != nil && k > 0 {
+			report(int64(k))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, &statedict.Error{Tensor: s.Record, Err: err}
+		}
 	}
 	if n != s.NBytes {
-		return 0, &TensorError{Name: s.Record, Err: fmt.Errorf("%w: record holds %d of %d bytes", statedict.ErrTruncated, n, s.NBytes)}
+		return 0, &statedict.Error{Tensor: s.Record, Err: fmt.Errorf("%w: record holds %d of %d bytes", statedict.ErrTruncated, n, s.NBytes)}
 	}
 	return h.Sum32(), nil
 }
@@ -253,9 +249,10 @@ type CompareReport struct {
 	Differences []Mismatch `json:"differences"`
 }
 
-// aliasesOf returns the alias -> kept entries of safetensors metadata
-// whose kept name is a tensor of ck and whose alias is not.
-func aliasesOf(ck *statedict.Checkpoint) map[string]string {
+// Aliases returns the tied tensors a safetensors conversion dropped and
+// recorded in ck's __metadata__: the alias -> kept entries whose kept
+// name is a tensor of ck and whose alias is not.
+func Aliases(ck *statedict.Checkpoint) map[string]string {
 	out := map[string]string{}
 	if len(ck.Metadata) == 0 {
 		return out
@@ -283,7 +280,7 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 		for _, t := range ck.Tensors {
 			byName[t.Name] = t
 		}
-		aliases := aliasesOf(ck)
+		aliases := Aliases(ck)
 		return func(name string) *statedict.Tensor {
 			if t, ok := byName[name]; ok {
 				return t
@@ -431,10 +428,10 @@ func compareTensor(ctx context.Context, a, b *statedict.Tensor, opts CompareOpti
 		}
 		k := min(n-done, chunk)
 		if _, err := io.ReadFull(ra, bufA[:k*int64(sa)]); err != nil {
-			return nil, &TensorError{Name: a.Name, Err: err}
+			return nil, &statedict.Error{Tensor: a.Name, Err: err}
 		}
 		if _, err := io.ReadFull(rb, bufB[:k*int64(sb)]); err != nil {
-			return nil, &TensorError{Name: b.Name, Err: err}
+			return nil, &statedict.Error{Tensor: b.Name, Err: err}
 		}
 		if opts.report != nil {
 			opts.report(k * int64(sa))

@@ -1,4 +1,4 @@
-package convert
+package atomicfile
 
 import (
 	"errors"
@@ -11,15 +11,15 @@ import (
 )
 
 // ErrNotRegular: an output path names something other than a regular file
-// (a device, a FIFO, a socket, a directory), which convert never replaces.
+// (a device, a FIFO, a socket, a directory), which is never replaced.
 var ErrNotRegular = errors.New("convert: output is not a regular file")
 
-// resolveTarget returns the path an output named path is renamed to: path
+// ResolveTarget returns the path an output named path is renamed to: path
 // itself when it is missing or a regular file; the file a symbolic link
 // points to (through every link), which must itself be a regular file, so
 // that the link is kept and its target replaced, as cp writes through a
 // link; an error for anything else, and for a dangling link (as cp).
-func resolveTarget(path string) (string, error) {
+func ResolveTarget(path string) (string, error) {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return path, nil
@@ -51,7 +51,7 @@ func resolveTarget(path string) (string, error) {
 
 // checkReplaceable fails unless path is missing or a regular file: the
 // last look before a rename, so that what appeared at the path since
-// resolveTarget is not replaced.
+// ResolveTarget is not replaced.
 func checkReplaceable(path string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -69,13 +69,13 @@ func checkReplaceable(path string) error {
 // tempPrefix is the start of the names of final's temporary files.
 func tempPrefix(final string) string { return "." + filepath.Base(final) + ".tmp-" }
 
-// removeStale removes the temporary files of final (".NAME.tmp-*" beside
+// RemoveStale removes the temporary files of final (".NAME.tmp-*" beside
 // it) that no live process holds: left by a conversion that was killed
 // where unnamed temporary files are not available. A live conversion
 // holds an flock on its temporary file; the kernel drops it when the
 // process dies. Only regular files are looked at, and one is removed only
 // if the name still holds the file that was found unlocked.
-func removeStale(final string) {
+func RemoveStale(final string) {
 	dir, prefix := filepath.Dir(final), tempPrefix(final)
 	es, err := os.ReadDir(dir)
 	if err != nil {

@@ -1,4 +1,4 @@
-package convert
+package verify
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func checkChunks(ctx context.Context, ck *statedict.Checkpoint, rep *CheckReport
 			rep.Mismatches = append(rep.Mismatches, Mismatch{Name: t.Name, Kind: "crc32",
 				Detail: strings.TrimPrefix(err.Error(), "statedict: ")})
 		case err != nil:
-			return &TensorError{Name: t.Name, Err: err}
+			return &statedict.Error{Tensor: t.Name, Err: err}
 		case n > 0:
 			rep.CRC32s += n
 			covered[t.Name] = true

@@ -1,4 +1,4 @@
-package convert
+package atomicfile
 
 import (
 	"bytes"
@@ -15,14 +15,14 @@ import (
 // writeThrough writes data to a fresh file with a fileWriter, in random
 // pieces through Write, or through ReadFrom, and returns the file's
 // bytes.
-func writeThrough(t *testing.T, data []byte, readFrom bool, setup func(*fileWriter)) ([]byte, error) {
+func writeThrough(t *testing.T, data []byte, readFrom bool, setup func(*Writer)) ([]byte, error) {
 	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	w := newFileWriter(f, nil)
+	w := newWriter(f, nil)
 	if setup != nil {
 		if w.direct != nil {
 			w.direct.Close()
@@ -114,7 +114,7 @@ func TestFileWriterDirect(t *testing.T) {
 		t.Skipf("this filesystem refuses O_DIRECT (%v); TestFileWriterBytes covered the ordinary path", err)
 	}
 	probe.Close()
-	w := newFileWriter(f, nil)
+	w := newWriter(f, nil)
 	defer w.stop()
 	if w.direct == nil {
 		t.Fatal("O_DIRECT works here, but the writer did not use it")
@@ -147,7 +147,7 @@ func TestFileWriterBuffersOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := newFileWriter(f, nil)
+		w := newWriter(f, nil)
 		if _, err := w.Write(make([]byte, n)); err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestFileWriterBuffersOnce(t *testing.T) {
 func TestFileWriterFallback(t *testing.T) {
 	data := make([]byte, 4*outputBlock+123)
 	fill(data, 7)
-	got, err := writeThrough(t, data, false, func(w *fileWriter) {
+	got, err := writeThrough(t, data, false, func(w *Writer) {
 		w.direct = &refusing{f: w.f, ok: 1, err: &os.PathError{Op: "write", Path: "out", Err: syscall.EINVAL}}
 	})
 	if err != nil {
@@ -191,7 +191,7 @@ func TestFileWriterFallback(t *testing.T) {
 func TestFileWriterError(t *testing.T) {
 	data := make([]byte, 5*outputBlock)
 	for _, readFrom := range []bool{false, true} {
-		_, err := writeThrough(t, data, readFrom, func(w *fileWriter) {
+		_, err := writeThrough(t, data, readFrom, func(w *Writer) {
 			w.direct = &refusing{f: w.f, ok: 1, err: &os.PathError{Op: "write", Path: "out", Err: syscall.ENOSPC}}
 		})
 		if !errors.Is(err, syscall.ENOSPC) {

@@ -1,4 +1,4 @@
-package convert
+package atomicfile
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"unsafe"
 )
 
-// Output files are written through fileWriter: large buffers, aligned in
+// Output files are written through Writer: large buffers, aligned in
 // memory, filled by the converting goroutine and written by another, so
 // that reading, hashing and casting the next piece overlaps with writing
 // the last. Where the platform allows (Linux), full buffers go to the file
@@ -63,10 +63,10 @@ type writeJob struct {
 	off int64
 }
 
-// fileWriter writes a file sequentially from offset 0. Write errors are
-// reported by a later Write or by finish. After finish or stop it must not
-// be used.
-type fileWriter struct {
+// Writer writes a file sequentially from offset 0 (File.Writer). Write
+// errors are reported by a later Write or by Flush. After Flush it must
+// not be used.
+type Writer struct {
 	f      *os.File      // ordinary handle: the tail, and the fallback
 	direct directHandle  // O_DIRECT handle, nil when not in use
 	budget *atomic.Int64 // bytes that may still go to the page cache; nil: none
@@ -85,12 +85,12 @@ type fileWriter struct {
 	closed bool
 }
 
-// newFileWriter starts a writer for f, which must be empty and open for
+// newWriter starts a writer for f, which must be empty and open for
 // writing at its start. Full buffers go to the page cache while budget
 // (shared by a conversion's outputs; see writeback.go) has room for them,
 // then with direct I/O where it is available; a nil budget has none.
-func newFileWriter(f *os.File, budget *atomic.Int64) *fileWriter {
-	w := &fileWriter{f: f, budget: budget, free: make(chan []byte, outputBuffers), jobs: make(chan writeJob, outputBuffers)}
+func newWriter(f *os.File, budget *atomic.Int64) *Writer {
+	w := &Writer{f: f, budget: budget, free: make(chan []byte, outputBuffers), jobs: make(chan writeJob, outputBuffers)}
 	if !forceBuffered {
 		if d := openDirect(f); d != nil {
 			w.direct = d
@@ -104,7 +104,7 @@ func newFileWriter(f *os.File, budget *atomic.Int64) *fileWriter {
 	return w
 }
 
-func (w *fileWriter) run() {
+func (w *Writer) run() {
 	for j := range w.jobs {
 		if w.failed() == nil {
 			if err := w.writeAt(j.b, j.off); err != nil {
@@ -121,7 +121,7 @@ func (w *fileWriter) run() {
 // writeAt writes b at off: through the page cache while the budget lasts,
 // then directly when b is aligned and direct I/O is in use, through the
 // ordinary handle otherwise or when the filesystem turns direct I/O down.
-func (w *fileWriter) writeAt(b []byte, off int64) error {
+func (w *Writer) writeAt(b []byte, off int64) error {
 	if w.budget != nil && w.budget.Load() >= int64(len(b)) && w.budget.Add(-int64(len(b))) >= 0 {
 		w.cached.Add(int64(len(b)))
 		_, err := w.f.WriteAt(b, off)
@@ -141,14 +141,14 @@ func (w *fileWriter) writeAt(b []byte, off int64) error {
 	return err
 }
 
-func (w *fileWriter) failed() error {
+func (w *Writer) failed() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
 }
 
 // send hands b, to be written at w.off, to the writing goroutine.
-func (w *fileWriter) send(b []byte) {
+func (w *Writer) send(b []byte) {
 	w.wg.Add(1)
 	w.jobs <- writeJob{b: b, off: w.off}
 	w.off += int64(len(b))
@@ -158,7 +158,7 @@ func (w *fileWriter) send(b []byte) {
 var errFinished = errors.New("convert: write after the output was finished")
 
 // Write copies p into the buffers, writing each as it fills.
-func (w *fileWriter) Write(p []byte) (int, error) {
+func (w *Writer) Write(p []byte) (int, error) {
 	if w.closed {
 		return 0, errFinished
 	}
@@ -184,7 +184,7 @@ func (w *fileWriter) Write(p []byte) (int, error) {
 
 // ReadFrom reads r into the buffers until EOF, writing each as it fills,
 // so that a copy into the output needs no buffer of its own.
-func (w *fileWriter) ReadFrom(r io.Reader) (int64, error) {
+func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 	if w.closed {
 		return 0, errFinished
 	}
@@ -209,12 +209,13 @@ func (w *fileWriter) ReadFrom(r io.Reader) (int64, error) {
 	}
 }
 
-// Flush is finish, for outWriter.
-func (w *fileWriter) Flush() error { return w.finish() }
+// Flush writes out everything buffered and waits for it (finish); after
+// it only File.WriteAt may write the file.
+func (w *Writer) Flush() error { return w.finish() }
 
 // finish writes what is buffered, waits for every write and releases the
 // direct handle. The file itself stays open.
-func (w *fileWriter) finish() error {
+func (w *Writer) finish() error {
 	if w.closed {
 		return w.failed()
 	}
@@ -244,7 +245,7 @@ func (w *fileWriter) finish() error {
 }
 
 // release gives the buffers back to the pool, once stopped.
-func (w *fileWriter) release() {
+func (w *Writer) release() {
 	put := func(b []byte) {
 		b = b[:cap(b)]
 		blocks.Put(&b)
@@ -260,7 +261,7 @@ func (w *fileWriter) release() {
 
 // stop waits for the writing goroutine to end and closes the direct
 // handle.
-func (w *fileWriter) stop() {
+func (w *Writer) stop() {
 	if w.closed {
 		return
 	}

@@ -1,4 +1,4 @@
-package convert
+package atomicfile
 
 import (
 	"math"
@@ -16,8 +16,9 @@ import (
 // leaves no dirty pages behind). On a disk the source is read from too (a
 // local MinIO, a cold local file) the page-cache share is what makes a
 // 1 GB conversion as fast as a download: a durable write moves twice the
-// bytes across the disk while it runs (docs/benchmarks.md). WithSync(true)
-// writes everything directly and syncs each output before naming it.
+// bytes across the disk while it runs (docs/benchmarks.md).
+// convert.WithSync(true) writes everything directly and syncs each output
+// before naming it (a File created without a budget).
 
 // pageCacheShare is the share of the kernel's background write-back
 // threshold that a conversion's outputs may take in the page cache: with
@@ -25,31 +26,22 @@ import (
 // is left to whatever else is writing.
 const pageCacheShare = 2
 
-// writeBackBudget returns how many bytes of output may go to the page
-// cache (see writeBackThreshold); a variable for tests.
-var writeBackBudget = func() int64 { return writeBackThreshold() / pageCacheShare }
+// WriteBackBudget returns how many bytes of output may go to the page
+// cache (see writeBackThreshold): the budget to share among the outputs of
+// one conversion (NewBudget). A variable, for tests.
+var WriteBackBudget = func() int64 { return writeBackThreshold() / pageCacheShare }
 
-// initWriteBack gives the conversion its page-cache budget, shared by all
-// its outputs (none with WithSync).
-func (c *config) initWriteBack() {
-	c.pageCache = nil
-	if !c.sync {
-		c.pageCache = new(atomic.Int64)
-		c.pageCache.Store(max(writeBackBudget(), 0))
-	}
-}
-
-// synced reports whether the outputs are on the disk (or in their object
-// store) when Convert returns.
-func (c *config) synced() bool { return c.pageCache == nil || c.dest != nil }
-
-// unlimited is a budget that sends everything through the page cache (a
-// temporary file that is read back and removed).
-func unlimited() *atomic.Int64 {
+// NewBudget returns a budget of n bytes that may go through the page
+// cache, shared by every File created with it.
+func NewBudget(n int64) *atomic.Int64 {
 	b := new(atomic.Int64)
-	b.Store(math.MaxInt64)
+	b.Store(max(n, 0))
 	return b
 }
+
+// Unlimited is a budget that sends everything through the page cache (a
+// temporary file that is read back and removed).
+func Unlimited() *atomic.Int64 { return NewBudget(math.MaxInt64) }
 
 // backgroundThreshold computes the kernel's background write-back threshold
 // from what /proc and the cgroup file system say (empty where unknown):

@@ -1,0 +1,20 @@
+// Package atomicfile writes local output files atomically and fast: a
+// File is an unnamed temporary file in its destination directory
+// (O_TMPFILE on Linux; a locked ".NAME.tmp-*" file elsewhere, which a
+// later RemoveStale removes once its writer is dead), written through a
+// Writer of large aligned buffers by a second goroutine, with O_DIRECT
+// where the filesystem allows, and given its final name only by Commit,
+// so that nothing incomplete ever appears at the path, even after
+// kill -9.
+//
+// The first bytes of a conversion's outputs, up to a budget shared by
+// its Files (WriteBackBudget: half the kernel's background write-back
+// threshold), go through the page cache and are left to the kernel's
+// write-back, as cp leaves them; a File created without a budget is
+// written directly and synced before Commit. ResolveTarget and Commit
+// replace only regular files (ErrNotRegular), writing through symbolic
+// links as cp does.
+//
+// It imports no other ckpt package but internal/human; its messages are
+// worded for ckpt convert, its only user.
+package atomicfile
