@@ -313,7 +313,8 @@ var distributions = []struct {
 }
 
 // TestQuantizeMatchesC quantizes data of several distributions with Go
-// and with ggml's reference quantizers and compares the bytes.
+// (with and without the assembly kernels) and with ggml's reference
+// quantizers and compares the bytes.
 func TestQuantizeMatchesC(t *testing.T) {
 	ref := ggmlref.Build(t)
 	for _, typ := range ggml.Types() {
@@ -333,16 +334,19 @@ func TestQuantizeMatchesC(t *testing.T) {
 					x[0] = 1
 				}
 				n, _ := typ.RowBytes(int64(len(x)))
-				got := make([]byte, n)
-				if err := ggml.Quantize(typ, x, got); err != nil {
-					t.Fatal(err)
-				}
 				want := ref.Quantize(t, uint32(typ), x)
-				if !bytes.Equal(got, want) {
+				for _, asm := range []bool{true, false} {
+					old := ggml.SetAsm(asm)
+					got := make([]byte, n)
+					err := ggml.Quantize(typ, x, got)
+					ggml.SetAsm(old)
+					if err != nil {
+						t.Fatal(err)
+					}
 					bs := int(typ.TypeSize())
 					for k := 0; k < len(got); k += bs {
 						if !bytes.Equal(got[k:k+bs], want[k:k+bs]) {
-							t.Errorf("%s: block %d differs:\n go %x\ngml %x", dist.name, k/bs, got[k:k+bs], want[k:k+bs])
+							t.Errorf("%s (asm %v): block %d differs:\n go %x\ngml %x", dist.name, asm, k/bs, got[k:k+bs], want[k:k+bs])
 							break
 						}
 					}

@@ -10,11 +10,13 @@
 //   y.qs[j] = roundf(x[j]*id), as x*id + copysign(0.49999997, x*id)
 //   truncated, which is roundf exactly for |x*id| < 2^23.
 // max over finite magnitudes does not depend on the order, so the
-// vectorized reduction gives the scalar loop's amax. A block with a NaN
-// (then a quant of -128, which no finite block has: |x*id| <= 127 plus
-// rounding) or an id outside (0, MaxFloat32] (amax zero, infinite or so
-// small that 1/d overflows) stops the kernel before the block: the
-// caller does that block in Go and calls again.
+// vectorized reduction gives the scalar loop's amax. A block the kernel
+// cannot do shows as a quant of -128, which no other block has (there
+// |x*id| <= 127 plus rounding): a NaN (x*id is NaN); an infinity
+// (d = Inf, id = 0, Inf*0 is NaN); amax zero or so small that 1/d
+// overflows (id = Inf, x*id infinite or 0*Inf); all convert to
+// MinInt32, which packs to -128. The kernel stops before such a block:
+// the caller does it in Go and calls again.
 
 // ROUND8 sets X to roundf(X*X8) as int32: the product plus
 // copysign(0.49999997, product), truncated. Clobbers X9.
@@ -81,10 +83,6 @@ loop:
 	MOVL $0x3f800000, AX
 	MOVL AX, X8
 	DIVSS X0, X8 // id = 1/d
-	MOVL X8, AX
-	LEAL -1(AX), BX
-	CMPL BX, $0x7f7ffffe
-	JHI done // id not in (0, MaxFloat32]
 
 	// y.d: ggml's fp32_to_fp16 of d (> 0, finite).
 	MOVL X0, AX

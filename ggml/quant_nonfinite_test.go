@@ -34,12 +34,18 @@ func TestQuantizeNonFiniteMatchesC(t *testing.T) {
 			}
 		}
 		n, _ := typ.RowBytes(int64(len(x)))
-		got := make([]byte, n)
-		if err := ggml.Quantize(typ, x, got); err != nil {
-			t.Fatal(err)
-		}
 		want := ref.Quantize(t, uint32(typ), x)
-		if !bytes.Equal(got, want) {
+		for _, asm := range []bool{true, false} {
+			old := ggml.SetAsm(asm)
+			got := make([]byte, n)
+			err := ggml.Quantize(typ, x, got)
+			ggml.SetAsm(old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(got, want) {
+				continue
+			}
 			bs := int(typ.TypeSize())
 			nb := 0
 			for k := 0; k < len(got); k += bs {
@@ -47,7 +53,7 @@ func TestQuantizeNonFiniteMatchesC(t *testing.T) {
 					nb++
 				}
 			}
-			t.Errorf("%v: %d of %d blocks differ", typ, nb, len(got)/bs)
+			t.Errorf("%v (asm %v): %d of %d blocks differ", typ, asm, nb, len(got)/bs)
 		}
 	}
 }
