@@ -3,7 +3,7 @@
 #include "textflag.h"
 
 // quantQ8SSE: ggml's quantize_row_q8_0_ref, four lanes at a time, with
-// the float32 operations of the Go code (quantQ8_0Go) and of ggml's C,
+// the float32 operations of the Go code (quantQ8_0Block) and of ggml's C,
 // each rounded alike:
 //   amax = max |x|; d = amax/127; id = 1/d;
 //   y.d = fp16(d) (ggml's fp32_to_fp16: two multiplies, one add);
