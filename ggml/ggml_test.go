@@ -333,16 +333,9 @@ func TestQuantizeMatchesC(t *testing.T) {
 					// all-zero block (see quantIQ4_NL).
 					x[0] = 1
 				}
-				n, _ := typ.RowBytes(int64(len(x)))
 				want := ref.Quantize(t, uint32(typ), x)
 				for _, asm := range []bool{true, false} {
-					old := ggml.SetAsm(asm)
-					got := make([]byte, n)
-					err := ggml.Quantize(typ, x, got)
-					ggml.SetAsm(old)
-					if err != nil {
-						t.Fatal(err)
-					}
+					got := quantizeAsm(t, typ, x, asm)
 					bs := int(typ.TypeSize())
 					for k := 0; k < len(got); k += bs {
 						if !bytes.Equal(got[k:k+bs], want[k:k+bs]) {
@@ -354,6 +347,20 @@ func TestQuantizeMatchesC(t *testing.T) {
 			}
 		})
 	}
+}
+
+// quantizeAsm quantizes x as typ with the assembly kernels on or off.
+func quantizeAsm(t *testing.T, typ ggml.Type, x []float32, asm bool) []byte {
+	t.Helper()
+	n, _ := typ.RowBytes(int64(len(x)))
+	got := make([]byte, n)
+	old := ggml.SetAsm(asm)
+	err := ggml.Quantize(typ, x, got)
+	ggml.SetAsm(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // TestCanQuantize checks that CanQuantize and Quantize agree, and the

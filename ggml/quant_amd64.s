@@ -18,6 +18,17 @@
 // MinInt32, which packs to -128. The kernel stops before such a block:
 // the caller does it in Go and calls again.
 
+// LOAD8 loads the block of 32 float32 at SI into X0-X7.
+#define LOAD8 \
+	MOVUPS 0(SI), X0 \
+	MOVUPS 16(SI), X1 \
+	MOVUPS 32(SI), X2 \
+	MOVUPS 48(SI), X3 \
+	MOVUPS 64(SI), X4 \
+	MOVUPS 80(SI), X5 \
+	MOVUPS 96(SI), X6 \
+	MOVUPS 112(SI), X7
+
 // ROUND8 sets X to roundf(X*X8) as int32: the product plus
 // copysign(0.49999997, product), truncated. Clobbers X9.
 #define ROUND8(X) \
@@ -52,14 +63,7 @@ TEXT ·quantQ8SSE(SB), NOSPLIT, $0-32
 	MOVL AX, X11 // 127
 
 loop:
-	MOVUPS 0(SI), X0
-	MOVUPS 16(SI), X1
-	MOVUPS 32(SI), X2
-	MOVUPS 48(SI), X3
-	MOVUPS 64(SI), X4
-	MOVUPS 80(SI), X5
-	MOVUPS 96(SI), X6
-	MOVUPS 112(SI), X7
+	LOAD8
 	ANDPS X15, X0
 	ANDPS X15, X1
 	ANDPS X15, X2
@@ -111,14 +115,7 @@ loop:
 
 	// y.qs
 	SHUFPS $0, X8, X8
-	MOVUPS 0(SI), X0
-	MOVUPS 16(SI), X1
-	MOVUPS 32(SI), X2
-	MOVUPS 48(SI), X3
-	MOVUPS 64(SI), X4
-	MOVUPS 80(SI), X5
-	MOVUPS 96(SI), X6
-	MOVUPS 112(SI), X7
+	LOAD8
 	ROUND8(X0)
 	ROUND8(X1)
 	ROUND8(X2)

@@ -33,16 +33,9 @@ func TestQuantizeNonFiniteMatchesC(t *testing.T) {
 				x[i] = float32(r.NormFloat64())
 			}
 		}
-		n, _ := typ.RowBytes(int64(len(x)))
 		want := ref.Quantize(t, uint32(typ), x)
 		for _, asm := range []bool{true, false} {
-			old := ggml.SetAsm(asm)
-			got := make([]byte, n)
-			err := ggml.Quantize(typ, x, got)
-			ggml.SetAsm(old)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := quantizeAsm(t, typ, x, asm)
 			if bytes.Equal(got, want) {
 				continue
 			}

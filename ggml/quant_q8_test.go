@@ -116,13 +116,7 @@ func TestQuantizeQ8_0EdgesMatchesC(t *testing.T) {
 	copy(buf[1:], x)
 	for _, asm := range []bool{true, false} {
 		for _, src := range [][]float32{x, buf[1:]} {
-			old := ggml.SetAsm(asm)
-			got := make([]byte, len(want))
-			err := ggml.Quantize(ggml.Q8_0, src, got)
-			ggml.SetAsm(old)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := quantizeAsm(t, ggml.Q8_0, src, asm)
 			bad := 0
 			for k := 0; k < len(got); k += 34 {
 				if !bytes.Equal(got[k:k+34], want[k:k+34]) {
@@ -183,14 +177,7 @@ func TestQ8KernelCoverage(t *testing.T) {
 	} else if n != nb {
 		t.Fatalf("kernel did %d of %d ordinary blocks", n, nb)
 	}
-	old := ggml.SetAsm(false)
-	want := make([]byte, 34*nb)
-	err := ggml.Quantize(ggml.Q8_0, x, want)
-	ggml.SetAsm(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
+	if !bytes.Equal(got, quantizeAsm(t, ggml.Q8_0, x, false)) {
 		t.Errorf("kernel bytes differ from Go's")
 	}
 	stop := []struct {
