@@ -91,9 +91,11 @@
 //
 // The codecs work on whole blocks with no allocation (Quantize and
 // Dequantize allocate nothing but a 256 KiB F16 table, once, for long
-// F16 rows). On amd64, Q8_0 and Q4_K dequantization use SSE2 assembly
-// doing the same float32 operations four lanes at a time; elsewhere, or
-// with -tags purego, the Go code runs. BenchmarkVsC compares with ggml's
+// F16 rows). On amd64, Q8_0 and Q4_K dequantization and Q8_0
+// quantization use SSE2 assembly doing the same float32 operations four
+// lanes at a time (Q8_0 blocks with a NaN, an infinity or a zero or
+// subnormal maximum are left to the Go code); elsewhere, or with -tags
+// purego, the Go code runs. BenchmarkVsC compares with ggml's
 // C compiled -O3 and -O2.
 //
 // The lookup tables of the IQ, TQ and MXFP4 types are ggml's format data,

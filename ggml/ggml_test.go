@@ -313,7 +313,8 @@ var distributions = []struct {
 }
 
 // TestQuantizeMatchesC quantizes data of several distributions with Go
-// and with ggml's reference quantizers and compares the bytes.
+// (with and without the assembly kernels) and with ggml's reference
+// quantizers and compares the bytes.
 func TestQuantizeMatchesC(t *testing.T) {
 	ref := ggmlref.Build(t)
 	for _, typ := range ggml.Types() {
@@ -332,17 +333,13 @@ func TestQuantizeMatchesC(t *testing.T) {
 					// all-zero block (see quantIQ4_NL).
 					x[0] = 1
 				}
-				n, _ := typ.RowBytes(int64(len(x)))
-				got := make([]byte, n)
-				if err := ggml.Quantize(typ, x, got); err != nil {
-					t.Fatal(err)
-				}
 				want := ref.Quantize(t, uint32(typ), x)
-				if !bytes.Equal(got, want) {
+				for _, asm := range []bool{true, false} {
+					got := quantizeAsm(t, typ, x, asm)
 					bs := int(typ.TypeSize())
 					for k := 0; k < len(got); k += bs {
 						if !bytes.Equal(got[k:k+bs], want[k:k+bs]) {
-							t.Errorf("%s: block %d differs:\n go %x\ngml %x", dist.name, k/bs, got[k:k+bs], want[k:k+bs])
+							t.Errorf("%s (asm %v): block %d differs:\n go %x\ngml %x", dist.name, asm, k/bs, got[k:k+bs], want[k:k+bs])
 							break
 						}
 					}
@@ -350,6 +347,20 @@ func TestQuantizeMatchesC(t *testing.T) {
 			}
 		})
 	}
+}
+
+// quantizeAsm quantizes x as typ with the assembly kernels on or off.
+func quantizeAsm(t *testing.T, typ ggml.Type, x []float32, asm bool) []byte {
+	t.Helper()
+	n, _ := typ.RowBytes(int64(len(x)))
+	got := make([]byte, n)
+	old := ggml.SetAsm(asm)
+	err := ggml.Quantize(typ, x, got)
+	ggml.SetAsm(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // TestCanQuantize checks that CanQuantize and Quantize agree, and the

@@ -278,32 +278,52 @@ func quantQ5_1(src []float32, dst []byte) {
 }
 
 func quantQ8_0(src []float32, dst []byte) {
-	for i := 0; i < len(src)/32; i++ {
-		x := src[32*i : 32*i+32 : 32*i+32]
-		y := dst[34*i : 34*i+34 : 34*i+34]
-		var amax float32
-		for _, v := range x {
-			if a := abs32(v); !(amax > a) {
-				amax = a
+	nb := len(src) / 32
+	i := 0
+	if useAsm && nb > 0 {
+		_ = dst[34*nb-1]
+		for {
+			i += quantQ8SSE(&src[32*i], &dst[34*i], nb-i)
+			if i == nb {
+				return
+			}
+			// The kernel stopped before a block of the slow paths.
+			quantQ8_0Block(src[32*i:32*i+32:32*i+32], dst[34*i:34*i+34:34*i+34])
+			if i++; i == nb {
+				return
 			}
 		}
-		d := amax / 127
-		var id float32
-		if d != 0 {
-			id = 1 / d
+	}
+	for ; i < nb; i++ {
+		quantQ8_0Block(src[32*i:32*i+32:32*i+32], dst[34*i:34*i+34:34*i+34])
+	}
+}
+
+// quantQ8_0Block quantizes one block of 32 (x) into its 34 bytes (y).
+func quantQ8_0Block(x []float32, y []byte) {
+	x, y = x[:32:32], y[:34:34]
+	var amax float32
+	for _, v := range x {
+		if a := abs32(v); !(amax > a) {
+			amax = a
 		}
-		putHalf(y, d)
-		qs := y[2:34:34]
-		if id > 0 && id <= math.MaxFloat32 {
-			// |x*id| <= 127 (plus rounding): the fast exact rounding
-			// applies.
-			for j := range qs {
-				qs[j] = uint8(roundSmall(x[j] * id))
-			}
-		} else {
-			for j := range qs {
-				qs[j] = uint8(roundAway(x[j] * id))
-			}
+	}
+	d := amax / 127
+	var id float32
+	if d != 0 {
+		id = 1 / d
+	}
+	putHalf(y, d)
+	qs := y[2:34:34]
+	if id > 0 && id <= math.MaxFloat32 {
+		// |x*id| <= 127 (plus rounding): the fast exact rounding
+		// applies.
+		for j := range qs {
+			qs[j] = uint8(roundSmall(x[j] * id))
+		}
+	} else {
+		for j := range qs {
+			qs[j] = uint8(roundAway(x[j] * id))
 		}
 	}
 }

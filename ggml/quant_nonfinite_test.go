@@ -33,13 +33,12 @@ func TestQuantizeNonFiniteMatchesC(t *testing.T) {
 				x[i] = float32(r.NormFloat64())
 			}
 		}
-		n, _ := typ.RowBytes(int64(len(x)))
-		got := make([]byte, n)
-		if err := ggml.Quantize(typ, x, got); err != nil {
-			t.Fatal(err)
-		}
 		want := ref.Quantize(t, uint32(typ), x)
-		if !bytes.Equal(got, want) {
+		for _, asm := range []bool{true, false} {
+			got := quantizeAsm(t, typ, x, asm)
+			if bytes.Equal(got, want) {
+				continue
+			}
 			bs := int(typ.TypeSize())
 			nb := 0
 			for k := 0; k < len(got); k += bs {
@@ -47,7 +46,7 @@ func TestQuantizeNonFiniteMatchesC(t *testing.T) {
 					nb++
 				}
 			}
-			t.Errorf("%v: %d of %d blocks differ", typ, nb, len(got)/bs)
+			t.Errorf("%v (asm %v): %d of %d blocks differ", typ, asm, nb, len(got)/bs)
 		}
 	}
 }
