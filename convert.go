@@ -20,14 +20,15 @@ import (
 // shards first and the index last; on any failure the uploads are
 // aborted and the objects this call already committed removed, so
 // nothing is left behind. Existing objects are replaced only with
-// convert.WithForce(true); https:// outputs are refused.
+// ConvertWithForce(true) (ErrOutputExists otherwise); https:// outputs
+// are refused.
 //
-// A DCP output (convert.WithFormat(convert.DCP)) goes under the prefix
-// out as objects __R_0.distcp, then .metadata. With convert.WithPart each
+// A DCP output (ConvertWithFormat(OutputDCP)) goes under the prefix out
+// as objects __R_0.distcp, then .metadata. With ConvertWithPart each
 // process writes its own objects and part 0 writes the index or .metadata
-// once it has seen (HEAD requests, polling up to convert.WithPartWait)
+// once it has seen (HEAD requests, polling up to ConvertWithPartWait)
 // every other part's objects with their planned sizes.
-func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...convert.Option) (*convert.Summary, error) {
+func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...ConvertOption) (*ConvertSummary, error) {
 	key, opts, err := destination(ctx, out, opts)
 	if err != nil {
 		return nil, err
@@ -43,7 +44,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 // outputs, and on failure those already committed are removed. A URL of
 // another scheme is refused (https://: read-only; others:
 // convert.ErrDestination) before anything is written.
-func ConvertTensorParallel(ctx context.Context, ck *statedict.Checkpoint, out string, world int, rules []statedict.SplitRule, opts ...convert.Option) ([]*convert.Summary, error) {
+func ConvertTensorParallel(ctx context.Context, ck *statedict.Checkpoint, out string, world int, rules []SplitRule, opts ...ConvertOption) ([]*ConvertSummary, error) {
 	key, opts, err := destination(ctx, out, opts)
 	if err != nil {
 		return nil, err

@@ -48,9 +48,9 @@ func newConfig(opts []Option) *config {
 // in a tensor-parallel group of world ranks (statedict.RankCheckpoint):
 // each tensor a rule splits is cut to its torch.chunk range along the rule's
 // dimension, reading only those bytes; other tensors load whole. Names are
-// unchanged. rules come from statedict.ParseSplitRules. A rank outside
-// [0, world) makes Load fail.
-func WithRank(rank, world int, rules []statedict.SplitRule) Option {
+// unchanged. rules come from ParseSplitRules. A rank outside [0, world)
+// makes Load fail.
+func WithRank(rank, world int, rules []SplitRule) Option {
 	return func(c *config) { c.rank, c.world, c.split = rank, world, rules }
 }
 

@@ -196,7 +196,7 @@ func TestUnits(t *testing.T) {
 
 func TestConvertRootName(t *testing.T) {
 	var b bytes.Buffer
-	printConvert(&b, &convertReport{In: "in.pt", Out: "out.safetensors", Summary: &convert.Summary{Format: convert.Safetensors,
+	printConvert(&b, &convertReport{In: "in.pt", Out: "out.safetensors", ConvertSummary: &convert.Summary{Format: convert.Safetensors,
 		Dropped: []convert.Dropped{{Name: "", Type: "__main__.Net", Reason: "not a plain value; never executed"}}}})
 	if !strings.Contains(b.String(), "  (root)  __main__.Net") {
 		t.Errorf("root not named (root):\n%s", b.String())

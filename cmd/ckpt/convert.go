@@ -12,8 +12,6 @@ import (
 	"github.com/ckpt-dev/ckpt/internal/human"
 
 	"github.com/ckpt-dev/ckpt"
-	"github.com/ckpt-dev/ckpt/convert"
-	"github.com/ckpt-dev/ckpt/objstore"
 	"github.com/spf13/cobra"
 )
 
@@ -115,12 +113,12 @@ type convertReport struct {
 	GBps float64 `json:"gb_per_s"`
 	// Requests counts the HTTP requests made reading a URL source.
 	Requests *int64 `json:"requests,omitempty"`
-	*convert.Summary
+	*ckpt.ConvertSummary
 }
 
-func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []convert.Option) error {
-	var st *objstore.Store
-	ck, err := ckpt.Open(ctx, o.In, ckpt.WithObjectStore(func(s *objstore.Store) { st = s }))
+func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []ckpt.ConvertOption) error {
+	var st *ckpt.ObjectStore
+	ck, err := ckpt.Open(ctx, o.In, ckpt.WithObjectStore(func(s *ckpt.ObjectStore) { st = s }))
 	if err != nil {
 		return err
 	}
@@ -130,25 +128,25 @@ func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []conv
 		total += st.NBytes
 	}
 	bar := newProgress(s, "convert", total, o.JSON)
-	sum, err := ckpt.Convert(ctx, ck, o.Out, append(copts, convert.WithProgress(bar.Add))...)
+	sum, err := ckpt.Convert(ctx, ck, o.Out, append(copts, ckpt.ConvertWithProgress(bar.Add))...)
 	bar.Done()
-	if errors.Is(err, convert.ErrFormat) || errors.Is(err, convert.ErrOption) {
+	if errors.Is(err, ckpt.ErrOutputFormat) || errors.Is(err, ckpt.ErrConvertOption) {
 		return usageError{err: err}
 	}
-	if errors.Is(err, convert.ErrTooLarge) {
+	if errors.Is(err, ckpt.ErrOutputTooLarge) {
 		return fmt.Errorf("%s: %w", o.In, err)
 	}
 	if err != nil {
 		return err
 	}
-	if sum.Format == convert.Safetensors {
+	if sum.Format == ckpt.OutputSafetensors {
 		for _, f := range pthOnlyFlags {
 			if o.cmd != nil && o.cmd.Flags().Changed(f) {
 				fmt.Fprintf(s.Err, "ckpt: warning: --%s had no effect: the output is safetensors (%s)\n", f, pthOnlyWhy[f])
 			}
 		}
 	}
-	rep := convertReport{In: o.In, Out: o.Out, Summary: sum, Requests: requests(st)}
+	rep := convertReport{In: o.In, Out: o.Out, ConvertSummary: sum, Requests: requests(st)}
 	if sum.Seconds > 0 {
 		rep.GBps = float64(sum.Bytes) / sum.Seconds / 1e9
 	}
@@ -165,7 +163,7 @@ func printConvert(w io.Writer, r *convertReport) {
 	fmt.Fprintf(w, "%s -> %s (%s)\n", clean(r.In), clean(r.Out), r.Format)
 	fmt.Fprintf(w, "tensors: %d, data: %s, casts: %d, renamed: %d, aliases: %d, values kept: %d\n",
 		r.Tensors, human.Bytes(r.Bytes), r.Casts, r.Renamed, len(r.Aliases), len(r.Values))
-	if r.Format == convert.PyTorch {
+	if r.Format == ckpt.OutputPyTorch {
 		if r.Structure == "tree" {
 			fmt.Fprintln(w, "structure: as saved (nested dicts, lists, tuples and keys kept)")
 		} else {

@@ -3,9 +3,7 @@ package main
 import (
 	"strings"
 
-	"github.com/ckpt-dev/ckpt/convert"
-	"github.com/ckpt-dev/ckpt/dtype"
-	"github.com/ckpt-dev/ckpt/remap"
+	"github.com/ckpt-dev/ckpt"
 	"github.com/spf13/cobra"
 )
 
@@ -29,18 +27,18 @@ func (o *convertOptions) checkModeFlags(cmd *cobra.Command) error {
 
 // options turns the flags into convert options, reporting bad values as
 // usage errors.
-func (o *convertOptions) options() ([]convert.Option, error) {
-	var out []convert.Option
+func (o *convertOptions) options() ([]ckpt.ConvertOption, error) {
+	var out []ckpt.ConvertOption
 	switch o.To {
 	case "":
 	case "safetensors":
-		out = append(out, convert.WithFormat(convert.Safetensors))
+		out = append(out, ckpt.ConvertWithFormat(ckpt.OutputSafetensors))
 	case "pth", "pt", "torch":
-		out = append(out, convert.WithFormat(convert.PyTorch))
+		out = append(out, ckpt.ConvertWithFormat(ckpt.OutputPyTorch))
 	case "gguf":
-		out = append(out, convert.WithFormat(convert.GGUF))
+		out = append(out, ckpt.ConvertWithFormat(ckpt.OutputGGUF))
 	case "dcp":
-		out = append(out, convert.WithFormat(convert.DCP))
+		out = append(out, ckpt.ConvertWithFormat(ckpt.OutputDCP))
 	default:
 		return nil, usagef("--to %q: want safetensors, pth, gguf or dcp", o.To)
 	}
@@ -55,47 +53,47 @@ func (o *convertOptions) options() ([]convert.Option, error) {
 	}
 	out = append(out, gopts...)
 	if o.MapLocation != "" || o.cmd != nil && o.cmd.Flags().Changed("map-location") {
-		r, err := remap.Parse(o.MapLocation)
+		r, err := ckpt.ParseMapLocation(o.MapLocation)
 		if err != nil {
 			return nil, mapLocationError("convert", o.MapLocation, err)
 		}
-		out = append(out, convert.WithRules(r))
+		out = append(out, ckpt.ConvertWithRules(r))
 	}
 	if o.DType != "" {
-		d, ok := dtype.Parse(o.DType)
-		if !ok || (d != dtype.Float64 && d != dtype.Float32 && d != dtype.Float16 && d != dtype.BFloat16) {
+		d, ok := ckpt.ParseCastDType(o.DType)
+		if !ok {
 			return nil, usagef("--dtype %q: want bf16, f16, f32 or f64", o.DType)
 		}
-		out = append(out, convert.WithDType(d))
+		out = append(out, ckpt.ConvertWithDType(d))
 	}
-	out = append(out, convert.WithStripPrefix(o.Strip...), convert.WithOnly(o.Only...), convert.WithForce(o.Force), convert.WithSync(o.Sync),
-		convert.WithDropFloats(o.DropFloats), convert.WithAttributes(o.Attributes))
+	out = append(out, ckpt.ConvertWithStripPrefix(o.Strip...), ckpt.ConvertWithOnly(o.Only...), ckpt.ConvertWithForce(o.Force), ckpt.ConvertWithSync(o.Sync),
+		ckpt.ConvertWithDropFloats(o.DropFloats), ckpt.ConvertWithAttributes(o.Attributes))
 	for _, r := range o.Rename {
-		rn, err := convert.ParseRename(r)
+		rn, err := ckpt.ParseRename(r)
 		if err != nil {
 			return nil, usagef("--rename: %v", err)
 		}
-		out = append(out, convert.WithRename(rn))
+		out = append(out, ckpt.ConvertWithRename(rn))
 	}
 	if o.MaxShard != "" {
-		n, err := convert.ParseSize(o.MaxShard)
+		n, err := ckpt.ParseSize(o.MaxShard)
 		if err != nil {
 			return nil, usagef("--max-shard-size: %v", err)
 		}
-		out = append(out, convert.WithMaxShardSize(n))
+		out = append(out, ckpt.ConvertWithMaxShardSize(n))
 	}
 	if o.MaxMat != "" {
-		n, err := convert.ParseSize(o.MaxMat)
+		n, err := ckpt.ParseSize(o.MaxMat)
 		if err != nil {
 			return nil, usagef("--max-materialized: %v", err)
 		}
-		out = append(out, convert.WithMaxMaterialized(n))
+		out = append(out, ckpt.ConvertWithMaxMaterialized(n))
 	}
 	if o.Compress != "" {
 		if o.Compress != "zstd" {
 			return nil, usagef("--compress %q: only zstd", o.Compress)
 		}
-		out = append(out, convert.WithCompress(o.Compress))
+		out = append(out, ckpt.ConvertWithCompress(o.Compress))
 	}
 	return out, nil
 }

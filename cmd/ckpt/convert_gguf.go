@@ -7,48 +7,47 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ckpt-dev/ckpt/convert"
-	"github.com/ckpt-dev/ckpt/gguf"
+	"github.com/ckpt-dev/ckpt"
 )
 
 // ggufOptions turns --gguf-type, --gguf-meta-file and --gguf-meta (in that
 // order: a --gguf-meta entry replaces the file's) into convert options.
-func (o *convertOptions) ggufOptions() ([]convert.Option, error) {
-	var out []convert.Option
+func (o *convertOptions) ggufOptions() ([]ckpt.ConvertOption, error) {
+	var out []ckpt.ConvertOption
 	if o.GGUFType != "" {
-		out = append(out, convert.WithGGUFType(o.GGUFType))
+		out = append(out, ckpt.ConvertWithGGUFType(o.GGUFType))
 	}
-	var kvs []gguf.KV
+	var kvs []ckpt.GGUFKV
 	if o.GGUFMetaF != "" {
 		b, err := os.ReadFile(o.GGUFMetaF)
 		if err != nil {
 			return nil, err
 		}
-		if kvs, err = convert.ParseGGUFMetaJSON(b); err != nil {
+		if kvs, err = ckpt.ParseGGUFMetaJSON(b); err != nil {
 			return nil, err
 		}
 	}
 	for _, m := range o.GGUFMeta {
-		kv, err := convert.ParseGGUFMeta(m)
+		kv, err := ckpt.ParseGGUFMeta(m)
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
 		kvs = append(kvs, kv)
 	}
 	if len(kvs) > 0 {
-		out = append(out, convert.WithGGUFMetadata(kvs...))
+		out = append(out, ckpt.ConvertWithGGUFMetadata(kvs...))
 	}
 	switch o.GGUFHFDir {
 	case "none":
 	case "":
 		if dir := hfModelDir(o.In); dir != "" {
-			out = append(out, convert.WithHFModelDir(dir))
+			out = append(out, ckpt.ConvertWithHFModelDir(dir))
 		}
 	default:
 		if _, err := os.Stat(filepath.Join(o.GGUFHFDir, "config.json")); err != nil {
 			return nil, usagef("--gguf-hf-dir: %v", err)
 		}
-		out = append(out, convert.WithHFModelDir(o.GGUFHFDir))
+		out = append(out, ckpt.ConvertWithHFModelDir(o.GGUFHFDir))
 	}
 	return out, nil
 }
@@ -67,7 +66,7 @@ func hfModelDir(in string) string {
 }
 
 // printGGUFReport prints what a GGUF output of a Hugging Face model got.
-func printGGUFReport(w io.Writer, r *convert.GGUFReport) {
+func printGGUFReport(w io.Writer, r *ckpt.GGUFReport) {
 	if r == nil {
 		return
 	}

@@ -7,8 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ckpt-dev/ckpt/convert"
-	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt"
 	"github.com/spf13/pflag"
 )
 
@@ -25,7 +24,7 @@ func addPartFlags(f *pflag.FlagSet, o *convertOptions) {
 // (RANK, WORLD_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS), a Kubernetes
 // Indexed Job (JOB_COMPLETION_INDEX, with count from --part-count), in
 // that order; it says which it used.
-func partFromEnv(getenv func(string) string, count int) (convert.Part, string, error) {
+func partFromEnv(getenv func(string) string, count int) (ckpt.ConvertPart, string, error) {
 	for _, l := range []struct{ name, index, count string }{
 		{"torchrun", "RANK", "WORLD_SIZE"},
 		{"Slurm", "SLURM_PROCID", "SLURM_NTASKS"},
@@ -42,7 +41,7 @@ func partFromEnv(getenv func(string) string, count int) (convert.Part, string, e
 	}
 	if i := getenv("JOB_COMPLETION_INDEX"); i != "" {
 		if count <= 0 {
-			return convert.Part{}, "", usagef("--part auto: JOB_COMPLETION_INDEX is set but not --part-count (the Job's completions)")
+			return ckpt.ConvertPart{}, "", usagef("--part auto: JOB_COMPLETION_INDEX is set but not --part-count (the Job's completions)")
 		}
 		p, err := partOf(i, strconv.Itoa(count))
 		if err != nil {
@@ -50,26 +49,26 @@ func partFromEnv(getenv func(string) string, count int) (convert.Part, string, e
 		}
 		return p, fmt.Sprintf("Kubernetes Indexed Job: JOB_COMPLETION_INDEX=%d --part-count %d", p.Index, p.Count), nil
 	}
-	return convert.Part{}, "", usagef("--part auto: no launcher environment (RANK/WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS, JOB_COMPLETION_INDEX)")
+	return ckpt.ConvertPart{}, "", usagef("--part auto: no launcher environment (RANK/WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS, JOB_COMPLETION_INDEX)")
 }
 
-func partOf(i, n string) (convert.Part, error) {
+func partOf(i, n string) (ckpt.ConvertPart, error) {
 	idx, err1 := strconv.Atoi(strings.TrimSpace(i))
 	cnt, err2 := strconv.Atoi(strings.TrimSpace(n))
 	if err1 != nil || err2 != nil || cnt < 1 || cnt > 1<<16 || idx < 0 || idx >= cnt {
-		return convert.Part{}, fmt.Errorf("want 0 <= I < N <= 65536")
+		return ckpt.ConvertPart{}, fmt.Errorf("want 0 <= I < N <= 65536")
 	}
-	return convert.Part{Index: idx, Count: cnt}, nil
+	return ckpt.ConvertPart{Index: idx, Count: cnt}, nil
 }
 
 // parsePart parses --part: "I/N" or "auto".
-func parsePart(spec string, count int, getenv func(string) string) (convert.Part, string, error) {
+func parsePart(spec string, count int, getenv func(string) string) (ckpt.ConvertPart, string, error) {
 	if spec == "auto" {
 		return partFromEnv(getenv, count)
 	}
 	i, n, ok := strings.Cut(spec, "/")
 	if !ok {
-		return convert.Part{}, "", usagef("--part %q: want I/N (0-based I) or auto", spec)
+		return ckpt.ConvertPart{}, "", usagef("--part %q: want I/N (0-based I) or auto", spec)
 	}
 	p, err := partOf(i, n)
 	if err != nil {
@@ -80,8 +79,8 @@ func parsePart(spec string, count int, getenv func(string) string) (convert.Part
 
 // partOptions turns --dcp-ranks, --split (for dcp), --part and
 // --part-wait into convert options.
-func (o *convertOptions) partOptions() ([]convert.Option, error) {
-	var out []convert.Option
+func (o *convertOptions) partOptions() ([]ckpt.ConvertOption, error) {
+	var out []ckpt.ConvertOption
 	if o.DCPRanks != 0 {
 		if o.To != "dcp" {
 			return nil, usagef("--dcp-ranks needs --to dcp")
@@ -89,14 +88,14 @@ func (o *convertOptions) partOptions() ([]convert.Option, error) {
 		if o.DCPRanks < 1 || o.DCPRanks > 1<<16 {
 			return nil, usagef("--dcp-ranks %d: want 1 to 65536", o.DCPRanks)
 		}
-		out = append(out, convert.WithDCPRanks(o.DCPRanks))
+		out = append(out, ckpt.ConvertWithDCPRanks(o.DCPRanks))
 	}
 	switch {
 	case o.DCPFormat == "torch":
 	case o.To != "dcp":
 		return nil, usagef("--dcp-format needs --to dcp")
 	case o.DCPFormat == "safetensors":
-		out = append(out, convert.WithDCPSerialization(convert.DCPSafetensors))
+		out = append(out, ckpt.ConvertWithDCPSerialization(ckpt.DCPSafetensors))
 	default:
 		return nil, usagef("--dcp-format %q: want torch or safetensors", o.DCPFormat)
 	}
@@ -104,18 +103,18 @@ func (o *convertOptions) partOptions() ([]convert.Option, error) {
 		if o.TP != 0 {
 			return nil, usagef("--tensor-parallel writes safetensors or pth files; with --to dcp use --dcp-ranks")
 		}
-		rules, err := statedict.ParseSplitRules(o.Split)
+		rules, err := ckpt.ParseSplitRules(o.Split)
 		if err != nil {
 			return nil, usagef("--split: %v", err)
 		}
-		out = append(out, convert.WithSplit(rules))
+		out = append(out, ckpt.ConvertWithSplit(rules))
 	}
 	if o.PartWait != "" {
 		d, err := time.ParseDuration(o.PartWait)
 		if err != nil || d <= 0 {
 			return nil, usagef("--part-wait %q: want a duration like 30m", o.PartWait)
 		}
-		out = append(out, convert.WithPartWait(d))
+		out = append(out, ckpt.ConvertWithPartWait(d))
 	}
 	if o.Part == "" {
 		return out, nil
@@ -125,5 +124,5 @@ func (o *convertOptions) partOptions() ([]convert.Option, error) {
 		return nil, err
 	}
 	o.partNote = fmt.Sprintf("ckpt: part %d of %d (%s)", p.Index, p.Count, src)
-	return append(out, convert.WithPart(p)), nil
+	return append(out, ckpt.ConvertWithPart(p)), nil
 }

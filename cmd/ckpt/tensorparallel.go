@@ -11,8 +11,6 @@ import (
 	"github.com/ckpt-dev/ckpt/internal/human"
 
 	"github.com/ckpt-dev/ckpt"
-	"github.com/ckpt-dev/ckpt/convert"
-	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 const splitHelp = "tensor-parallel split rules PATTERN=DIM[,PATTERN=DIM...] (first match wins; unmatched tensors are replicated)"
@@ -33,8 +31,8 @@ rank-00000-of-0000W.safetensors to rank-0000(W-1)-of-0000W.safetensors (or
 .pth with --to pth), rank r's file holding its part of every tensor under the
 tensor's own name, and the values. ` + splitRulesDoc
 
-func parseSplit(split string) ([]statedict.SplitRule, error) {
-	rules, err := statedict.ParseSplitRules(split)
+func parseSplit(split string) ([]ckpt.SplitRule, error) {
+	rules, err := ckpt.ParseSplitRules(split)
 	if err != nil {
 		return nil, usagef("--split: %v", err)
 	}
@@ -80,13 +78,13 @@ func rankOption(rank, world int, split string) (ckpt.Option, error) {
 }
 
 type tpReport struct {
-	In    string             `json:"in"`
-	Out   string             `json:"out"`
-	World int                `json:"world_size"`
-	Ranks []*convert.Summary `json:"ranks"`
+	In    string                 `json:"in"`
+	Out   string                 `json:"out"`
+	World int                    `json:"world_size"`
+	Ranks []*ckpt.ConvertSummary `json:"ranks"`
 }
 
-func runConvertTP(ctx context.Context, s *streams, o *convertOptions, copts []convert.Option) error {
+func runConvertTP(ctx context.Context, s *streams, o *convertOptions, copts []ckpt.ConvertOption) error {
 	if o.TP < 1 {
 		return usagef("--split needs --tensor-parallel W with W >= 1")
 	}
