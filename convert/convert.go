@@ -228,10 +228,7 @@ func shards(items []*item, max int64, f Format) [][]*item {
 // is complete.
 func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...Option) (*Summary, error) {
 	start := time.Now()
-	c := &config{bufSize: DefaultBufferSize}
-	for _, o := range opts {
-		o(c)
-	}
+	c := newConfig(opts)
 	if err := c.validate(); err != nil {
 		return nil, err
 	}

@@ -38,10 +38,7 @@ func TensorParallel(ctx context.Context, ck *statedict.Checkpoint, dir string, w
 	if world < 1 {
 		return nil, fmt.Errorf("%w: a tensor-parallel world of %d ranks", ErrOption, world)
 	}
-	c := &config{}
-	for _, o := range opts {
-		o(c)
-	}
+	c := newConfig(opts)
 	if c.shard > 0 {
 		return nil, fmt.Errorf("%w: shards of tensor-parallel files", ErrOption)
 	}
