@@ -15,14 +15,6 @@ import (
 // DCP writing (issue 23): Convert with WithFormat(DCP) writes a directory
 // in torch.distributed.checkpoint's FileSystemWriter layout (package dcp).
 
-// DCP is torch.distributed.checkpoint's FileSystemWriter layout: a
-// directory with .metadata and __R_0.distcp files (see WithDCPRanks). A
-// nested input ({"model": ..., "optim": ...} saved with torch.save, or a
-// DCP directory) keeps its nesting: the fqns, planner_data paths and
-// whole-leaf values torch's default save planner would give it
-// (Summary.Structure "tree"; docs/dcp-write.md).
-const DCP Format = "dcp"
-
 // dcpOptions are the options of a DCP output and of split (--part)
 // conversions.
 type dcpOptions struct {
@@ -106,9 +98,9 @@ func (p Part) own(finals []string) []string {
 
 // checkPart refuses --part for outputs whose parts cannot be planned
 // alone: .pth shards share storages, so their sizes need the others.
-func (c *config) checkPart(f Format) error {
-	if !c.dcpOpt.part.whole() && f != Safetensors {
-		return fmt.Errorf("%w: --part splits safetensors and DCP outputs, not %s", ErrOption, f)
+func (c *config) checkPart(l *layout) error {
+	if !c.dcpOpt.part.whole() && !l.out.splits() {
+		return fmt.Errorf("%w: --part splits safetensors and DCP outputs, not %s", ErrOption, l.format)
 	}
 	return nil
 }
@@ -121,7 +113,7 @@ func (c *config) waitOtherParts(ctx context.Context, pl *plan, l *layout, groups
 	if p.whole() {
 		return nil
 	}
-	sizes, err := c.shardSizes(pl, l, groups)
+	sizes, err := l.out.sizes(c, pl, groups)
 	if err != nil {
 		return err
 	}

@@ -44,9 +44,6 @@ import (
 // metadata, tensor order and types (JSON).
 const GGUFKey = "ckpt.gguf"
 
-// GGUF is the GGUF output format (.gguf).
-const GGUF Format = "gguf"
-
 // ggufKeep is what a GGUF input (or a safetensors file written from one)
 // says about the file to rebuild.
 type ggufKeep struct {

@@ -17,14 +17,8 @@ import (
 	"github.com/ckpt-dev/ckpt/remap"
 )
 
-// Format is an output format.
+// Format is an output format: Safetensors, PyTorch, GGUF or DCP.
 type Format string
-
-// The output formats.
-const (
-	Safetensors Format = "safetensors"
-	PyTorch     Format = "pth"
-)
 
 // DefaultBufferSize is the size of the copy buffers that sit between the
 // source and the output: the cast buffer, the zip writer's buffer when the

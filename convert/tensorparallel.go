@@ -46,8 +46,8 @@ func TensorParallel(ctx context.Context, ck *statedict.Checkpoint, dir string, w
 		return nil, err
 	}
 	ext := ".safetensors"
-	if c.format == PyTorch {
-		ext = ".pth"
+	if o, ok := outputs[c.format]; ok {
+		ext = o.rankExt()
 	}
 	join := filepath.Join
 	if c.dest != nil {
