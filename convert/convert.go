@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -14,9 +13,7 @@ import (
 
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/atomicfile"
-	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
-	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
 // Summary reports what Convert wrote.
@@ -64,6 +61,7 @@ type Summary struct {
 // layout is where the output goes.
 type layout struct {
 	format Format
+	out    fileOutput // the format's writer; nil for DCP
 	dir    string
 	single string // path of a single output file ("" when sharded)
 	stem   string // shard name stem: "model", "pytorch_model"
@@ -76,42 +74,26 @@ type layout struct {
 	mkdir       bool // dir may be created (a directory or an index was named)
 }
 
-// resolveLayout works out the format and the output paths.
-func resolveLayout(out string, c *config) (*layout, error) {
-	l := &layout{format: c.format}
-	var isDir bool
+// isDir reports whether out names a directory: an existing one, or a
+// name ending in a separator (a Destination's prefix, or "").
+func (c *config) isDir(out string) bool {
+	if c.dest != nil {
+		return out == "" || strings.HasSuffix(out, "/")
+	}
+	fi, err := os.Stat(out)
+	return err == nil && fi.IsDir() || strings.HasSuffix(out, string(os.PathSeparator))
+}
+
+// resolveLayout works out the output paths of format f written by o.
+func resolveLayout(out string, c *config, f Format, o fileOutput) (*layout, error) {
+	l := &layout{format: f, out: o}
 	p := c.paths()
-	if c.dest == nil {
-		fi, err := os.Stat(out)
-		isDir = err == nil && fi.IsDir() || strings.HasSuffix(out, string(os.PathSeparator))
-	} else {
-		isDir = out == "" || strings.HasSuffix(out, "/")
-	}
-	if l.format == "" {
-		f, ok := formatFor(out)
-		if !ok && !isDir {
-			return nil, fmt.Errorf("%w: cannot tell the format of %q from its name (use --to)", ErrFormat, out)
-		}
-		l.format = f
-		if !ok {
-			l.format = Safetensors
-		}
-	}
-	if l.format != Safetensors && l.format != PyTorch && l.format != GGUF {
-		return nil, fmt.Errorf("%w: %q", ErrFormat, l.format)
-	}
-	l.stem, l.ext = "model", ".safetensors"
-	switch l.format {
-	case PyTorch:
-		l.stem, l.ext = "pytorch_model", ".bin"
-	case GGUF:
-		l.ext = ".gguf"
-		if c.shard > 0 || c.compress != "" || strings.HasSuffix(out, ".index.json") {
-			return nil, fmt.Errorf("%w: a GGUF output is one file: no --max-shard-size, --compress or index", ErrOption)
-		}
+	l.stem, l.ext = o.names()
+	if err := o.checkLayout(c, out); err != nil {
+		return nil, err
 	}
 	switch {
-	case isDir:
+	case c.isDir(out):
 		if c.compress != "" {
 			return nil, fmt.Errorf("%w: --compress needs a file name, not a directory", ErrOption)
 		}
@@ -182,7 +164,7 @@ func (l *layout) makeDir() (undo func(), err error) {
 
 // shards splits the items into groups of at most max bytes, keeping
 // tensors of one storage together for .pth output.
-func shards(items []*item, max int64, f Format) [][]*item {
+func shards(items []*item, max int64, byStorages bool) [][]*item {
 	if max <= 0 {
 		return [][]*item{items}
 	}
@@ -193,7 +175,7 @@ func shards(items []*item, max int64, f Format) [][]*item {
 	var units []*unit
 	byStorage := map[*statedict.Storage]*unit{}
 	for _, it := range items {
-		if f == PyTorch {
+		if byStorages {
 			if u, ok := byStorage[it.src.Storage]; ok {
 				u.items = append(u.items, it)
 				continue
@@ -228,10 +210,7 @@ func shards(items []*item, max int64, f Format) [][]*item {
 // is complete.
 func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...Option) (*Summary, error) {
 	start := time.Now()
-	c := &config{bufSize: DefaultBufferSize}
-	for _, o := range opts {
-		o(c)
-	}
+	c := newConfig(opts)
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -243,31 +222,34 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	}
 	c.checks = newSourceChecks(ck)
 	c.initWriteBack()
-	if c.format == DCP {
-		return c.convertDCP(ctx, ck, out, start)
+	o, err := c.pickOutput(out)
+	if err != nil {
+		return nil, err
 	}
-	l, err := resolveLayout(out, c)
+	return o.convert(ctx, c, ck, out, start)
+}
+
+// convertFiles is Convert for the file outputs (fileOutput): one file, or
+// shards and an index, of format f written by o.
+func (c *config) convertFiles(ctx context.Context, ck *statedict.Checkpoint, out string, start time.Time, f Format, o fileOutput) (*Summary, error) {
+	l, err := resolveLayout(out, c, f, o)
 	if err != nil {
 		return nil, err
 	}
 	if c.ggufKeep, err = ggufSource(ck); err != nil {
 		return nil, err
 	}
-	if l.format == GGUF {
-		if err := c.ggufPrepare(ck); err != nil {
-			return nil, err
-		}
+	if err := o.prepare(c, ck); err != nil {
+		return nil, err
 	}
-	p, err := makePlan(ck, c, l.format)
+	p, err := makePlan(ck, c, f)
 	if err != nil {
 		return nil, err
 	}
-	if l.format == Safetensors {
-		if err := c.checkMaterialized(ck, p.items); err != nil {
-			return nil, err
-		}
+	if err := o.checkPlan(c, ck, p.items); err != nil {
+		return nil, err
 	}
-	groups := shards(p.items, c.shard, l.format)
+	groups := shards(p.items, c.shard, o.storageShards())
 	var finals []string
 	if len(groups) == 1 && !l.indexed {
 		finals = []string{l.single}
@@ -280,7 +262,7 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 			l.index = c.paths().join(l.dir, l.stem+l.ext+".index.json")
 		}
 	}
-	if err := c.checkPart(l.format); err != nil {
+	if err := c.checkPart(l); err != nil {
 		return nil, err
 	}
 	if c.dest != nil {
@@ -360,7 +342,7 @@ func newSummary(p *plan, l *layout) *Summary {
 	}
 	for _, v := range p.values {
 		sum.Values = append(sum.Values, v.name)
-		if _, ok := v.v.(float64); ok && l.format == PyTorch {
+		if _, ok := v.v.(float64); ok && outputs[l.format].countsFloats() {
 			sum.Floats++
 		}
 	}
@@ -375,16 +357,11 @@ func newSummary(p *plan, l *layout) *Summary {
 // readers lack.
 func (sum *Summary) tally(p *plan, l *layout) {
 	sum.Torch2DTypes, sum.RecentCodes = []string{}, []string{}
+	o := outputs[l.format]
 	newDTypes := map[dtype.DType]bool{}
 	for _, it := range p.items {
 		if !newDTypes[it.dtype] {
-			code, _ := it.dtype.Safetensors()
-			switch {
-			case l.format == PyTorch && torchzip.Torch2DType(it.dtype):
-				sum.Torch2DTypes = append(sum.Torch2DTypes, it.dtype.String())
-			case l.format == Safetensors && safetensors.Recent(code):
-				sum.RecentCodes = append(sum.RecentCodes, code)
-			}
+			o.tally(sum, it.dtype)
 			newDTypes[it.dtype] = true
 		}
 		sum.Tensors++
@@ -399,11 +376,11 @@ func (sum *Summary) tally(p *plan, l *layout) {
 
 // writeFile writes one output file to a finished (synced, closed)
 // temporary file, which the caller commits or discards.
-func (c *config) writeFile(ctx context.Context, final string, f Format, items []*item, values []value, tr *tree, md map[string]string) (*tempFile, int64, error) {
+func (c *config) writeFile(ctx context.Context, final string, o fileOutput, items []*item, values []value, tr *tree, md map[string]string) (*tempFile, int64, error) {
 	var head int64
-	if f == Safetensors && c.compress == "" && c.dest != nil {
+	if c.dest != nil {
 		var err error
-		if head, err = safetensorsHeadLen(items, md); err != nil {
+		if head, err = o.headLen(c, items, md); err != nil {
 			return nil, 0, writeErr(c.destName(final), err)
 		}
 	}
@@ -412,57 +389,7 @@ func (c *config) writeFile(ctx context.Context, final string, f Format, items []
 		return nil, 0, err
 	}
 	final = t.final
-	var n int64
-	switch {
-	case f == GGUF:
-		bw := c.output(t)
-		n, err = c.writeGGUF(ctx, bw, items)
-		if err == nil {
-			err = bw.Flush()
-		}
-	case f == PyTorch:
-		bw := c.output(t)
-		var w io.Writer = bw
-		var enc io.WriteCloser
-		if c.compress == "zstd" {
-			enc, err = newZstd(bw)
-			if err != nil {
-				return t, 0, err
-			}
-			w = enc
-		}
-		n, err = c.writePth(ctx, w, items, values, tr)
-		if err == nil && enc != nil {
-			err = enc.Close()
-		}
-		if err == nil {
-			err = bw.Flush()
-		}
-	case c.compress == "zstd":
-		// The digests are patched into the header after the data, so the
-		// plain file is written first, then compressed.
-		var plain *tempFile
-		if c.dest != nil {
-			// Staged in the local temporary directory.
-			plain, err = createTemp(filepath.Join(os.TempDir(), "ckpt-plain.safetensors"), atomicfile.Unlimited())
-		} else {
-			plain, err = createTemp(final, atomicfile.Unlimited())
-		}
-		if err != nil {
-			return t, 0, err
-		}
-		defer plain.discard()
-		n, err = c.writeSafetensors(ctx, plain, items, md)
-		if err == nil {
-			bw := c.output(t)
-			err = compressFile(ctx, bw, plain.file.OS())
-			if err == nil {
-				err = bw.Flush()
-			}
-		}
-	default:
-		n, err = c.writeSafetensors(ctx, t, items, md)
-	}
+	n, err := o.write(ctx, c, t, items, values, tr, md)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return t, 0, fmt.Errorf("convert: interrupted; %s not written: %w", final, err)
@@ -482,7 +409,7 @@ func (c *config) writeFile(ctx context.Context, final string, f Format, items []
 // and those made so far on error, for the caller to discard.
 func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups [][]*item, outs, finals []string, index string) ([]*tempFile, int64, error) {
 	var temps []*tempFile
-	md, err := c.outputMeta(p, l)
+	md, err := l.out.metadata(c, p)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -500,7 +427,7 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 			}
 			continue
 		}
-		t, n, err := c.writeFile(ctx, outs[i], l.format, g, values, p.tree, md)
+		t, n, err := c.writeFile(ctx, outs[i], l.out, g, values, p.tree, md)
 		if t != nil {
 			temps = append(temps, t)
 		}
@@ -532,25 +459,6 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 		return temps, 0, writeErr(c.destName(l.index), err)
 	}
 	return temps, total, t.finish()
-}
-
-// outputMeta returns the metadata of the output files: the plan's, and
-// for safetensors from a GGUF input that input's header.
-func (c *config) outputMeta(p *plan, l *layout) (map[string]string, error) {
-	md, err := p.metadata()
-	if err != nil {
-		return nil, err
-	}
-	if c.ggufKeep != nil && l.format == Safetensors {
-		// A GGUF input's header rides along, for a GGUF rebuilt from
-		// this output (see GGUFKey).
-		b, err := json.Marshal(c.ggufKeep)
-		if err != nil {
-			return nil, err
-		}
-		md[GGUFKey] = string(b)
-	}
-	return md, nil
 }
 
 // destName returns how messages name the output final.

@@ -122,32 +122,3 @@ func (c *config) outSize(ctx context.Context, f string) (int64, bool, error) {
 	}
 	return sd.Size(ctx, f)
 }
-
-// shardSizes returns the size of each shard of a split safetensors output
-// as writeSafetensors writes it: its header, digests included (their
-// length does not depend on their values), then the tensors' bytes; -1
-// (any size) for other outputs.
-func (c *config) shardSizes(p *plan, l *layout, groups [][]*item) ([]int64, error) {
-	sizes := make([]int64, len(groups))
-	if l.format != Safetensors || c.compress != "" {
-		for i := range sizes {
-			sizes[i] = -1
-		}
-		return sizes, nil
-	}
-	md, err := c.outputMeta(p, l)
-	if err != nil {
-		return nil, err
-	}
-	for i, g := range groups {
-		n, err := safetensorsHeadLen(g, md)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range g {
-			n += it.nbytes()
-		}
-		sizes[i] = n
-	}
-	return sizes, nil
-}

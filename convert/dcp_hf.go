@@ -45,7 +45,7 @@ const (
 // WithDCPSerialization chooses the layout of a DCP output (default
 // DCPTorchSave).
 func WithDCPSerialization(s DCPSerialization) Option {
-	return func(c *config) { c.dcpOpt.serialization = s }
+	return func(c *options) { c.dcpOpt.serialization = s }
 }
 
 // hfDCPFile is the name of rank r's file when ranks > 1, else of the

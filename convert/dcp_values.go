@@ -105,7 +105,7 @@ func (vc *valueCheck) container(v any, depth int) string {
 // storage of its own, keyed by its index in tensors. nil when a tensor is
 // not written (left out, or a storage saved as a value), or the leaf holds
 // an object ckpt does not write.
-func tensorValue(l torchLeaf, byName map[string]*item) (any, []*item) {
+func tensorValue(l dcp.Leaf, byName map[string]*item) (any, []*item) {
 	var tensors []*item
 	var cp func(v any, name string, depth int) (any, bool)
 	seq := func(items []any, name string, depth int) ([]any, bool) {
@@ -157,7 +157,7 @@ func tensorValue(l torchLeaf, byName map[string]*item) (any, []*item) {
 		}
 		return v, true
 	}
-	out, ok := cp(l.v, l.name, 0)
+	out, ok := cp(l.Value, l.Name, 0)
 	if !ok || len(tensors) == 0 {
 		return nil, nil
 	}

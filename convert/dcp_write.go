@@ -15,14 +15,6 @@ import (
 // DCP writing (issue 23): Convert with WithFormat(DCP) writes a directory
 // in torch.distributed.checkpoint's FileSystemWriter layout (package dcp).
 
-// DCP is torch.distributed.checkpoint's FileSystemWriter layout: a
-// directory with .metadata and __R_0.distcp files (see WithDCPRanks). A
-// nested input ({"model": ..., "optim": ...} saved with torch.save, or a
-// DCP directory) keeps its nesting: the fqns, planner_data paths and
-// whole-leaf values torch's default save planner would give it
-// (Summary.Structure "tree"; docs/dcp-write.md).
-const DCP Format = "dcp"
-
 // dcpOptions are the options of a DCP output and of split (--part)
 // conversions.
 type dcpOptions struct {
@@ -54,20 +46,20 @@ func (p Part) mine(i int) bool { return p.whole() || i%p.Count == p.Index }
 // deterministic plan balancing their bytes (largest first, each to the
 // rank with the fewest bytes so far; ties to the lowest rank), or split
 // into chunks by WithSplit. Default 1.
-func WithDCPRanks(ranks int) Option { return func(c *config) { c.dcpOpt.ranks = ranks } }
+func WithDCPRanks(ranks int) Option { return func(c *options) { c.dcpOpt.ranks = ranks } }
 
 // WithSplit splits, in a DCP output of several ranks, each tensor a rule
 // matches along the rule's dimension into one chunk per rank, placed as
 // torch.chunk and DTensor's Shard place them (statedict.ChunkRange), as a
 // tensor-parallel model saves them; chunk R goes to rank R.
 func WithSplit(rules []statedict.SplitRule) Option {
-	return func(c *config) { c.dcpOpt.split = rules }
+	return func(c *options) { c.dcpOpt.split = rules }
 }
 
 // WithPart makes Convert write only part p of a sharded output (DCP with
 // several ranks, or sharded safetensors or .pth): see Part. Part 0 waits
 // up to WithPartWait for the others' files before writing the index.
-func WithPart(p Part) Option { return func(c *config) { c.dcpOpt.part = p } }
+func WithPart(p Part) Option { return func(c *options) { c.dcpOpt.part = p } }
 
 // DefaultPartWait is how long part 0 waits for the other parts' files.
 const DefaultPartWait = time.Hour
@@ -75,7 +67,7 @@ const DefaultPartWait = time.Hour
 // WithPartWait sets how long part 0 waits for the other parts' files
 // before it writes the index (default DefaultPartWait); past it, Convert
 // fails with ErrPartMissing.
-func WithPartWait(d time.Duration) Option { return func(c *config) { c.dcpOpt.partWait = d } }
+func WithPartWait(d time.Duration) Option { return func(c *options) { c.dcpOpt.partWait = d } }
 
 // ErrPartMissing reports that part 0 gave up waiting for a file another
 // part writes.
@@ -106,9 +98,9 @@ func (p Part) own(finals []string) []string {
 
 // checkPart refuses --part for outputs whose parts cannot be planned
 // alone: .pth shards share storages, so their sizes need the others.
-func (c *config) checkPart(f Format) error {
-	if !c.dcpOpt.part.whole() && f != Safetensors {
-		return fmt.Errorf("%w: --part splits safetensors and DCP outputs, not %s", ErrOption, f)
+func (c *config) checkPart(l *layout) error {
+	if !c.dcpOpt.part.whole() && !l.out.splits() {
+		return fmt.Errorf("%w: --part splits safetensors and DCP outputs, not %s", ErrOption, l.format)
 	}
 	return nil
 }
@@ -121,7 +113,7 @@ func (c *config) waitOtherParts(ctx context.Context, pl *plan, l *layout, groups
 	if p.whole() {
 		return nil
 	}
-	sizes, err := c.shardSizes(pl, l, groups)
+	sizes, err := l.out.sizes(c, pl, groups)
 	if err != nil {
 		return err
 	}

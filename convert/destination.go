@@ -65,7 +65,7 @@ type Output interface {
 // bytes are first written to a temporary file in the local temporary
 // directory ($TMPDIR) because the digests are patched into the header
 // after the data, before compression.
-func WithDestination(d Destination) Option { return func(c *config) { c.dest = d } }
+func WithDestination(d Destination) Option { return func(c *options) { c.dest = d } }
 
 // remoteWriter is an Output as the writer of a tempFile; its buffering is
 // the Output's own, so Flush has nothing to do.

@@ -32,7 +32,7 @@ func FuzzParseRename(f *testing.F) {
 		if err != nil {
 			return
 		}
-		c := &config{renames: []Rename{r}}
+		c := &config{options: options{renames: []Rename{r}}}
 		_ = c.newName(name)
 	})
 }

@@ -44,9 +44,6 @@ import (
 // metadata, tensor order and types (JSON).
 const GGUFKey = "ckpt.gguf"
 
-// GGUF is the GGUF output format (.gguf).
-const GGUF Format = "gguf"
-
 // ggufKeep is what a GGUF input (or a safetensors file written from one)
 // says about the file to rebuild.
 type ggufKeep struct {
@@ -64,11 +61,11 @@ type ggufEntry struct {
 // WithGGUFType sets the ggml type of a GGUF output's weights: f32, f16,
 // bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (what ggml.Quantize
 // writes); see GGUF for the tensors that keep another type.
-func WithGGUFType(name string) Option { return func(c *config) { c.ggufType = name } }
+func WithGGUFType(name string) Option { return func(c *options) { c.ggufType = name } }
 
 // WithGGUFMetadata adds (or replaces) metadata entries of a GGUF output.
 func WithGGUFMetadata(kvs ...gguf.KV) Option {
-	return func(c *config) { c.ggufMeta = append(c.ggufMeta, kvs...) }
+	return func(c *options) { c.ggufMeta = append(c.ggufMeta, kvs...) }
 }
 
 // ParseGGUFMeta parses a --gguf-meta argument: KEY=VALUE, the type

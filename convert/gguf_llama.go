@@ -52,7 +52,7 @@ import (
 // gets llama.cpp's tensor names, Q/K permutation and hyperparameters (see
 // GGUF). Other outputs ignore it, and so does a GGUF output of a GGUF
 // input.
-func WithHFModelDir(dir string) Option { return func(c *config) { c.hfDir = dir } }
+func WithHFModelDir(dir string) Option { return func(c *options) { c.hfDir = dir } }
 
 // GGUFReport says what a GGUF output of a Hugging Face model got.
 type GGUFReport struct {

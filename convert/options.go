@@ -17,14 +17,8 @@ import (
 	"github.com/ckpt-dev/ckpt/remap"
 )
 
-// Format is an output format.
+// Format is an output format: Safetensors, PyTorch, GGUF or DCP.
 type Format string
-
-// The output formats.
-const (
-	Safetensors Format = "safetensors"
-	PyTorch     Format = "pth"
-)
 
 // DefaultBufferSize is the size of the copy buffers that sit between the
 // source and the output: the cast buffer, the zip writer's buffer when the
@@ -78,7 +72,9 @@ func ParseSize(s string) (int64, error) {
 	return int64(v * mult), nil
 }
 
-type config struct {
+// options are the settings the functional options make; nothing changes
+// them once Convert has applied the options.
+type options struct {
 	format   Format
 	rules    remap.Rules
 	hasRules bool
@@ -91,8 +87,7 @@ type config struct {
 	maxMaterialized int64
 	compress        string
 	force           bool
-	sync            bool          // WithSync
-	pageCache       *atomic.Int64 // initWriteBack: output bytes that may go to the page cache; nil with WithSync
+	sync            bool // WithSync
 	dropFloats      bool
 	attributes      bool
 	progress        func(int64)
@@ -103,10 +98,30 @@ type config struct {
 	ggufMeta        []gguf.KV // WithGGUFMetadata
 	hfDir           string    // WithHFModelDir
 
-	dcpOpt   dcpOptions    // DCP output and --part (dcp_write.go)
-	checks   *sourceChecks // set by Convert
-	ggufKeep *ggufKeep     // set by Convert: a GGUF input's header, for GGUF and safetensors outputs
-	ggufArch *hfArch       // set by Convert: a GGUF output's Hugging Face architecture (gguf_llama.go)
+	dcpOpt dcpOptions // DCP output and --part (dcp_write.go)
+}
+
+// runState is what one conversion works out as it goes.
+type runState struct {
+	pageCache *atomic.Int64 // initWriteBack: output bytes that may go to the page cache; nil with WithSync
+	checks    *sourceChecks // the source's digests and CRCs to check as it is read
+	ggufKeep  *ggufKeep     // a GGUF input's header, for GGUF and safetensors outputs
+	ggufArch  *hfArch       // a GGUF output's Hugging Face architecture (gguf_llama.go)
+}
+
+// config is one conversion: its options and its state.
+type config struct {
+	options
+	runState
+}
+
+// newConfig applies opts over the defaults.
+func newConfig(opts []Option) *config {
+	c := &config{options: options{bufSize: DefaultBufferSize}}
+	for _, o := range opts {
+		o(&c.options)
+	}
+	return c
 }
 
 // progressAdd reports n bytes of progress.
@@ -117,41 +132,41 @@ func (c *config) progressAdd(n int64) {
 }
 
 // Option configures Convert.
-type Option func(*config)
+type Option func(*options)
 
 // WithFormat sets the output format; without it the format follows the
 // output's extension (.safetensors; .pt, .pth, .bin, .ckpt; a trailing
 // .zst and .index.json are looked through).
-func WithFormat(f Format) Option { return func(c *config) { c.format = f } }
+func WithFormat(f Format) Option { return func(c *options) { c.format = f } }
 
 // WithRules retags storages for .pth output: each storage's location tag
 // becomes rules.Target(tag). Without it tags are kept as saved.
 func WithRules(r remap.Rules) Option {
-	return func(c *config) { c.rules, c.hasRules = r, true }
+	return func(c *options) { c.rules, c.hasRules = r, true }
 }
 
 // WithDType casts floating tensors to d (Float64, Float32, Float16 or
 // BFloat16).
-func WithDType(d dtype.DType) Option { return func(c *config) { c.dtype = d } }
+func WithDType(d dtype.DType) Option { return func(c *options) { c.dtype = d } }
 
 // WithStripPrefix removes prefix from the start of every name that has
 // it; several prefixes are tried in order, each once ("module.",
 // "_orig_mod.").
 func WithStripPrefix(prefix ...string) Option {
-	return func(c *config) { c.strip = append(c.strip, prefix...) }
+	return func(c *options) { c.strip = append(c.strip, prefix...) }
 }
 
 // WithRename applies rename rules, in order, after prefix stripping.
-func WithRename(r ...Rename) Option { return func(c *config) { c.renames = append(c.renames, r...) } }
+func WithRename(r ...Rename) Option { return func(c *options) { c.renames = append(c.renames, r...) } }
 
 // WithOnly keeps only the tensors and values whose source name matches
 // one of the globs (path.Match syntax; "*" also matches dots).
-func WithOnly(glob ...string) Option { return func(c *config) { c.only = append(c.only, glob...) } }
+func WithOnly(glob ...string) Option { return func(c *options) { c.only = append(c.only, glob...) } }
 
 // WithMaxShardSize splits the output into shards of at most n bytes of
 // tensor data (a single larger tensor gets a shard of its own), in the
 // Hugging Face layout with an index.json.
-func WithMaxShardSize(n int64) Option { return func(c *config) { c.shard = n } }
+func WithMaxShardSize(n int64) Option { return func(c *options) { c.shard = n } }
 
 // WithMaxMaterialized bounds the tensor bytes of a safetensors output to
 // n. Safetensors holds every tensor contiguous, so an overlapping view (a
@@ -161,10 +176,10 @@ func WithMaxShardSize(n int64) Option { return func(c *config) { c.shard = n } }
 // naming the tensor that grows most. The default is the larger of
 // DefaultMaxMaterialized (1 GiB) and MaterializedFactor (64) times the
 // input's storage bytes; .pth output keeps views and is not bounded.
-func WithMaxMaterialized(n int64) Option { return func(c *config) { c.maxMaterialized = n } }
+func WithMaxMaterialized(n int64) Option { return func(c *options) { c.maxMaterialized = n } }
 
 // WithCompress compresses the output; "zstd" is the only codec.
-func WithCompress(codec string) Option { return func(c *config) { c.compress = codec } }
+func WithCompress(codec string) Option { return func(c *options) { c.compress = codec } }
 
 // WithDropFloats leaves float values out of .pth output, and with them
 // every other value torch 1.13's torch.load(weights_only=True) cannot read
@@ -173,13 +188,13 @@ func WithCompress(codec string) Option { return func(c *config) { c.compress = c
 // weights_only loaders read floats from torch 2.0 on, and the others on
 // the torch 2.x releases whose allowlist names them. Dropped values are
 // listed in the Summary.
-func WithDropFloats(drop bool) Option { return func(c *config) { c.dropFloats = drop } }
+func WithDropFloats(drop bool) Option { return func(c *options) { c.dropFloats = drop } }
 
 // WithAttributes writes a TorchScript module's plain tensor attributes
 // (statedict.Tensor.Attribute: not parameters or buffers, so not in
 // ScriptModule.state_dict()) too. Without it they are dropped, and listed
 // in the Summary as dropped.
-func WithAttributes(keep bool) Option { return func(c *config) { c.attributes = keep } }
+func WithAttributes(keep bool) Option { return func(c *options) { c.attributes = keep } }
 
 // WithSync(true) has every local output file on the disk before Convert
 // returns: written with direct I/O where the filesystem allows, and synced
@@ -192,18 +207,18 @@ func WithAttributes(keep bool) Option { return func(c *config) { c.attributes = 
 // meet the kernel's dirty-page throttling. Summary.Synced says which was
 // done. Object-store outputs are unaffected: each is complete when the
 // store acknowledges it.
-func WithSync(sync bool) Option { return func(c *config) { c.sync = sync } }
+func WithSync(sync bool) Option { return func(c *options) { c.sync = sync } }
 
 // WithForce allows replacing existing output files.
-func WithForce(force bool) Option { return func(c *config) { c.force = force } }
+func WithForce(force bool) Option { return func(c *options) { c.force = force } }
 
 // WithProgress calls fn with the number of source bytes read, as the
 // conversion goes (for a callback like a progress bar).
-func WithProgress(fn func(n int64)) Option { return func(c *config) { c.progress = fn } }
+func WithProgress(fn func(n int64)) Option { return func(c *options) { c.progress = fn } }
 
 // WithBufferSize sets the copy buffer size (default DefaultBufferSize).
 func WithBufferSize(n int) Option {
-	return func(c *config) {
+	return func(c *options) {
 		if n >= 4096 {
 			c.bufSize = n
 		}
@@ -214,10 +229,10 @@ func WithBufferSize(n int) Option {
 // metering or fault injection. Errors of the wrapped writer abort the
 // conversion and leave no output.
 func WithOutputWrapper(wrap func(io.Writer) io.Writer) Option {
-	return func(c *config) { c.wrap = wrap }
+	return func(c *options) { c.wrap = wrap }
 }
 
-func (c *config) validate() error {
+func (c *options) validate() error {
 	if c.ggufType != "" {
 		t, err := ggml.ParseType(c.ggufType)
 		if err != nil || !ggml.CanQuantize(t) || t == ggml.Q8_K {
@@ -269,9 +284,5 @@ func formatFor(name string) (Format, bool) {
 // (WithForce(true)), for callers that write convert's output elsewhere
 // afterwards (an upload) and must apply the same rule there.
 func Forced(opts ...Option) bool {
-	c := &config{}
-	for _, o := range opts {
-		o(c)
-	}
-	return c.force
+	return newConfig(opts).force
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"math/big"
 	"path"
 	"slices"
 	"sort"
@@ -13,10 +12,8 @@ import (
 	"strings"
 
 	"github.com/ckpt-dev/ckpt/dtype"
-	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
-	"github.com/ckpt-dev/ckpt/torchzip"
 	"github.com/ckpt-dev/ckpt/verify"
 )
 
@@ -118,36 +115,6 @@ func castStorages(ck *statedict.Checkpoint, to dtype.DType) map[*statedict.Stora
 	return cast
 }
 
-// unsupported says why a tensor cannot be written to the format, or "".
-func unsupported(t *statedict.Tensor, f Format) string {
-	switch {
-	case t.Storage == nil || t.Meta:
-		return "tensor without data (meta)"
-	case t.Quant != nil || t.DType.IsQuantized():
-		return "quantized tensor"
-	case t.Layout != "" && t.Layout != statedict.Strided:
-		return "sparse tensor part (" + string(t.Layout) + ")"
-	case t.Subclass != "" && t.DTensor == nil: // a whole DTensor is written as its local tensor
-		return "tensor subclass " + t.Subclass
-	case t.NumEl() < 0:
-		return "size overflows"
-	}
-	if f == GGUF {
-		return ggufUnsupported(t)
-	}
-	if f == Safetensors {
-		if code, ok := t.DType.Safetensors(); !ok || !knownSafetensors(code) {
-			return "safetensors has no dtype for " + t.DType.String()
-		}
-		if _, ok := dtype.SafetensorsShape(t.DType, t.Shape); !ok {
-			return "safetensors F4 cannot hold a 0-dim " + t.DType.String() + " tensor (two values, no last dimension)"
-		}
-	} else if t.Storage.DType.StorageClass() == "" && !torchzip.Torch2DType(t.Storage.DType) {
-		return "torch has no storage for " + t.Storage.DType.String()
-	}
-	return ""
-}
-
 // DefaultMaxMaterialized is the floor of the default bound on what a
 // safetensors output may hold (WithMaxMaterialized): the larger of 1 GiB
 // and MaterializedFactor times the bytes of the input's storages.
@@ -244,6 +211,7 @@ func knownSafetensors(code string) bool {
 // For .pth output it writes the source's object tree when it can (see
 // useTree and treePlan), and a flat state dict otherwise.
 func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
+	fo := outputs[f]
 	// torch.load refuses a file with an invalid sparse tensor; so does
 	// convert, though it drops sparse tensors from its output.
 	for _, t := range ck.Tensors {
@@ -276,7 +244,7 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 		if !c.selected(t.Name) {
 			continue
 		}
-		if why := unsupported(t, f); why != "" {
+		if why := fo.unsupported(t); why != "" {
 			p.dropped = append(p.dropped, Dropped{Name: t.Name, Type: "tensor", Reason: why})
 			continue
 		}
@@ -294,7 +262,7 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 		}
 		p.items = append(p.items, it)
 	}
-	if f == PyTorch {
+	if fo.aliases() == aliasRestore {
 		if err := p.restoreAliases(ck, c, claim); err != nil {
 			return nil, err
 		}
@@ -303,10 +271,7 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 		if !c.selected(o.Name) {
 			continue
 		}
-		v, why := plainValue(o.Value, f, c.dropFloats)
-		if f == GGUF {
-			why = "GGUF holds tensors and typed metadata only (values go in with --gguf-meta)"
-		}
+		v, why := fo.value(o.Value, c.dropFloats)
 		if why != "" {
 			p.dropped = append(p.dropped, Dropped{Name: o.Name, Type: o.Type, Reason: why})
 			continue
@@ -331,39 +296,10 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 		}
 		return nil, ErrNothing
 	}
-	if f == Safetensors || f == GGUF {
+	if fo.aliases() == aliasDedupe {
 		p.dedupe()
 	}
 	return p, nil
-}
-
-// plainValue returns the value to write for a non-tensor leaf of a flat
-// state dict, or why it cannot be written.
-func plainValue(v any, f Format, dropFloats bool) (any, string) {
-	switch x := v.(type) {
-	case nil, bool, int64, string:
-		return x, ""
-	case *big.Int:
-		if f == Safetensors {
-			return x.String(), "" // JSON numbers this large lose precision in most readers
-		}
-		if (x.BitLen()+8)/8 > 255 {
-			return nil, fmt.Sprintf("integer of %d bits: longer than LONG1 can write", x.BitLen())
-		}
-		return x, ""
-	case float64:
-		if f == PyTorch || f == DCP {
-			if dropFloats {
-				return nil, "float: dropped for torch 1.13's weights_only loader (--drop-floats)"
-			}
-			return x, ""
-		}
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return fmt.Sprint(x), ""
-		}
-		return x, ""
-	}
-	return nil, fmt.Sprintf("%s values are not kept", pickle.TypeName(v))
 }
 
 // dedupe drops tensors identical to another (same storage, dtype, offset,

@@ -38,10 +38,7 @@ func TensorParallel(ctx context.Context, ck *statedict.Checkpoint, dir string, w
 	if world < 1 {
 		return nil, fmt.Errorf("%w: a tensor-parallel world of %d ranks", ErrOption, world)
 	}
-	c := &config{}
-	for _, o := range opts {
-		o(c)
-	}
+	c := newConfig(opts)
 	if c.shard > 0 {
 		return nil, fmt.Errorf("%w: shards of tensor-parallel files", ErrOption)
 	}
@@ -49,8 +46,8 @@ func TensorParallel(ctx context.Context, ck *statedict.Checkpoint, dir string, w
 		return nil, err
 	}
 	ext := ".safetensors"
-	if c.format == PyTorch {
-		ext = ".pth"
+	if o, ok := outputs[c.format]; ok {
+		ext = o.rankExt()
 	}
 	join := filepath.Join
 	if c.dest != nil {

@@ -25,7 +25,7 @@ type tree struct {
 // useTree reports whether .pth output writes the source's object tree:
 // when there is one and no option changes the naming.
 func (c *config) useTree(ck *statedict.Checkpoint, f Format) bool {
-	return f == PyTorch && ck.Root != nil && len(c.strip) == 0 && len(c.renames) == 0 &&
+	return outputs[f].keepsTree() && ck.Root != nil && len(c.strip) == 0 && len(c.renames) == 0 &&
 		len(c.only) == 0 && c.shard == 0
 }
 

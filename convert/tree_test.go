@@ -214,7 +214,7 @@ func TestTreePlanRules(t *testing.T) {
 	if err != nil || p.tree == nil || p.tree.newer != 5 || p.tree.floats != 3 {
 		t.Fatalf("without WithDropFloats: %v", err)
 	}
-	p, err = makePlan(ck, &config{dropFloats: true}, PyTorch)
+	p, err = makePlan(ck, &config{options: options{dropFloats: true}}, PyTorch)
 	if err != nil || p.tree == nil {
 		t.Fatalf("tree: %v", err)
 	}

@@ -32,4 +32,8 @@
 // streams them). Item lengths depend only on a tensor's dtype, shape and
 // flags (TensorLength), so every process of a split conversion can work
 // out the whole .metadata without seeing the other processes' files.
+// The planner paths torch's default save planner gives a nested state
+// dict are the package's too (write_paths.go): Flatten walks a pickle
+// tree as flatten_state_dict does, RenamedPath follows a rename, and
+// ConsistentPaths checks that a set of paths nests.
 package dcp
