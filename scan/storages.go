@@ -24,7 +24,8 @@ const cveStorage = "torch < 2.10 makes the storage that size over an allocation 
 // buffer of the record's size; torch < 2.10 does not compare the two, so
 // a storage declared larger than its record is an unsafe finding. A
 // tensor reaching past its storage, which ckpt's loader refuses
-// (statedict.ErrShortStorage) and torch refuses too, is one as well.
+// (statedict.ErrShortStorage) and torch refuses too, is one as well,
+// unless its storage already is.
 // A data.pkl that ckpt cannot unpickle is a problem, its storages not
 // checked, unless the record has an unsafe finding or a problem already
 // (a loader stops there, or its reading was not complete anyway) or the
@@ -65,6 +66,7 @@ func (s *scanner) storageSizes(r io.ReaderAt, size int64, zr *zip.Reader, file, 
 		return // likewise
 	}
 	seen := map[string]bool{}
+	short := map[string]bool{} // records found shorter than their storage
 	load := func(pid any) (any, error) {
 		ref, err := pickle.ParseStoragePID(pid)
 		if err != nil || seen[ref.Key] {
@@ -72,7 +74,7 @@ func (s *scanner) storageSizes(r io.ReaderAt, size int64, zr *zip.Reader, file, 
 		}
 		seen[ref.Key] = true // torch keeps the first storage of a key
 		if f, ok := files["data/"+statedict.ZipRecordKey(ref.Key)]; ok && ref.View == nil {
-			s.storageFits(ref, f, file, join(record, f.Name), pkl)
+			short[f.Name] = !s.storageFits(ref, f, file, join(record, f.Name), pkl)
 		}
 		return ref, nil
 	}
@@ -85,26 +87,27 @@ func (s *scanner) storageSizes(r io.ReaderAt, size int64, zr *zip.Reader, file, 
 	}
 	_, err = statedict.NewReaderContext(s.ctx, r, size, statedict.WithPickleLimits(s.cfg.limits), statedict.WithMaxPickleSize(s.cfg.maxPickle))
 	var se *statedict.Error
-	if errors.Is(err, statedict.ErrShortStorage) && errors.As(err, &se) {
+	if errors.Is(err, statedict.ErrShortStorage) && errors.As(err, &se) && !short[se.Record] {
 		s.rep.Findings = append(s.rep.Findings, Finding{File: file, Record: join(record, se.Record), Op: "tensor", Global: "torch.Tensor",
 			Verdict: pickle.VerdictUnsafe, Reason: fmt.Sprintf("tensor %q reaches past its storage (%s): torch refuses it, and any reader that trusts it reads past the record", se.Tensor, strings.TrimPrefix(se.Err.Error(), "statedict: "))})
 	}
 }
 
 // storageFits records an unsafe finding when the storage ref, named by
-// the pickle record pkl, declares more bytes than its record f holds.
-func (s *scanner) storageFits(ref *pickle.StorageRef, f *zip.File, file, rec, pkl string) {
+// the pickle record pkl, declares more bytes than its record f holds, and
+// reports whether it fits.
+func (s *scanner) storageFits(ref *pickle.StorageRef, f *zip.File, file, rec, pkl string) bool {
 	elem := uint64(1) // UntypedStorage: Numel counts bytes
 	if ref.DType != "" {
 		dt, ok := dtype.Parse(ref.DType)
 		if !ok {
-			return
+			return true // no storage class torch has
 		}
 		elem = uint64(max(dt.Size(), 1))
 	}
 	hi, want := bits.Mul64(uint64(ref.Numel), elem)
 	if hi == 0 && want <= f.UncompressedSize64 {
-		return
+		return true
 	}
 	declared := fmt.Sprintf("%d bytes", want)
 	if hi != 0 {
@@ -113,6 +116,7 @@ func (s *scanner) storageFits(ref *pickle.StorageRef, f *zip.File, file, rec, pk
 	s.rep.Findings = append(s.rep.Findings, Finding{File: file, Record: rec, Op: "storage", Global: "torch." + ref.Class, Verdict: pickle.VerdictUnsafe,
 		Reason: fmt.Sprintf("storage %q is declared in %s as %d elements of %s (%s), but its record holds %d bytes: %s",
 			ref.Key, pkl, ref.Numel, ref.Class, declared, f.UncompressedSize64, cveStorage)})
+	return false
 }
 
 // flagged reports whether the report has an unsafe finding or a problem
