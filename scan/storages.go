@@ -85,6 +85,9 @@ func (s *scanner) storageSizes(r io.ReaderAt, size int64, zr *zip.Reader, file, 
 		}
 		return
 	}
+	if len(seen) == 0 {
+		return // no storage: no tensor can reach past one
+	}
 	_, err = statedict.NewReaderContext(s.ctx, r, size, statedict.WithPickleLimits(s.cfg.limits), statedict.WithMaxPickleSize(s.cfg.maxPickle))
 	var se *statedict.Error
 	if errors.Is(err, statedict.ErrShortStorage) && errors.As(err, &se) && !short[se.Record] {
