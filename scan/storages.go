@@ -11,6 +11,7 @@ import (
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/statedict"
+	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
 // cveStorage says what torch < 2.10 does with a storage its record cannot
@@ -19,7 +20,7 @@ const cveStorage = "torch < 2.10 makes the storage that size over an allocation 
 
 // storageSizes checks the storages of the torch.save zip zr (data.pkl and
 // its data/<key> records, looked up as torch does: under the first
-// record's folder, by ZipRecordKey). torch.load makes each storage the
+// record's folder, by torchzip.RecordKey). torch.load makes each storage the
 // size the pickle declares (elements times the element size) over a
 // buffer of the record's size; torch < 2.10 does not compare the two, so
 // a storage declared larger than its record is an unsafe finding. A
@@ -42,7 +43,7 @@ func (s *scanner) storageSizes(r io.ReaderAt, size int64, zr *zip.Reader, file, 
 	files := make(map[string]*zip.File, len(zr.File))
 	records := 0 // data/ records
 	for _, f := range zr.File {
-		if rest, ok := strings.CutPrefix(statedict.ZipRecordKey(f.Name), statedict.ZipRecordKey(top)+"/"); ok {
+		if rest, ok := strings.CutPrefix(torchzip.RecordKey(f.Name), torchzip.RecordKey(top)+"/"); ok {
 			if _, dup := files[rest]; !dup {
 				files[rest] = f
 			}
@@ -73,7 +74,7 @@ func (s *scanner) storageSizes(r io.ReaderAt, size int64, zr *zip.Reader, file, 
 			return ref, err
 		}
 		seen[ref.Key] = true // torch keeps the first storage of a key
-		if f, ok := files["data/"+statedict.ZipRecordKey(ref.Key)]; ok && ref.View == nil {
+		if f, ok := files["data/"+torchzip.RecordKey(ref.Key)]; ok && ref.View == nil {
 			short[f.Name] = !s.storageFits(ref, f, file, join(record, f.Name), pkl)
 		}
 		return ref, nil
