@@ -12,35 +12,6 @@ import (
 	"unsafe"
 )
 
-// aval is what the validating pass knows about a stack slot: for a
-// string (so that STACK_GLOBAL can be resolved statically), the offset of
-// the opcode that pushed it (scanner.strAt reads it again), or past
-// 2 GiB an index into scanner.strs; for the object a global resolved to,
-// the global's index; else notStr. Nothing is kept per string pushed.
-type aval int32
-
-const (
-	notStr aval = -1
-	// strFloor and below: strings of scanner.strs (strFloor - v); from
-	// strFloor+1 to -2: globals.
-	strFloor aval = -1 << 30
-)
-
-// globalAval marks a slot holding the object the idx-th global resolved
-// to (a module, class or function, as imported), for BUILD's check.
-func globalAval(idx int) aval { return aval(-2 - idx) }
-
-// global returns the index of the global a slot holds, if it holds one.
-func (v aval) global() (int, bool) {
-	if v <= -2 && v > strFloor {
-		return int(-2 - v), true
-	}
-	return 0, false
-}
-
-// isStr reports whether a slot holds a string.
-func (v aval) isStr() bool { return v >= 0 || v <= strFloor }
-
 // frozenMark tags the persistent id that a rewritten FROZENSET passes.
 type frozenMark struct{ _ byte }
 
@@ -88,6 +59,7 @@ type scanner struct {
 	prog   *program
 	index  map[[2]string]int
 	intern map[string]int // internal helper globals by name
+	made   []aval         // made[i]: what calling prog.globals[i] builds (see madeBy; Globals' audit only)
 	rt     *hookEnv
 	// audit, when set, records every global instead of refusing unsafe
 	// ones (see Globals); start is the offset of the current opcode.
@@ -493,6 +465,9 @@ func (s *scanner) global(module, name string) (int, error) {
 	// The names may point into the caller's buffer (see scanner.str).
 	module, name = strings.Clone(module), strings.Clone(name)
 	key = [2]string{module, name}
+	if len(s.prog.globals) >= maxGlobals {
+		return 0, limitErr("", "distinct globals", int64(len(s.prog.globals)+1), maxGlobals)
+	}
 	c, err := resolve(module, name, s.rt)
 	if err != nil && s.audit != nil { // audited, never run: keep walking
 		c, err = &pyClass{module: module, name: name, kind: kindForeign, rt: s.rt}, nil
@@ -500,9 +475,15 @@ func (s *scanner) global(module, name string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	idx := len(s.prog.globals)
 	s.prog.globals = append(s.prog.globals, c)
-	s.index[key] = len(s.prog.globals) - 1
-	return len(s.prog.globals) - 1, nil
+	s.index[key] = idx
+	made := opaqueVal
+	if s.audit != nil {
+		made = madeBy(module, name, idx)
+	}
+	s.made = append(s.made, made)
+	return idx, nil
 }
 
 // internal returns the index of one of this package's helper callables.
@@ -512,6 +493,7 @@ func (s *scanner) internal(name string) int {
 	}
 	c := internalClass(name, s.rt)
 	s.prog.globals = append(s.prog.globals, c)
+	s.made = append(s.made, opaqueVal)
 	s.intern[name] = len(s.prog.globals) - 1
 	return len(s.prog.globals) - 1
 }

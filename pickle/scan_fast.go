@@ -106,6 +106,8 @@ func (s *scanner) runFast(ops int) int {
 			v := notStr
 			if op == '2' {
 				v = s.stack[len(s.stack)-1]
+			} else if op == '}' {
+				v = dictVal
 			}
 			s.from = append(s.from[:len(s.stack)], s.outPos())
 			s.stack = append(s.stack, v)

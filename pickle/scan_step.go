@@ -63,8 +63,10 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			return false, err
 		}
 		s.push(other)
-	case 'F', 'J', 'K', 'M', 'N', 'G', 0x88, 0x89, ')', ']', '}', 'P':
+	case 'F', 'J', 'K', 'M', 'N', 'G', 0x88, 0x89, ')', ']', 'P':
 		s.push(other)
+	case '}':
+		s.push(dictVal)
 	case 0x8a:
 		if err := s.intSize(a.n); err != nil {
 			return false, err
@@ -138,15 +140,29 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		}
 		s.push(other)
 	case 'R', 'a', 0x81, 0x86:
-		if err := s.pop(2); err != nil {
+		if err := s.need(2); err != nil {
 			return false, err
 		}
-		s.push(other)
+		v := s.stack[len(s.stack)-2] // the callable, or APPEND's list
+		s.stack = s.stack[:len(s.stack)-2]
+		switch op {
+		case 'R', 0x81:
+			s.push(s.resultOf(v))
+		case 'a':
+			s.push(v.kept())
+		default:
+			s.push(other)
+		}
 	case 0x87, 0x92:
-		if err := s.pop(3); err != nil {
+		if err := s.need(3); err != nil {
 			return false, err
 		}
-		s.push(other)
+		v := other
+		if op == 0x92 { // NEWOBJ_EX: cls, args, kwargs
+			v = s.resultOf(s.stack[len(s.stack)-3])
+		}
+		s.stack = s.stack[:len(s.stack)-3]
+		s.push(v)
 	case 'b':
 		if err := s.need(2); err != nil {
 			return false, err
@@ -159,6 +175,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		if err := s.need(3); err != nil {
 			return false, err
 		}
+		s.checkSetItem(s.stack[len(s.stack)-3])
 		s.stack = s.stack[:len(s.stack)-2]
 	case 'e', 'u', 0x90:
 		n, err := s.popMark()
@@ -168,10 +185,15 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		if op == 'u' && n%2 != 0 {
 			return false, malformed("odd number of items for SETITEMS")
 		}
-		if err := s.pop(1); err != nil {
+		if err := s.need(1); err != nil {
 			return false, err
 		}
-		s.push(other)
+		v := s.stack[len(s.stack)-1] // the container, changed in place
+		if op == 'u' {
+			s.checkSetItem(v)
+		}
+		s.stack = s.stack[:len(s.stack)-1]
+		s.push(v.kept())
 	case 'd', 'l', 't':
 		n, err := s.popMark()
 		if err != nil {
@@ -180,8 +202,16 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		if op == 'd' && n%2 != 0 {
 			return false, malformed("odd number of items for DICT")
 		}
-		s.push(other)
+		if op == 'd' {
+			s.push(dictVal)
+		} else {
+			s.push(other)
+		}
 	case 'o':
+		cls := other
+		if b := s.base(); len(s.marks) > 0 && b < len(s.stack) {
+			cls = s.stack[b]
+		}
 		n, err := s.popMark()
 		if err != nil {
 			return false, err
@@ -189,7 +219,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 		if n == 0 {
 			return false, malformed("OBJ without a class")
 		}
-		s.push(other)
+		s.push(s.resultOf(cls))
 	case 'c', 'i':
 		idx, err := s.global(string(a.data), string(a.line2))
 		if err != nil {
@@ -199,7 +229,7 @@ func (s *scanner) step(op byte, info opInfo, start int) (bool, error) {
 			if _, err := s.popMark(); err != nil {
 				return false, err
 			}
-			s.push(other) // an instance
+			s.push(s.resultOf(globalAval(idx))) // an instance
 		} else {
 			s.push(globalAval(idx))
 		}

@@ -23,8 +23,8 @@ const advisories = "../testdata/scan-advisories"
 
 // proof says how a payload's harm shows when CPython loads it.
 type proof struct {
-	Kind    string `json:"kind"`     // creates (./pwned), exit (status 77), returns (the result's repr), none (benign)
-	Loader  string `json:"loader"`   // pickle (pickle.load) or torch (torch.load, weights_only=False)
+	Kind    string `json:"kind"`     // creates (./pwned), exit (status 77), returns (the result's repr), inconsistent (see runner), none (benign)
+	Loader  string `json:"loader"`   // pickle (pickle.load), torch (torch.load, weights_only=False) or torch_weights_only (weights_only=True)
 	Returns string `json:"returns"`  // for returns: text the repr holds
 	Python  string `json:"python"`   // the major.minor the payload needs ("" any)
 	Needs   string `json:"needs"`    // a module the payload's loader path imports (torch, numpy)
@@ -54,7 +54,13 @@ func readManifest[T any](t *testing.T, path string) []T {
 
 // runner loads the payload named by argv[1] as argv[2] says, in the
 // working directory; what it prints and its exit status are the proof.
-// Threads and commands a payload starts are given time to finish.
+// Threads and commands a payload starts are given time to finish. A torch
+// zip loaded with weights_only=True is compared with its records (one
+// storage record, every tensor over it): INCONSISTENT when a tensor's
+// storage is not the record's size, or its bytes are not the record's,
+// and the load raised nothing (memory corruption: CVE-2026-24747). Bytes
+// are compared only when the sizes match, so that nothing past the
+// record's allocation is read.
 const runner = `
 import sys, time, pickle
 path, loader = sys.argv[1], sys.argv[2]
@@ -63,6 +69,17 @@ try:
     if loader == "torch":
         import torch
         res = torch.load(path, weights_only=False)
+    elif loader == "torch_weights_only":
+        import torch, zipfile
+        res = torch.load(path, weights_only=True)
+        with zipfile.ZipFile(path) as z:
+            [rec] = [z.read(n) for n in z.namelist() if "/data/" in n]
+        for name, t in res.items():
+            nbytes = t.untyped_storage().nbytes() if hasattr(t, "untyped_storage") else t.storage().size() * t.element_size()
+            if nbytes != len(rec):
+                print("INCONSISTENT tensor %s: storage of %d bytes over a record of %d" % (name, nbytes, len(rec)))
+            elif t.contiguous().numpy().tobytes() != rec[:t.numel() * t.element_size()]:
+                print("INCONSISTENT tensor %s: holds bytes its record does not: %r" % (name, t[:4].tolist()))
     else:
         with open(path, "rb") as f:
             res = pickle.load(f)
@@ -101,7 +118,7 @@ func TestAdvisoriesRunInCPython(t *testing.T) {
 	for _, e := range readManifest[advisoryEntry](t, filepath.Join(advisories, "manifest.json")) {
 		p := e.Proof
 		needs := p.Needs
-		if p.Loader == "torch" {
+		if strings.HasPrefix(p.Loader, "torch") {
 			needs = "torch"
 		}
 		if p.Torch != "" {
@@ -170,9 +187,13 @@ func provePayload(t *testing.T, py, version string, e advisoryEntry) {
 		if !strings.Contains(out.String(), "RESULT") || !strings.Contains(out.String()[strings.Index(out.String(), "RESULT"):], p.Returns) {
 			bad = "returned nothing naming " + p.Returns
 		}
+	case "inconsistent":
+		if !strings.Contains(out.String(), "INCONSISTENT") || strings.Contains(out.String(), "RAISED") {
+			bad = "loaded nothing inconsistent with its records, or raised"
+		}
 	case "none":
-		if created || code != 0 || strings.Contains(out.String(), "RAISED") {
-			bad = "a benign control left a marker, failed or raised"
+		if created || code != 0 || strings.Contains(out.String(), "RAISED") || strings.Contains(out.String(), "INCONSISTENT") {
+			bad = "a benign control left a marker, failed, raised or loaded something inconsistent"
 		}
 	default:
 		t.Fatalf("%s: proof kind %q", e.File, p.Kind)

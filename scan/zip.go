@@ -122,6 +122,7 @@ func (s *scanner) zip(r io.ReaderAt, size int64, file, record string, depth int)
 			}
 		}
 	}
+	s.storageSizes(r, size, zr, file, record)
 	return nil
 }
 

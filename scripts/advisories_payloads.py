@@ -13,11 +13,13 @@ MS = "https://github.com/protectai/modelscan/issues/"
 ISSUE = "issue 34's one-line description (advisory text not found)"
 
 
-def torch_zip(pickle_bytes, bad_crc=False):
-    """A torch.save zip (archive/data.pkl, archive/version) holding pickle_bytes."""
+def torch_zip(pickle_bytes, bad_crc=False, storages=()):
+    """A torch.save zip (archive/data.pkl, archive/data/<key> for each (key, bytes) of storages,
+    archive/version) holding pickle_bytes."""
     b = io.BytesIO()
+    records = [("archive/data.pkl", pickle_bytes)] + [("archive/data/" + k, v) for k, v in storages]
     with zipfile.ZipFile(b, "w", zipfile.ZIP_STORED) as z:
-        for name, body in (("archive/data.pkl", pickle_bytes), ("archive/version", b"3\n")):
+        for name, body in records + [("archive/version", b"3\n")]:
             z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), body)  # reproducible bytes
     data = bytearray(b.getvalue())
     if bad_crc:
@@ -26,6 +28,23 @@ def torch_zip(pickle_bytes, bad_crc=False):
         assert data.count(crc) == 2  # the local header and the central directory
         data = data.replace(crc, bad)
     return bytes(data)
+
+
+def wo_tensor_pickle(numel, setitem=None):
+    """torch.save's data.pkl of {'w': tensor}, protocol 2 in the opcodes torch's weights_only unpickler
+    reads (BINUNICODE, BININT): _rebuild_tensor_v2 of 4 float32 elements over storage '0', declared
+    numel elements long; setitem (index, value) adds a SETITEM on the tensor itself."""
+    u = lambda x: b"X" + struct.pack("<I", len(x)) + x.encode()  # noqa: E731
+    n = lambda v: b"J" + struct.pack("<i", v)  # noqa: E731
+    pid = b"(" + u("storage") + b"ctorch\nFloatStorage\n" + u("0") + u("cpu") + n(numel) + b"tQ"
+    args = b"(" + pid + n(0) + b"(" + n(4) + b"t(" + n(1) + b"t\x89ccollections\nOrderedDict\n)Rt"
+    t = b"ctorch._utils\n_rebuild_tensor_v2\n" + args + b"R"
+    if setitem:
+        t += n(setitem[0]) + n(setitem[1]) + b"s"
+    return b"\x80\x02}(" + u("w") + t + b"u."
+
+
+FOUR_FLOATS = struct.pack("<4f", 1, 2, 3, 4)
 
 
 def legacy(*pickles):
@@ -104,6 +123,22 @@ def entries(h):
     add("CVE-2026-56304_RotatingFileHandler.pkl", "CVE-2026-56304 (" + ISSUE + ")",
         "logging.handlers.RotatingFileHandler('pwned'): the same through a submodule",
         pk(call(sg("logging.handlers", "RotatingFileHandler"), "pwned")))
+    # torch CVE-2026-24747 (GHSA-63cw-57p8-fm3p; fixed in torch 2.10 by pytorch PR 170085): the
+    # weights_only unpickler trusts a storage's declared size and applies SETITEM to any object
+    wo = "https://github.com/pytorch/pytorch/security/advisories/GHSA-63cw-57p8-fm3p (pytorch PR 170085)"
+    add("CVE-2026-24747_storage_past_record.pt", wo,
+        "storage '0' declared as 65536 float32 (256 KiB) over a 16-byte record: torch < 2.10 makes a storage "
+        "of that size over a 16-byte allocation, which its tensors read and write past",
+        torch_zip(wo_tensor_pickle(1 << 16), storages=[("0", FOUR_FLOATS)]), kind="inconsistent",
+        loader="torch_weights_only")
+    add("CVE-2026-24747_setitem_tensor.pt", wo,
+        "SETITEM applied to a rebuilt tensor (w[0] = 1234567): torch < 2.10 writes into the tensor while "
+        "loading, with weights_only=True",
+        torch_zip(wo_tensor_pickle(4, setitem=(0, 1234567)), storages=[("0", FOUR_FLOATS)]), kind="inconsistent",
+        loader="torch_weights_only")
+    add("benign_torch_zip.pt", "control", "{'w': tensor} over a record of its storage's size (allowed globals only)",
+        torch_zip(wo_tensor_pickle(4), storages=[("0", FOUR_FLOATS)]), kind="none", expected="benign",
+        loader="torch_weights_only")
     cve = "CVE-2026-56315 (" + ISSUE + ")"
     add("CVE-2026-56315_uuid.pkl", cve, "uuid._get_command_stdout('touch', 'pwned') runs a command",
         pk(call(sg("uuid", "_get_command_stdout"), "touch", "pwned")))
