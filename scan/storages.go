@@ -56,6 +56,12 @@ func (s *scanner) storageSizes(r io.ReaderAt, size int64, zr *zip.Reader, file, 
 	if !ok {
 		return // no torch.save zip: torch.load finds no data.pkl
 	}
+	if records == 0 {
+		// No storage record to be shorter than its storage, and no
+		// storage a tensor could reach past: torch.load fails on the
+		// first storage data.pkl names. Nothing to unpickle for.
+		return
+	}
 	pkl := join(record, pf.Name)
 	rc, err := pf.Open()
 	if err != nil {
