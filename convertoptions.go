@@ -108,11 +108,7 @@ func ParseSplitRules(s string) ([]SplitRule, error) { return statedict.ParseSpli
 // them); ok is false for any other name or dtype.
 func ParseCastDType(s string) (d DType, ok bool) {
 	d, ok = dtype.Parse(s)
-	switch d {
-	case dtype.Float64, dtype.Float32, dtype.Float16, dtype.BFloat16:
-		return d, ok
-	}
-	return d, false
+	return d, ok && convert.CastTarget(d)
 }
 
 // ConvertWithFormat sets the output format (default: from the output's

@@ -149,6 +149,16 @@ func WithRules(r remap.Rules) Option {
 // BFloat16).
 func WithDType(d dtype.DType) Option { return func(c *options) { c.dtype = d } }
 
+// CastTarget reports whether WithDType accepts d: float64, float32,
+// float16 or bfloat16.
+func CastTarget(d dtype.DType) bool {
+	switch d {
+	case dtype.Float64, dtype.Float32, dtype.Float16, dtype.BFloat16:
+		return true
+	}
+	return false
+}
+
 // WithStripPrefix removes prefix from the start of every name that has
 // it; several prefixes are tried in order, each once ("module.",
 // "_orig_mod.").
@@ -239,9 +249,7 @@ func (c *options) validate() error {
 			return fmt.Errorf("%w: GGUF type %q: want f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k", ErrOption, c.ggufType)
 		}
 	}
-	switch c.dtype {
-	case dtype.Invalid, dtype.Float64, dtype.Float32, dtype.Float16, dtype.BFloat16:
-	default:
+	if c.dtype != dtype.Invalid && !CastTarget(c.dtype) {
 		return fmt.Errorf("%w: cast to %s is not supported (float64, float32, float16, bfloat16)", ErrOption, c.dtype)
 	}
 	for _, g := range c.only {
