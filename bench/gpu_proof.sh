@@ -20,7 +20,10 @@
 #
 # Settings: GB (checkpoint size, default 8.5), RUNS (warm runs per method, default 3; the
 # cold run is one), WORK (where the checkpoints go, default /tmp/ckpt-gpu-proof; needs
-# ~2.3x GB of disk), BUNDLE (default bin/gpu-bundle), PY (default python3).
+# ~2.3x GB of disk), BUNDLE (default bin/gpu-bundle), PY (default python3), ROUNDS (rounds of
+# the gpu test binaries, default 2), CMD_RUN (a -test.run pattern for cmd_ckpt.test, default all;
+# its tests need no GPU apart from the load and devices ones, so one short device lease may
+# name only those).
 #
 # Cold cache is `sync; echo 3 >/proc/sys/vm/drop_caches` (root), else (or with
 # NO_DROP_CACHES=1, on a shared machine) posix_fadvise DONTNEED on the file. The GPU's
@@ -61,11 +64,13 @@ proof() {
   } >"$OUT/env.txt" 2>&1
 
   {
-    for round in 1 2; do
+    for ((round = 1; round <= ${ROUNDS:-2}; round++)); do
       for t in devicecopy cmd_ckpt kernels; do
         dir=${t//_//}
-        say "round $round: go test -tags gpu ./$dir (all tests, fake-driver ones too)"
-        (cd "$ROOT/$dir" && run timeout 300 "$BUNDLE/$t.test" -test.v -test.count=1)
+        pat=.
+        [ "$t" = cmd_ckpt ] && pat=${CMD_RUN:-.}
+        say "round $round: go test -tags gpu ./$dir -run '$pat' (fake-driver tests too)"
+        (cd "$ROOT/$dir" && run timeout 300 "$BUNDLE/$t.test" -test.v -test.count=1 -test.run "$pat")
       done
     done
     say "TestGPUCorruption, 20 times"

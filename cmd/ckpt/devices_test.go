@@ -52,6 +52,9 @@ func devicesExec(t *testing.T, src devicesSource, env map[string]string, args ..
 func execCommand(mk func(*streams) *cobra.Command, args ...string) (string, int, string) {
 	var out, errb bytes.Buffer
 	cmd := mk(newStreams(strings.NewReader(""), &out, &errb))
+	if args == nil {
+		args = []string{} // nil makes cobra read os.Args: the test binary's own flags
+	}
 	cmd.SetArgs(args)
 	cmd.SetOut(&out)
 	cmd.SetErr(&errb)

@@ -1,6 +1,7 @@
 package fakecuda
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,9 +53,10 @@ type Fake struct {
 }
 
 var (
-	once    sync.Once
-	loaded  *Fake
-	loadErr error
+	once     sync.Once
+	loaded   *Fake
+	loadErr  error
+	buildErr error // the compiler refused the source: a failure, not a skip
 )
 
 // Load builds the library once per test binary and binds its control
@@ -63,9 +65,12 @@ var (
 func Load(t testing.TB) *Fake {
 	t.Helper()
 	once.Do(func() {
-		lib, err := build(t, t.TempDir())
+		lib, err := build(t.TempDir())
 		if err != nil {
 			loadErr = err
+			if errors.As(err, new(*compileError)) {
+				buildErr = err
+			}
 			return
 		}
 		h, err := purego.Dlopen(lib, purego.RTLD_NOW)
@@ -87,6 +92,9 @@ func Load(t testing.TB) *Fake {
 		}
 		loaded = f
 	})
+	if buildErr != nil {
+		t.Fatalf("building the fake CUDA driver: %v", buildErr)
+	}
 	if loadErr != nil {
 		unavailable(t, loadErr)
 	}
@@ -98,35 +106,73 @@ func Load(t testing.TB) *Fake {
 // without a C compiler (fails it under CKPT_REQUIRE_CC=1).
 func Build(t testing.TB, dir string, args ...string) string {
 	t.Helper()
-	lib, err := build(t, dir, args...)
+	lib, err := build(dir, args...)
+	if errors.As(err, new(*compileError)) {
+		t.Fatalf("building the fake CUDA driver: %v", err)
+	}
 	if err != nil {
 		unavailable(t, err)
 	}
 	return lib
 }
 
-// build compiles the library, failing t when the compiler rejects the
-// source; the error is a missing compiler.
-func build(t testing.TB, dir string, args ...string) (string, error) {
-	t.Helper()
+// compileError: the compiler refused the source.
+type compileError struct {
+	err error
+	out []byte
+}
+
+func (e *compileError) Error() string { return e.err.Error() + "\n" + string(e.out) }
+
+// build compiles the library. A *compileError means the compiler refused
+// the source, a failure;
+// any other error means no compiler or no source, a skip. It never calls
+// t.Fatal: Load runs it inside a sync.Once, where a Goexit would leave
+// every later test a nil Fake.
+func build(dir string, args ...string) (string, error) {
 	cc, err := exec.LookPath("cc")
+	if err != nil {
+		return "", err
+	}
+	src, err := source()
 	if err != nil {
 		return "", err
 	}
 	lib := filepath.Join(dir, "libfakecuda.so")
 	cmd := append([]string{"-shared", "-fPIC", "-o", lib}, args...)
-	out, err := exec.Command(cc, append(cmd, source())...).CombinedOutput()
+	out, err := exec.Command(cc, append(cmd, src)...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("building the fake CUDA driver: %v\n%s", err, out)
+		return "", &compileError{err, out}
 	}
 	return lib, nil
 }
 
 // source is testdata/fakecuda.c beside this file: it includes the kernel
-// source by a path relative to itself, so it is compiled where it is.
-func source() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "testdata", "fakecuda.c")
+// source by a path relative to itself, so it is compiled where it is. A
+// test binary built with -trimpath (make gpu-bundle) knows this file only
+// as an import path; it then finds the module root above its working
+// directory (a test binary runs in its package's directory).
+func source() (string, error) {
+	const rel = "internal/fakecuda/testdata/fakecuda.c"
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "testdata", "fakecuda.c"), nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, rel)
+			_, err := os.Stat(p)
+			return p, err
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", errors.New("no go.mod above the working directory, so no " + rel)
+		}
+		dir = up
+	}
 }
 
 func unavailable(t testing.TB, err error) {
