@@ -23,7 +23,8 @@
 # ~2.3x GB of disk), BUNDLE (default bin/gpu-bundle), PY (default python3), ROUNDS (rounds of
 # the gpu test binaries, default 2), CMD_RUN (a -test.run pattern for cmd_ckpt.test, default all;
 # its tests need no GPU apart from the load and devices ones, so one short device lease may
-# name only those).
+# name only those), BASE (a baseline ckpt binary: its load rows run beside this bundle's in the
+# same run), QUICK=1 (only dd, the ckpt rows and safetensors' load_file: for an A/B in a short lease).
 #
 # Cold cache is `sync; echo 3 >/proc/sys/vm/drop_caches` (root), else (or with
 # NO_DROP_CACHES=1, on a shared machine) posix_fadvise DONTNEED on the file. The GPU's
@@ -185,12 +186,20 @@ print("big-endian upload holds the little-endian bytes:", "PASS" if same else "F
   local PT=$WORK/model.pt ST=$WORK/model.safetensors
   row "plain read (dd bs=16M)" "$PT" dd if="$PT" of=/dev/null bs=16M status=none
   row "ckpt load (verify)" "$PT" "$CKPT" load "$PT" --map-location cuda:0 --json
-  row "ckpt load --no-verify" "$PT" "$CKPT" load "$PT" --map-location cuda:0 --no-verify --json
+  [ -z "${QUICK:-}" ] && row "ckpt load --no-verify" "$PT" "$CKPT" load "$PT" --map-location cuda:0 --no-verify --json
   row "ckpt load safetensors (verify)" "$ST" "$CKPT" load "$ST" --map-location cuda:0 --json
+  if [ -n "${BASE:-}" ]; then
+    row "ckpt load (verify), baseline" "$PT" "$BASE" load "$PT" --map-location cuda:0 --json
+    row "ckpt load safetensors (verify), baseline" "$ST" "$BASE" load "$ST" --map-location cuda:0 --json
+  fi
+  if [ -n "${QUICK:-}" ]; then
+    row "safetensors load_file(device='cuda:0')" "$ST" "$PY" "$HELP" peer safetensors "$ST"
+  else
   row "torch.load(map_location='cuda:0')" "$PT" "$PY" "$HELP" peer torch_load "$PT"
   row "torch.load(mmap=True).to('cuda:0')" "$PT" "$PY" "$HELP" peer torch_mmap_to "$PT"
   row "safetensors load_file(device='cuda:0')" "$ST" "$PY" "$HELP" peer safetensors "$ST"
   row "pinned H2D copy (torch, physical limit)" "$PT" "$PY" "$HELP" peer pinned_copy "$PT"
+  fi
 
   # Median per method and cache, as bench.jsonl; GB/s over the file's storage bytes.
   "$PY" - "$WORK/runs.jsonl" >"$OUT/bench.jsonl" <<'EOF'

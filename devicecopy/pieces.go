@@ -111,16 +111,22 @@ func (c *chunkSums) finish() (digest.Value, uint32, error) {
 	if err != nil || !c.crc {
 		return d, 0, err
 	}
+	return d, combineCRCs(int64(len(c.data)), c.crcs), nil
+}
+
+// combineCRCs returns the CRC32 (IEEE) of size bytes from the CRC32s of
+// their digest chunks, in order.
+func combineCRCs(size int64, crcs []uint32) uint32 {
 	var crc uint32
 	whole := crc32Shift(digest.ChunkSize)
-	for i, v := range c.crcs {
+	for i, v := range crcs {
 		shift := whole
-		if last := int64(len(c.data)) - int64(i)*digest.ChunkSize; last < digest.ChunkSize {
+		if last := size - int64(i)*digest.ChunkSize; last < digest.ChunkSize {
 			shift = crc32Shift(last)
 		}
 		crc = gf2Mul(shift, crc) ^ v
 	}
-	return d, crc, nil
+	return crc
 }
 
 // The CRC32 (IEEE) of A followed by B is x^(8·len(B))·crc(A) + crc(B) in

@@ -28,7 +28,7 @@ type uploadConfig struct {
 func WithDriver(d *cuda.Driver) UploadOption { return func(c *uploadConfig) { c.driver = d } }
 
 // WithStaging sets the number of page-locked staging buffers (clamped to
-// 2..8; default 3) and the size of each in bytes (rounded up to a multiple
+// 2..8; default 8) and the size of each in bytes (rounded up to a multiple
 // of 64 KiB and clamped to 64 KiB..1 GiB; default 16 MiB). Host memory
 // pinned by an upload is n*size.
 func WithStaging(n, size int) UploadOption {
@@ -56,8 +56,9 @@ func WithSavedDigests(m map[string]digest.Value) UploadOption {
 	return func(c *uploadConfig) { c.saved = m }
 }
 
-// WithHashConcurrency sets how many goroutines hash each staging buffer on
-// the host (default GOMAXPROCS).
+// WithHashConcurrency sets how many goroutines read and hash staging
+// buffers at once (default GOMAXPROCS; at most the staging buffers less
+// two, which are left for copies in flight).
 func WithHashConcurrency(n int) UploadOption { return func(c *uploadConfig) { c.workers = n } }
 
 // Upload copies to the GPUs every storage that plan (from
@@ -67,8 +68,9 @@ func WithHashConcurrency(n int) UploadOption { return func(c *uploadConfig) { c.
 // Each target GPU gets one allocation (an Arena) holding its storages at
 // 256-byte aligned offsets; a storage that several tensors view is uploaded
 // once per device. Storages are read in file order into page-locked staging
-// buffers (WithStaging) and queued with cuMemcpyHtoDAsync, so that reading
-// the file, hashing on the host and copying over PCIe overlap. Big-endian
+// buffers (WithStaging) by several readers at once and queued with
+// cuMemcpyHtoDAsync in file order, so that reading the file, hashing on the
+// host and copying over PCIe overlap. Big-endian
 // storages are swapped to little-endian on the host before the copy. While
 // reading, zip CRC32s are checked (*CRCError) and the host digests are
 // computed (see DeviceStorage).
@@ -83,7 +85,7 @@ func WithHashConcurrency(n int) UploadOption { return func(c *uploadConfig) { c.
 // device and on the host is freed before Upload returns.
 func Upload(ctx context.Context, ck *statedict.Checkpoint, plan *remap.Plan, opts ...UploadOption) (*DeviceState, error) {
 	start := time.Now()
-	cfg := uploadConfig{buffers: 3, bufSize: 16 << 20, verify: true, workers: runtime.GOMAXPROCS(0)}
+	cfg := uploadConfig{buffers: 8, bufSize: 16 << 20, verify: true, workers: runtime.GOMAXPROCS(0)}
 	for _, o := range opts {
 		o(&cfg)
 	}

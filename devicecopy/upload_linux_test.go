@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/convert"
 	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/dtype"
@@ -591,4 +592,84 @@ func TestUploadHostileLayout(t *testing.T) {
 		}
 		checkReleased(t, d, before)
 	}
+}
+
+// TestUploadPiecesCRC uploads a torch zip whose storages span many staging
+// buffers, read by several readers at once: each storage's CRC32 is
+// combined from its pieces' chunks, so a correct file passes with every
+// record checked and the device holding its bytes, and one damaged byte in
+// a middle piece of a middle storage is a *CRCError for that storage.
+func TestUploadPiecesCRC(t *testing.T) {
+	d, err := fakeDriver(t, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := openCk(t, bigModel(t))
+	pth := filepath.Join(t.TempDir(), "model.pt")
+	if _, err := convert.Convert(context.Background(), src, pth); err != nil {
+		t.Fatal(err)
+	}
+	opts := []UploadOption{WithDriver(d), WithStaging(8, 64<<10), WithHashConcurrency(5)}
+	ck := openCk(t, pth)
+	st, err := Upload(context.Background(), ck, planFor(t, ck, remap.To(cuda0)), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var big *DeviceStorage
+	for _, ds := range st.Storages {
+		if ds.Storage.NBytes > 0 && !ds.CRCChecked {
+			t.Errorf("storage %s: CRC32 not checked", ds.Storage.Key)
+		}
+		if ds.Storage.NBytes > 1<<20 {
+			big = ds
+		}
+		raw, err := ds.Storage.ReaderAt()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, ds.Storage.NBytes)
+		if n, err := raw.ReadAt(want, 0); n != len(want) {
+			t.Fatal(err)
+		}
+		if got := deviceBytes(t, d, 0, ds.Ptr, ds.Storage.NBytes); !bytes.Equal(got, want) {
+			t.Errorf("storage %s: device bytes differ from the file's", ds.Storage.Key)
+		}
+	}
+	st.Close()
+	if big == nil {
+		t.Fatal("no storage over 1 MiB")
+	}
+
+	b, err := os.ReadFile(pth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64 = -1
+	for _, f := range zr.File {
+		if f.Name == big.Storage.Record {
+			if off, err = f.DataOffset(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if off < 0 {
+		t.Fatalf("no record %s", big.Storage.Record)
+	}
+	b[off+big.Storage.NBytes/2+7] ^= 0x10 // inside a middle 64 KiB piece
+	damaged := filepath.Join(t.TempDir(), "damaged.pt")
+	if err := os.WriteFile(damaged, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ck = openCk(t, damaged)
+	before := snapshot(t, d)
+	_, err = Upload(context.Background(), ck, planFor(t, ck, remap.To(cuda0)), opts...)
+	var ce *CRCError
+	if !errors.As(err, &ce) || ce.Storage != big.Storage.Key || ce.Want != big.Storage.CRC32 {
+		t.Fatalf("err = %v, want a CRC error for storage %s", err, big.Storage.Key)
+	}
+	checkReleased(t, d, before)
 }

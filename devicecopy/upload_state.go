@@ -26,7 +26,9 @@ type DeviceState struct {
 	Skipped []string
 	Bytes   int64 // storage bytes uploaded, each storage once per device
 
-	// ReadTime is the time spent reading the file (and waiting for it).
+	// ReadTime is the time spent reading the file (and waiting for it):
+	// with several readers at once, the time they spent in reads summed and
+	// divided by their number.
 	ReadTime time.Duration
 	// UploadTime is the wall time from the start of Upload until the last
 	// copy finished on every device: reading, hashing and copying overlap
@@ -96,8 +98,8 @@ type DeviceStorage struct {
 	firstChunk int64    // index of its first chunk digest in the arena's digest area
 	sums       []uint64 // host chunk digests of the uploaded bytes
 	fileSums   []uint64 // host chunk digests in file order, when Swapped
+	crcs       []uint32 // each chunk's CRC32 of the bytes as stored, when the record has one
 	crc        uint32
-	crcTail    chan struct{} // closed when the last queued piece's CRC is done
 }
 
 // DeviceTensor is one uploaded tensor: a view of its storage on a GPU, as
