@@ -36,7 +36,12 @@ func gpuKernelDigests(t *testing.T, d *cuda.Driver, image, data []byte) ([]uint6
 	}
 	n := uint64(len(data))
 	chunks := uint64(digest.ChunkCount(int64(n)))
-	buf, err := c.MemAlloc(n + chunks*8)
+	// The digests go after the data at an 8-byte aligned offset, as in an
+	// arena (arenaAlign): the kernel stores them as 64-bit words, and a
+	// misaligned store is CUDA_ERROR_MISALIGNED_ADDRESS, sticky for the
+	// whole context.
+	outOff := alignUp(n)
+	buf, err := c.MemAlloc(outOff + chunks*8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +60,7 @@ func gpuKernelDigests(t *testing.T, d *cuda.Driver, image, data []byte) ([]uint6
 	if err := c.MemcpyHtoDAsync(buf, pinned, s); err != nil {
 		t.Fatal(err)
 	}
-	p, size, out := uint64(buf), n, uint64(buf)+n
+	p, size, out := uint64(buf), n, uint64(buf)+outOff
 	if err := c.Launch(f, [3]uint32{kernels.XXH64CGrid(n), 1, 1}, [3]uint32{kernels.XXH64CBlock, 1, 1}, 0, s,
 		unsafe.Pointer(&p), unsafe.Pointer(&size), unsafe.Pointer(&out)); err != nil {
 		t.Fatal(err)
