@@ -49,7 +49,7 @@ func NewReader(r io.ReaderAt, size int64, opts ...ReadOption) (*Reader, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	zr, err := zip.NewReader(r, size)
+	zr, err := zip.NewReader(&headerWindow{r: r, size: size}, size)
 	if err != nil {
 		if errors.Is(err, zip.ErrFormat) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, fmt.Errorf("%w: not a readable zip (%v); the file may be cut short", ErrTruncated, err)
