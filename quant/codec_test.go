@@ -167,3 +167,19 @@ func fuzzShape(b []byte) []int64 {
 	}
 	return s
 }
+
+// benchRows times a DequantRows over a whole weight in 64-row chunks;
+// MB/s counts the stored bytes read.
+func benchRows(b *testing.B, rows, cols, stored int, fn func(dst []float32, r0, r1 int) error) {
+	const chunk = 64
+	dst := make([]float32, chunk*cols)
+	b.SetBytes(int64(stored))
+	for b.Loop() {
+		for r0 := 0; r0 < rows; r0 += chunk {
+			r1 := min(rows, r0+chunk)
+			if err := fn(dst[:(r1-r0)*cols], r0, r1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
