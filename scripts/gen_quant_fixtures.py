@@ -451,6 +451,7 @@ def gen_mlx():
         bias = lo.to(dt)
         q = torch.clamp(torch.round((wg - bias.float()[..., None]) / scale.float()[..., None]), 0, 2**bits - 1)
         q = q.reshape(rows, cols).to(torch.int64)
+        # mlx stores U32; this safetensors (0.4.5) has no U32, so I32, the same bytes
         t[name + ".weight"] = pack_le(q, bits)
         t[name + ".scales"] = scale
         t[name + ".biases"] = bias
