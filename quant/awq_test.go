@@ -59,15 +59,7 @@ func FuzzAWQ(f *testing.F) {
 		if err != nil {
 			return
 		}
-		fill := func(n int) []byte {
-			b := make([]byte, n)
-			for i := range b {
-				if len(data) > 0 {
-					b[i] = data[i%len(data)]
-				}
-			}
-			return b
-		}
+		fill := func(n int) []byte { return fuzzFill(data, n) }
 		groups := l.In / l.GroupSize
 		dst := make([]float32, l.Out*l.In)
 		if err := l.DequantRows(dst, fill(l.In*l.Out/2), fill(groups*l.Out/2), fill(groups*l.Out*2), 0, l.Out); err != nil {

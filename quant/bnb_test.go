@@ -111,15 +111,7 @@ func FuzzBnB4(f *testing.F) {
 		if err != nil {
 			return
 		}
-		fill := func(n int) []byte {
-			b := make([]byte, n)
-			for i := range b {
-				if len(data) > 0 {
-					b[i] = data[i%len(data)]
-				}
-			}
-			return b
-		}
+		fill := func(n int) []byte { return fuzzFill(data, n) }
 		var nad, nmd []byte
 		an := l.Blocks * 4
 		if nested {

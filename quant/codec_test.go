@@ -183,3 +183,14 @@ func benchRows(b *testing.B, rows, cols, stored int, fn func(dst []float32, r0, 
 		}
 	}
 }
+
+// fuzzFill returns n bytes repeating data (zeros when data is empty).
+func fuzzFill(data []byte, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		if len(data) > 0 {
+			b[i] = data[i%len(data)]
+		}
+	}
+	return b
+}

@@ -86,15 +86,7 @@ func FuzzGPTQ(f *testing.F) {
 		if err != nil {
 			return
 		}
-		fill := func(n int) []byte {
-			b := make([]byte, n)
-			for i := range b {
-				if len(data) > 0 {
-					b[i] = data[i%len(data)]
-				}
-			}
-			return b
-		}
+		fill := func(n int) []byte { return fuzzFill(data, n) }
 		var gd []byte
 		if g != nil {
 			gd = fill(4 * l.In)

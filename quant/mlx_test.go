@@ -63,15 +63,7 @@ func FuzzMLX(f *testing.F) {
 		if err != nil {
 			return
 		}
-		fill := func(n int) []byte {
-			b := make([]byte, n)
-			for i := range b {
-				if len(data) > 0 {
-					b[i] = data[i%len(data)]
-				}
-			}
-			return b
-		}
+		fill := func(n int) []byte { return fuzzFill(data, n) }
 		g := l.Rows() * l.Cols / l.GroupSize * 2
 		dst := make([]float32, l.Rows()*l.Cols)
 		if err := l.DequantRows(dst, fill(l.Rows()*l.Cols*l.Bits/8), fill(g), fill(g), 0, l.Rows()); err != nil {

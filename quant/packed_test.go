@@ -103,15 +103,7 @@ func FuzzPackedInt(f *testing.F) {
 		if err != nil {
 			return
 		}
-		fill := func(n int) []byte {
-			b := make([]byte, n)
-			for i := range b {
-				if len(data) > 0 {
-					b[i] = data[i%len(data)]
-				}
-			}
-			return b
-		}
+		fill := func(n int) []byte { return fuzzFill(data, n) }
 		nw := l.Rows * l.Cols
 		if l.Packed {
 			nw = l.Rows * codecCeilDiv(l.Cols*l.Bits, 32) * 4
