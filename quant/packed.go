@@ -1,0 +1,182 @@
+package quant
+
+import (
+	"github.com/ckpt-dev/ckpt/dtype"
+)
+
+// compressed-tensors' integer formats:
+//
+//   - `pack-quantized`: `weight_packed` I32 [out, ceil(in*bits/32)], each
+//     row a dense little-endian bit stream of (q + 2^(bits-1)), element i
+//     at bit i*bits (fields straddle words for 3, 5, 6, 7 bits);
+//     `weight_shape` [2] the logical shape; `weight_scale` [out, G] (G = 1
+//     for the channel strategy, in/group_size for group, or [1] / [] for
+//     one tensor-wide scale); when asymmetric, `weight_zero_point` I32
+//     [ceil(out*bits/32), G], each column of zero points packed the same
+//     way down the rows (packed_dim=0), or stored as is (int8, the scale's
+//     shape) for the tensor strategy.
+//   - `int-quantized`: `weight` I8 [out, in] as is, `weight_zero_point` I8
+//     of the scale's shape when asymmetric.
+//
+// Value = (q - zp) * scale[row, col / group_size], in the scale's dtype
+// upstream; DequantRows gives the float32 product, which is exact for
+// bfloat16 and float16 scales (so rounding it to the scale's dtype gives
+// upstream's value) and upstream's own arithmetic for float32 scales.
+//
+// Upstream (https://github.com/vllm-project/compressed-tensors):
+// compressors/pack_quantized/base.py decompress, pack_quantized/helpers.py
+// pack_to_int32 / unpack_from_int32, compressors/naive_quantized/base.py,
+// quantization/lifecycle/forward_helpers.py _process_group / _dequantize.
+// Not handled: `weight_g_idx` (activation ordering) — a caller that finds
+// one must refuse the tensor.
+
+// PackedIntLayout is a checked compressed-tensors integer weight.
+type PackedIntLayout struct {
+	Rows, Cols int
+	Bits       int  // 1..8
+	Packed     bool // pack-quantized (int32 words); false: int-quantized (int8 as is)
+	Groups     int  // scale columns per row (1: channel or tensor)
+	TensorWide bool // one scale (and zero point) for the whole tensor
+	ZeroPoint  int  // 0: symmetric; 1: int32 packed down the rows; 2: int8 as is
+	ScaleDType dtype.DType
+}
+
+const (
+	zpNone = iota
+	zpPacked
+	zpInt8
+)
+
+// CheckPackedInt validates a compressed-tensors integer weight: weight
+// is `weight_packed` (I32; shape is then the decoded `weight_shape`) or
+// the int-quantized `weight` (I8; shape nil), bits the scheme's num_bits,
+// zeroPoint nil when symmetric.
+func CheckPackedInt(weight CodecTensor, shape []int64, bits int, scale CodecTensor, zeroPoint *CodecTensor) (PackedIntLayout, error) {
+	const scheme = "compressed-tensors"
+	var l PackedIntLayout
+	if weight.DType == dtype.Int8 {
+		wd, err := codecShape(scheme, weight, 2, dtype.Int8)
+		if err != nil {
+			return l, err
+		}
+		if bits < 1 || bits > 8 {
+			return l, codecErr(scheme, weight, "num_bits %d for an int8 weight", bits)
+		}
+		l = PackedIntLayout{Rows: wd[0], Cols: wd[1], Bits: 8}
+	} else {
+		wd, err := codecShape(scheme, weight, 2, dtype.Int32)
+		if err != nil {
+			return l, err
+		}
+		if bits < 1 || bits > 8 {
+			return l, codecErr(scheme, weight, "num_bits %d, want 1 to 8", bits)
+		}
+		sd, err := codecShape(scheme, CodecTensor{weight.Name + " (weight_shape)", weight.DType, shape}, 2)
+		if err != nil {
+			return l, err
+		}
+		l = PackedIntLayout{Rows: sd[0], Cols: sd[1], Bits: bits, Packed: true}
+		if wd[0] != l.Rows || wd[1] != codecCeilDiv(l.Cols*bits, 32) {
+			return l, codecErr(scheme, weight, "shape %v, want [%d %d] for weight_shape %v at %d bits", weight.Shape, l.Rows, codecCeilDiv(l.Cols*bits, 32), shape, bits)
+		}
+	}
+	sd, err := codecShape(scheme, scale, -1, codecScaleDTypes...)
+	if err != nil {
+		return l, err
+	}
+	l.ScaleDType = scale.DType
+	switch {
+	case len(sd) == 0 || len(sd) == 1 && sd[0] == 1:
+		l.Groups, l.TensorWide = 1, true
+	case len(sd) == 2 && sd[0] == l.Rows && sd[1] >= 1 && l.Cols%sd[1] == 0:
+		l.Groups = sd[1]
+	default:
+		return l, codecErr(scheme, scale, "shape %v does not divide the weight [%d %d] into groups", scale.Shape, l.Rows, l.Cols)
+	}
+	if zeroPoint == nil {
+		return l, nil
+	}
+	zd, err := codecShape(scheme, *zeroPoint, -1, dtype.Int8, dtype.Int32)
+	if err != nil {
+		return l, err
+	}
+	switch {
+	case zeroPoint.DType == dtype.Int8 && len(zd) == len(sd) && equalInts(zd, sd):
+		l.ZeroPoint = zpInt8
+	case zeroPoint.DType == dtype.Int32 && l.Packed && !l.TensorWide && len(zd) == 2 && zd[0] == codecCeilDiv(l.Rows*l.Bits, 32) && zd[1] == l.Groups:
+		l.ZeroPoint = zpPacked
+	default:
+		return l, codecErr(scheme, *zeroPoint, "%s %v does not match weight_scale %v", zeroPoint.DType, zeroPoint.Shape, scale.Shape)
+	}
+	return l, nil
+}
+
+func equalInts(a, b []int) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+// Shape is the logical weight's shape [Rows, Cols].
+func (l PackedIntLayout) Shape() []int64 { return []int64{int64(l.Rows), int64(l.Cols)} }
+
+// DequantRows decodes rows [r0, r1) into dst ((r1-r0)*Cols float32s)
+// from the whole weight, scale and zero-point data (zeroPoint nil when
+// symmetric).
+func (l PackedIntLayout) DequantRows(dst []float32, weight, scale, zeroPoint []byte, r0, r1 int) error {
+	wordsPerRow := codecCeilDiv(l.Cols*l.Bits, 32)
+	wantW := l.Rows * wordsPerRow * 4
+	if !l.Packed {
+		wantW = l.Rows * l.Cols
+	}
+	nScales := l.Rows * l.Groups
+	if l.TensorWide {
+		nScales = 1
+	}
+	wantZ := 0
+	switch l.ZeroPoint {
+	case zpInt8:
+		wantZ = nScales
+	case zpPacked:
+		wantZ = codecCeilDiv(l.Rows*l.Bits, 32) * l.Groups * 4
+	}
+	if err := codecRows(dst, r0, r1, l.Rows, l.Cols,
+		codecBuf{"weight", weight, wantW},
+		codecBuf{"weight_scale", scale, nScales * l.ScaleDType.Size()},
+		codecBuf{"weight_zero_point", zeroPoint, wantZ}); err != nil {
+		return err
+	}
+	gs := l.Cols / l.Groups
+	off := int32(1) << (l.Bits - 1)
+	for r := r0; r < r1; r++ {
+		si := r * l.Groups
+		if l.TensorWide {
+			si = 0
+		}
+		sc := codecFloats(l.ScaleDType, scale[si*l.ScaleDType.Size():], l.Groups)
+		out := dst[(r-r0)*l.Cols : (r-r0+1)*l.Cols]
+		for g := 0; g < l.Groups; g++ {
+			var zp int32
+			switch l.ZeroPoint {
+			case zpInt8:
+				zp = int32(int8(zeroPoint[si+g]))
+			case zpPacked:
+				zp = int32(codecField(zeroPoint, g*4, 4*l.Groups, r*l.Bits, l.Bits)) - off
+			}
+			s := sc[g]
+			for c := g * gs; c < (g+1)*gs; c++ {
+				var q int32
+				if l.Packed {
+					q = int32(codecField(weight, r*wordsPerRow*4, 4, c*l.Bits, l.Bits)) - off
+				} else {
+					q = int32(int8(weight[r*l.Cols+c]))
+				}
+				out[c] = float32(q-zp) * s
+			}
+		}
+	}
+	return nil
+}
