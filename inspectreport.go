@@ -35,7 +35,7 @@ type InspectReport struct {
 	// Quantization: a quantized release read dequantized, its schemes
 	// (each tensor's stored form is its "stored").
 	Quantization *statedict.QuantizationInfo `json:"quantization,omitempty"`
-	Warnings    []string          `json:"warnings"`
+	Warnings     []string                    `json:"warnings"`
 	// Requests counts the HTTP requests made for a URL source; the caller
 	// that watched the object store (WithObjectStore) sets it.
 	Requests *int64 `json:"requests,omitempty"`
