@@ -203,7 +203,7 @@ func (l *ctLayout) Plan(tensors []Stored) ([]*Group, error) {
 		scheme := "compressed-tensors " + g.format
 		f := lookupCompressed(g.format)
 		if f == nil {
-			return nil, &Error{Scheme: quoteIfOdd(scheme), Tensor: t.Name, Err: fmt.Errorf("%w: ckpt does not dequantize format %q (config group %s; --raw keeps the stored tensors)", ErrUnknownScheme, g.format, g.name)}
+			return nil, &Error{Scheme: scheme, Tensor: prefix + "weight", Err: fmt.Errorf("%w: ckpt does not dequantize format %q (config group %s; --raw keeps the stored tensors)", ErrUnknownScheme, g.format, g.name)}
 		}
 		grp, err := f(CompressedModule{Prefix: prefix, Args: *g.weights, Format: g.format, DType: l.dt, Tensors: byName})
 		if err != nil {
