@@ -73,10 +73,19 @@ func readModelConfig(p string, isDir bool, cfg *config) ([]byte, string, error) 
 			name = filepath.Join(p, "config.json")
 		}
 	}
+	if cfg.fs != nil {
+		// An object store or web server: only a directory's listing (which
+		// opening it already asked for) may show a config.json; a request
+		// more per open, or a web server's page taken for one, is not worth
+		// it. A single remote file needs WithModelConfig.
+		if !isDir || len(cfg.glob(p, "config.json")) == 0 {
+			return nil, "", nil
+		}
+	}
 	r, size, closer, err := cfg.open(name)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || cfg.fs != nil {
-			return nil, "", nil // no config.json (an object store's absent key included)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, "", nil
 		}
 		var e *Error
 		if errors.As(err, &e) && errors.Is(err, ErrNotRegular) {
