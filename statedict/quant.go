@@ -1,6 +1,7 @@
 package statedict
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -116,6 +117,13 @@ func applyQuant(ck *Checkpoint, p string, isDir bool, cfg *config) error {
 	conf, from, err := readModelConfig(p, isDir, cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.modelConfig == "" && len(conf) > 0 && !json.Valid(conf) {
+		// A config.json that happens to sit beside the file but is not
+		// JSON says nothing about quantization: set aside with a warning
+		// (float8 weights with scales are still refused below).
+		ck.Warnings = append(ck.Warnings, from+" is not valid JSON: not read for a quantization_config")
+		conf = nil
 	}
 	ck.ModelConfig = conf
 	byName := make(map[string]*Tensor, len(ck.Tensors))
