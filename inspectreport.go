@@ -32,7 +32,10 @@ type InspectReport struct {
 	Strays      []remap.Stray     `json:"strays"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	GGUF        *gguf.File        `json:"gguf,omitempty"`
-	Warnings    []string          `json:"warnings"`
+	// Quantization: a quantized release read dequantized, its schemes
+	// (each tensor's stored form is its "stored").
+	Quantization *statedict.QuantizationInfo `json:"quantization,omitempty"`
+	Warnings     []string                    `json:"warnings"`
 	// Requests counts the HTTP requests made for a URL source; the caller
 	// that watched the object store (WithObjectStore) sets it.
 	Requests *int64 `json:"requests,omitempty"`
@@ -82,6 +85,9 @@ type InspectTensor struct {
 	Attribute bool               `json:"attribute,omitempty"`
 	// GGML: a GGUF tensor's ggml type, dims (ggml order), offset, stored bytes.
 	GGML *statedict.GGML `json:"ggml,omitempty"`
+	// Stored: a dequantized weight's stored form (scheme, codes' dtype and
+	// shape, companion scales); its dtype and shape above are the logical ones.
+	Stored *statedict.QuantStored `json:"stored,omitempty"`
 }
 
 // InspectStorage is the storage an inspected tensor views.
@@ -139,7 +145,7 @@ func Inspect(ck *statedict.Checkpoint, file string, keep func(name string) bool)
 	sum := ck.Summary()
 	rep := &InspectReport{
 		File: file, Format: string(ck.Format), Version: ck.Version, ByteOrder: ck.ByteOrder,
-		Compression: ck.Compression, Shards: ck.Shards, Metadata: ck.Metadata, GGUF: ck.GGUF,
+		Compression: ck.Compression, Shards: ck.Shards, Metadata: ck.Metadata, GGUF: ck.GGUF, Quantization: ck.Quantization,
 		Summary: InspectSummary{Tensors: sum.Tensors, Storages: sum.Storages, Shared: sum.Shared, Elements: sum.Elements,
 			Bytes: sum.Bytes, StorageBytes: sum.StorageBytes, ByDType: map[string]int64{}, ByDevice: map[string]int64{}},
 		Tensors: []InspectTensor{}, Objects: []InspectObject{}, Opaque: []InspectObject{}, Foreign: []InspectObject{},
@@ -173,7 +179,7 @@ func Inspect(ck *statedict.Checkpoint, file string, keep func(name string) bool)
 			Name: t.Name, DType: t.DType.String(), Shape: nonNil(t.Shape), Strides: nonNil(t.Strides), StorageOffset: t.Offset,
 			Device: t.Device, NBytes: t.NBytes(), Layout: string(t.Layout), RequiresGrad: t.RequiresGrad, Parameter: t.Parameter,
 			View: t.IsView(), Contiguous: t.IsContiguous(), Stray: stray[t.Name], Quantized: t.Quant != nil, Meta: t.Meta,
-			Subclass: t.Subclass, DTensor: t.DTensor, Attribute: t.Attribute, GGML: t.GGML,
+			Subclass: t.Subclass, DTensor: t.DTensor, Attribute: t.Attribute, GGML: t.GGML, Stored: t.QuantStored,
 		}
 		if t.Storage != nil {
 			it.Shared = shared[t.Storage]

@@ -37,6 +37,12 @@ type Checkpoint struct {
 	ShardMetadata map[string]map[string]string
 	// Warnings are non-fatal findings (TorchScript archive, unused records...).
 	Warnings []string
+	// Quantization is set when the checkpoint is a quantized release whose
+	// weights read dequantized (see WithRaw); nil otherwise.
+	Quantization *QuantizationInfo
+	// ModelConfig is the config.json found beside the checkpoint (or
+	// named by WithModelConfig), nil when there is none.
+	ModelConfig []byte
 	// Root is the unpickled object tree (nil for safetensors).
 	Root any
 

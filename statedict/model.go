@@ -120,6 +120,10 @@ type Tensor struct {
 	// the tensor is stored. A quantized tensor's DType is float32, the
 	// type its elements read as.
 	GGML *GGML
+	// QuantStored is set on a weight of a quantized release read as its
+	// dequantized values: the scheme and the stored form (codes' dtype
+	// and shape, companion scales), which the checkpoint no longer lists.
+	QuantStored *QuantStored
 }
 
 // Quantization holds the quantizer of a quantized tensor.

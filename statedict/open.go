@@ -33,6 +33,9 @@ type config struct {
 
 	shard bool // opening a shard of an index: another index is refused
 
+	modelConfig string // WithModelConfig
+	raw         bool   // WithRaw
+
 	// See limits.go.
 	ctx          context.Context
 	maxNames     int64 // names the object tree walk may give; 0: scaled to the pickle
@@ -105,12 +108,15 @@ func Open(path string, opts ...Option) (*Checkpoint, error) {
 		return nil, err
 	}
 	if fi.IsDir() {
-		return openDir(path, &cfg)
+		ck, err := openDir(path, &cfg)
+		return withQuant(ck, err, path, true, &cfg)
 	}
 	if filepath.Base(path) == dcp.MetadataFile {
-		return openDCP(cfg.dcpDir(path), &cfg)
+		ck, err := openDCP(cfg.dcpDir(path), &cfg)
+		return withQuant(ck, err, path, false, &cfg)
 	}
-	return openFile(path, &cfg)
+	ck, err := openFile(path, &cfg)
+	return withQuant(ck, err, path, false, &cfg)
 }
 
 // FS is where OpenFS finds a checkpoint's files when they are not local
@@ -160,16 +166,19 @@ func OpenFS(fsys FS, name string, opts ...Option) (*Checkpoint, error) {
 		o(&cfg)
 	}
 	if path.Base(name) == dcp.MetadataFile {
-		return openDCP(cfg.dcpDir(name), &cfg)
+		ck, err := openDCP(cfg.dcpDir(name), &cfg)
+		return withQuant(ck, err, name, false, &cfg)
 	}
 	dir, err := fsys.IsDir(name)
 	if err != nil {
 		return nil, err
 	}
 	if dir {
-		return openDir(name, &cfg)
+		ck, err := openDir(name, &cfg)
+		return withQuant(ck, err, name, true, &cfg)
 	}
-	return openFile(name, &cfg)
+	ck, err := openFile(name, &cfg)
+	return withQuant(ck, err, name, false, &cfg)
 }
 
 // display returns how errors name the file name.

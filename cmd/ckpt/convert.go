@@ -21,6 +21,7 @@ type convertOptions struct {
 	cmd         *cobra.Command
 	In, Out     string
 	To          string
+	Quant       quantFlags
 	MapLocation string
 	DType       string
 	Strip       []string
@@ -75,6 +76,7 @@ func newConvertCmd(s *streams) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	opts.Quant.add(f)
 	f.StringVar(&opts.To, "to", "", "output format: safetensors, pth, gguf or dcp (default: from OUT's extension)")
 	f.StringVar(&opts.GGUFType, "gguf-type", "", "gguf: type of the weights: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (1-D tensors and norms stay f32; default: as the input)")
 	f.StringArrayVar(&opts.GGUFMeta, "gguf-meta", nil, "gguf: metadata KEY=VALUE or KEY:TYPE=VALUE (repeatable; general.architecture is required)")
@@ -118,7 +120,7 @@ type convertReport struct {
 
 func runConvert(ctx context.Context, s *streams, o *convertOptions, copts []ckpt.ConvertOption) error {
 	var st *ckpt.ObjectStore
-	ck, err := ckpt.Open(ctx, o.In, ckpt.WithObjectStore(func(s *ckpt.ObjectStore) { st = s }))
+	ck, err := ckpt.Open(ctx, o.In, append(o.Quant.options(), ckpt.WithObjectStore(func(s *ckpt.ObjectStore) { st = s }))...)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ type inspectOptions struct {
 	JSON   bool
 	Stats  bool
 	Filter string
+	Quant  quantFlags
 }
 
 func newInspectCmd(s *streams) *cobra.Command {
@@ -56,6 +57,7 @@ are listed under Warnings.`,
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object (schema in docs/cli-json.md)")
 	f.BoolVar(&opts.Stats, "stats", false, "read the data and add min, max, mean and NaN/Inf counts per tensor")
 	f.StringVar(&opts.Filter, "filter", "", "only tensors whose name matches this glob (* matches dots too)")
+	opts.Quant.add(f)
 	return cmd
 }
 
@@ -69,7 +71,7 @@ type (
 
 func runInspect(ctx context.Context, s *streams, opts *inspectOptions) error {
 	var st *ckpt.ObjectStore
-	ck, err := ckpt.Open(ctx, opts.Path, ckpt.WithObjectStore(func(s *ckpt.ObjectStore) { st = s }))
+	ck, err := ckpt.Open(ctx, opts.Path, append(opts.Quant.options(), ckpt.WithObjectStore(func(s *ckpt.ObjectStore) { st = s }))...)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ func printInspect(w io.Writer, rep *inspectReport, filter string) {
 		humanCount(sum.Elements), human.Bytes(sum.Bytes), humanCount(int64(sum.Storages)), sum.Shared, human.Bytes(sum.StorageBytes))
 	fmt.Fprintf(w, "By dtype:  %s\n", groupLine(sum.ByDType))
 	fmt.Fprintf(w, "By device: %s\n", groupLine(sum.ByDevice))
+	printQuantization(w, rep)
 	if filter != "" && len(rep.Tensors) == 0 {
 		fmt.Fprintf(w, "\nNo tensor matches --filter %q (of %s tensors).\n", filter, humanCount(int64(sum.Tensors)))
 	}
@@ -132,6 +133,7 @@ func tensorFlags(t inspectTensor) string {
 	}
 	f = append(f, chunkFlags(t)...)
 	f = append(f, ggufFlag(t)...)
+	f = append(f, storedFlag(t)...)
 	return strings.Join(f, ",")
 }
 

@@ -27,6 +27,7 @@ type loadOptions struct {
 	RankSpec    string // --rank as given: N or auto
 	WorldSize   int    // --world-size
 	Split       string // --split
+	Quant       quantFlags
 }
 
 // envLibCUDA names a CUDA driver library to use instead of libcuda.so.1,
@@ -112,6 +113,7 @@ verification mismatch; 2 usage.`,
 		},
 	}
 	f := cmd.Flags()
+	opts.Quant.add(f)
 	f.StringVar(&opts.MapLocation, "map-location", "", "where tensors go: a device (cpu, cuda:1) or SRC=DST pairs (cuda:1=cuda:0); default: where they were saved")
 	f.BoolVar(&opts.Strict, "strict", false, "fail if any tensor was saved on another device than the rest (a stray)")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "print the plan and stop before the pre-flight and before reading any data")
@@ -165,6 +167,7 @@ func runLoad(ctx context.Context, s *streams, path string, opts loadOptions, inv
 	if !opts.NoMmap {
 		lopts = append(lopts, ckpt.WithFileMapping())
 	}
+	lopts = append(lopts, opts.Quant.options()...)
 	var st *ckpt.ObjectStore
 	lopts = append(lopts, ckpt.WithObjectStore(func(s *ckpt.ObjectStore) { st = s }))
 	m, err := ckpt.Load(ctx, path, append(pre, lopts...)...)

@@ -95,7 +95,7 @@ func runConvertTP(ctx context.Context, s *streams, o *convertOptions, copts []ck
 	if err != nil {
 		return err
 	}
-	ck, err := ckpt.Open(ctx, o.In)
+	ck, err := ckpt.Open(ctx, o.In, o.Quant.options()...)
 	if err != nil {
 		return err
 	}
