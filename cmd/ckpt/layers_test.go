@@ -52,8 +52,6 @@ func TestLayers(t *testing.T) {
 		// The driver binding (purego), NVML, inventory, environment, the
 		// devices report.
 		"cuda": {"github.com/ebitengine/purego"},
-		// quant: the quantized schemes' codecs (element types from dtype).
-		"quant": {mod + "dtype"},
 
 		// verify: ckpt verify's Check and Compare.
 		"verify": {mod + "statedict", mod + "digest", mod + "dtype"},
