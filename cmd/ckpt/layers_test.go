@@ -154,7 +154,7 @@ func TestCLIIsThin(t *testing.T) {
 	// Struct types with json tags that cmd/ckpt may declare: envelopes that
 	// put a command's arguments around library results.
 	envelopes := map[string]bool{
-		"convertReport": true, "tpReport": true, "verifyReport": true, "versionInfo": true,
+		"convertReport": true, "tpReport": true, "verifyReport": true, "versionInfo": true, "diffReport": true,
 	}
 	// The module packages a command file may import: the facade, and
 	// byte counts for rendering.
