@@ -80,7 +80,17 @@ func closeTo(got, want *float64) bool {
 func TestDiffInterop(t *testing.T) {
 	testenv.Require(t, "torch", "numpy")
 	dir := t.TempDir()
-	cmd := exec.Command(testenv.Python(), "testdata/diff_pair.py", dir)
+	// The script runs from the temporary directory (scripts/torch2-python
+	// runs in a chroot that sees /tmp).
+	script, err := os.ReadFile("testdata/diff_pair.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "diff_pair.py"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testenv.Python(), "diff_pair.py", ".")
+	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("diff_pair.py: %v\n%s", err, out)
 	}
