@@ -105,7 +105,9 @@ func (s *acc) add(x, y []float64, tol tolerance) {
 		if tol.on && ad > tol.atol+tol.rtol*math.Abs(b) {
 			s.over++
 		}
-		_, e := math.Frexp(ad) // ad = f * 2^e, 0.5 <= f < 1: 2^(e-1) <= ad < 2^e
+		// ad = f * 2^e with 0.5 <= f < 1 (math.Frexp's e, read from the
+		// exponent bits: ad is normal or lands in bin 0 anyway).
+		e := int(math.Float64bits(ad)>>52&0x7ff) - 1022
 		i := min(max(e-histLo, 0), HistogramBins-1)
 		if d < 0 {
 			s.neg[i]++
