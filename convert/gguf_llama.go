@@ -9,11 +9,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/ckpt-dev/ckpt/gguf"
+	"github.com/ckpt-dev/ckpt/internal/llamacpp"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -99,35 +99,15 @@ var hfArchitectures = map[string]struct {
 	"Qwen2ForCausalLM":   {"qwen2", false},
 }
 
-// llamaNames are llama.cpp's names for the Llama family's tensors.
-var llamaNames = []struct{ from, to string }{
-	{`^model\.embed_tokens\.weight$`, "token_embd.weight"},
-	{`^model\.norm\.weight$`, "output_norm.weight"},
-	{`^lm_head\.weight$`, "output.weight"},
-	{`^model\.layers\.(\d+)\.self_attn\.q_proj\.(weight|bias)$`, "blk.$1.attn_q.$2"},
-	{`^model\.layers\.(\d+)\.self_attn\.k_proj\.(weight|bias)$`, "blk.$1.attn_k.$2"},
-	{`^model\.layers\.(\d+)\.self_attn\.v_proj\.(weight|bias)$`, "blk.$1.attn_v.$2"},
-	{`^model\.layers\.(\d+)\.self_attn\.o_proj\.(weight|bias)$`, "blk.$1.attn_output.$2"},
-	{`^model\.layers\.(\d+)\.mlp\.gate_proj\.weight$`, "blk.$1.ffn_gate.weight"},
-	{`^model\.layers\.(\d+)\.mlp\.up_proj\.weight$`, "blk.$1.ffn_up.weight"},
-	{`^model\.layers\.(\d+)\.mlp\.down_proj\.weight$`, "blk.$1.ffn_down.weight"},
-	{`^model\.layers\.(\d+)\.input_layernorm\.weight$`, "blk.$1.attn_norm.weight"},
-	{`^model\.layers\.(\d+)\.post_attention_layernorm\.weight$`, "blk.$1.ffn_norm.weight"},
-}
-
-// llamaTop are llama.cpp's names of the tensors outside the blocks.
-var llamaTop = []string{"token_embd.weight", "output_norm.weight", "output.weight"}
-
+// llamaRenames are llama.cpp's names for the Llama family's tensors
+// (llamacpp.Names) as --rename rules.
 var llamaRenames = func() []Rename {
-	out := make([]Rename, len(llamaNames))
-	for i, n := range llamaNames {
-		out[i] = Rename{Pattern: regexp.MustCompile(n.from), Replacement: n.to}
+	out := make([]Rename, len(llamacpp.Names))
+	for i, n := range llamacpp.Names {
+		out[i] = Rename{Pattern: llamacpp.Patterns[i], Replacement: n.To}
 	}
 	return out
 }()
-
-// qkName matches the output names of the tensors llama.cpp permutes.
-var qkName = regexp.MustCompile(`^blk\.\d+\.attn_([qk])\.(weight|bias)$`)
 
 // ErrHFConfig: the config.json of WithHFModelDir cannot be used (not
 // JSON, too large, or a hyperparameter out of range).
@@ -177,7 +157,7 @@ func (c *config) ggufPrepare(ck *statedict.Checkpoint) error {
 		if !c.selected(t.Name) {
 			continue
 		}
-		if name := c.newName(t.Name); !strings.HasPrefix(name, "blk.") && !slices.Contains(llamaTop, name) {
+		if name := c.newName(t.Name); !strings.HasPrefix(name, "blk.") && !slices.Contains(llamacpp.Top, name) {
 			unmapped = append(unmapped, name)
 		}
 	}
@@ -415,7 +395,7 @@ func (c *config) ggufPermuted(it *item) (*statedict.Tensor, error) {
 	if a == nil || !a.permute {
 		return it.src, nil
 	}
-	m := qkName.FindStringSubmatch(it.name)
+	m := llamacpp.QK.FindStringSubmatch(it.name)
 	if m == nil {
 		return it.src, nil
 	}
@@ -430,18 +410,15 @@ func (c *config) ggufPermuted(it *item) (*statedict.Tensor, error) {
 	return v, nil
 }
 
-// permuteView returns t's rows reordered as llama.cpp's permute does:
-// t.reshape(heads, 2, rows/heads/2, rest...).swapaxes(1, 2), as a view
-// (shape [heads, rows/heads/2, 2, rest...]) over t's storage.
+// permuteView returns t's rows reordered as llama.cpp's permute does
+// (llamacpp.Permute), as a view over t's storage.
 func permuteView(t *statedict.Tensor, heads int64) (*statedict.Tensor, error) {
-	if len(t.Shape) == 0 || heads <= 0 || t.Shape[0]%(2*heads) != 0 {
-		return nil, fmt.Errorf("%v rows cannot be split into %d heads of an even size (q/k permutation)", t.Shape, heads)
+	shape, strides, err := llamacpp.Permute(t.Shape, t.Strides, heads)
+	if err != nil {
+		return nil, err
 	}
-	half := t.Shape[0] / heads / 2
-	s0 := t.Strides[0]
 	v := *t
-	v.Shape = append([]int64{heads, half, 2}, t.Shape[1:]...)
-	v.Strides = append([]int64{2 * half * s0, s0, half * s0}, t.Strides[1:]...)
+	v.Shape, v.Strides = shape, strides
 	return &v, nil
 }
 

@@ -239,6 +239,9 @@ type CompareOptions struct {
 	// and the bytes of A's tensors present in B, from the comparing
 	// goroutines one call at a time.
 	Progress func(done, total int64)
+	// Matching is how A's and B's tensors are paired (names as they are,
+	// and a Llama-family GGUF file as ckpt convert wrote it, by default).
+	Matching Matching
 
 	report func(n int64) // Compare's running count behind Progress
 }
@@ -247,6 +250,9 @@ type CompareOptions struct {
 type CompareReport struct {
 	Compared    int        `json:"compared"` // tensors present on both sides
 	Differences []Mismatch `json:"differences"`
+	// Notes say how names were matched when not as they are (a GGUF
+	// file's llama.cpp names).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Aliases returns the tied tensors a safetensors conversion dropped and
@@ -275,21 +281,8 @@ func Aliases(ck *statedict.Checkpoint) map[string]string {
 // error is for failures to read, not for differences.
 func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOptions) (*CompareReport, error) {
 	rep := &CompareReport{Differences: []Mismatch{}}
-	index := func(ck *statedict.Checkpoint) func(string) *statedict.Tensor {
-		byName := make(map[string]*statedict.Tensor, len(ck.Tensors))
-		for _, t := range ck.Tensors {
-			byName[t.Name] = t
-		}
-		aliases := Aliases(ck)
-		return func(name string) *statedict.Tensor {
-			if t, ok := byName[name]; ok {
-				return t
-			}
-			return byName[aliases[name]]
-		}
-	}
-	inA, inB := index(a), index(b)
-	seen := map[string]bool{}
+	m := match(a, b, opts.Matching)
+	rep.Notes = m.notes
 	// Pairs are compared by one goroutine per CPU; the report keeps A's
 	// order.
 	type result struct {
@@ -305,14 +298,13 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 	first := map[viewPair]int{}
 	dups := map[int]int{}
 	for i, ta := range a.Tensors {
-		seen[ta.Name] = true
-		tb := inB(ta.Name)
-		if tb == nil {
+		p := m.pairs[i]
+		if p == nil {
 			results[i].d = &Mismatch{Name: ta.Name, Kind: "missing_in_b", Detail: "only in A"}
 			continue
 		}
 		rep.Compared++
-		k := viewPair{ta.View(), tb.View()}
+		k := viewPair{p.a.View(), p.b.View()}
 		if j, ok := first[k]; ok {
 			dups[i] = j
 			continue
@@ -344,8 +336,7 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 			defer wg.Done()
 			for k := next.Add(1) - 1; k < int64(len(pairs)); k = next.Add(1) - 1 {
 				i := pairs[k]
-				ta := a.Tensors[i]
-				d, err := compareTensor(work, ta, inB(ta.Name), opts)
+				d, err := compareTensor(work, a.Tensors[i].Name, m.pairs[i], opts)
 				results[i] = result{d, err}
 				if err != nil {
 					cancel() // the others stop; the first real error is returned
@@ -375,25 +366,27 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 			rep.Differences = append(rep.Differences, *r.d)
 		}
 	}
-	for _, tb := range b.Tensors {
-		if !seen[tb.Name] && inA(tb.Name) == nil {
-			rep.Differences = append(rep.Differences, Mismatch{Name: tb.Name, Kind: "missing_in_a", Detail: "only in B"})
-		}
+	for _, tb := range m.onlyB {
+		rep.Differences = append(rep.Differences, Mismatch{Name: tb.Name, Kind: "missing_in_a", Detail: "only in B"})
 	}
 	return rep, nil
 }
 
-func compareTensor(ctx context.Context, a, b *statedict.Tensor, opts CompareOptions) (*Mismatch, error) {
-	if fmt.Sprint(a.Shape) != fmt.Sprint(b.Shape) {
-		return &Mismatch{Name: a.Name, Kind: "shape", Detail: fmt.Sprintf("A %v, B %v", a.Shape, b.Shape)}, nil
+func compareTensor(ctx context.Context, name string, p *pair, opts CompareOptions) (*Mismatch, error) {
+	a, b := p.a, p.b
+	if !sameShape(p.shapeA, p.shapeB) {
+		return &Mismatch{Name: name, Kind: "shape", Detail: fmt.Sprintf("A %v, B %v", p.shapeA, p.shapeB)}, nil
+	}
+	if p.problem != "" {
+		return &Mismatch{Name: name, Kind: "shape", Detail: p.problem}, nil
 	}
 	if a.DType != b.DType && !opts.Tolerance {
-		return &Mismatch{Name: a.Name, Kind: "dtype", Detail: fmt.Sprintf("A %s, B %s", a.DType, b.DType)}, nil
+		return &Mismatch{Name: name, Kind: "dtype", Detail: fmt.Sprintf("A %s, B %s", a.DType, b.DType)}, nil
 	}
 	decA, okA := decoder(a.DType)
 	decB, okB := decoder(b.DType)
 	if opts.Tolerance && (!okA || !okB) && a.DType != b.DType {
-		return &Mismatch{Name: a.Name, Kind: "dtype", Detail: fmt.Sprintf("A %s, B %s: no numeric comparison between them", a.DType, b.DType)}, nil
+		return &Mismatch{Name: name, Kind: "dtype", Detail: fmt.Sprintf("A %s, B %s: no numeric comparison between them", a.DType, b.DType)}, nil
 	}
 	// Dimensions both sides broadcast (stride 0) hold the same elements
 	// along them: compare one slice, so that the cost is what the
@@ -483,7 +476,7 @@ func compareTensor(ctx context.Context, a, b *statedict.Tensor, opts CompareOpti
 	if okA {
 		detail += fmt.Sprintf(", max |A-B| %g", maxAbs)
 	}
-	return &Mismatch{Name: a.Name, Kind: "value", Detail: detail}, nil
+	return &Mismatch{Name: name, Kind: "value", Detail: detail}, nil
 }
 
 // quickClose is closeEnough's common case, finite and close, without its

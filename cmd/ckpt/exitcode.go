@@ -10,7 +10,7 @@ import (
 // Exit codes, documented in `ckpt --help` and the README.
 const (
 	exitOK      = 0
-	exitError   = 1 // unreadable, unsafe or failing input
+	exitError   = 1 // unreadable, unsafe or failing input (verify's differences, diff past its limits)
 	exitUsage   = 2 // bad flags or arguments
 	exitUnknown = 3 // ckpt scan: read in full, unknown globals, nothing unsafe
 )

@@ -48,13 +48,15 @@ func TestLayers(t *testing.T) {
 		"scan":             {mod + "dtype", mod + "pickle", mod + "statedict", mod + "dcp", mod + "torchzip", mod + "gguf", "github.com/klauspost/compress/"},
 		"torchzip":         {mod + "dtype", mod + "pickle"},
 		"dcp":              {mod + "dtype", mod + "pickle", mod + "internal/dcpclass", mod + "torchzip"},
-		"convert":          {mod + "dtype", mod + "verify", mod + "internal/atomicfile", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
+		"convert":          {mod + "dtype", mod + "verify", mod + "internal/atomicfile", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", mod + "internal/llamacpp", "github.com/klauspost/compress/"},
 		// The driver binding (purego), NVML, inventory, environment, the
 		// devices report.
 		"cuda": {"github.com/ebitengine/purego"},
 
 		// verify: ckpt verify's Check and Compare.
-		"verify": {mod + "statedict", mod + "digest", mod + "dtype"},
+		"verify": {mod + "statedict", mod + "digest", mod + "dtype", mod + "internal/llamacpp"},
+		// internal/llamacpp: llama.cpp's names and q/k permutation (convert, verify).
+		"internal/llamacpp": {},
 		// internal/atomicfile: convert's atomic, direct-I/O local outputs.
 		"internal/atomicfile": {mod + "internal/human"},
 		// objstore is the only package that imports a cloud client:
@@ -158,7 +160,7 @@ func TestCLIIsThin(t *testing.T) {
 	// Struct types with json tags that cmd/ckpt may declare: envelopes that
 	// put a command's arguments around library results.
 	envelopes := map[string]bool{
-		"convertReport": true, "tpReport": true, "verifyReport": true, "versionInfo": true,
+		"convertReport": true, "tpReport": true, "verifyReport": true, "versionInfo": true, "diffReport": true,
 	}
 	// The module packages a command file may import: the facade, and
 	// byte counts for rendering.

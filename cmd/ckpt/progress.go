@@ -131,7 +131,7 @@ type stageBars struct {
 
 func newStageBars(s *streams, quiet bool) *stageBars { return &stageBars{s: s, quiet: quiet} }
 
-var stageLabels = map[ckpt.Stage]string{ckpt.StageHost: "loading", ckpt.StageUpload: "uploading", "verify": "verifying"}
+var stageLabels = map[ckpt.Stage]string{ckpt.StageHost: "loading", ckpt.StageUpload: "uploading", "verify": "verifying", ckpt.StageDiff: "comparing"}
 
 func (b *stageBars) update(p ckpt.Progress) {
 	b.mu.Lock()

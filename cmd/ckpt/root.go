@@ -55,7 +55,8 @@ Progress bars are drawn on stderr when it is a terminal, except with --json,
 Exit codes:
   0  success
   1  unreadable, unsafe or failing input (one line on stderr); for ckpt scan:
-     an unsafe global, or anything it could not scan in full
+     an unsafe global, or anything it could not scan in full; for ckpt diff:
+     a tensor past --atol/--rtol/--min-cosine
   2  usage error
   3  ckpt scan: every file read in full, unknown globals found, nothing unsafe`,
 		SilenceUsage:  true,

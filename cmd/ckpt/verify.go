@@ -34,7 +34,11 @@ metadata. Each mismatch is reported by tensor name.
 With two, it compares every tensor of A and B by name, dtype, shape and value:
 bitwise, or within --atol/--rtol (|a-b| <= atol + rtol*|b|, after casting both
 to float64, which also allows different dtypes). Aliases a safetensors
-conversion dropped are resolved to the tensor kept in their place.
+conversion dropped are resolved to the tensor kept in their place, and a GGUF
+file 'ckpt convert' wrote from a Llama-family model is matched with its source
+(llama.cpp's names and q/k permutation undone), as 'ckpt diff' matches them.
+verify answers yes or no; 'ckpt diff' measures how far apart two checkpoints
+are (errors, cosine similarity, per layer, an HTML report).
 
 Exit status 1 on any mismatch or difference.`,
 		Example: `  ckpt verify model.safetensors

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# ckpt diff of two ~SIZE_MB checkpoints (a torch .pt and the safetensors
+# file ckpt convert makes of it with every other tensor perturbed by torch),
+# against `cat A B > /dev/null` in the same run, warm page cache; wall time
+# and max RSS (GNU time). Usage: bench/diff.sh [SIZE_MB] [DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+size=${1:-1024}
+dir=${2:-/var/tmp/ckpt-bench-diff}
+mkdir -p "$dir"
+go build -o "$dir/ckpt" ./cmd/ckpt
+if [ ! -f "$dir/a.pt" ] || [ "$(cat "$dir/size" 2>/dev/null)" != "$size" ]; then
+  /usr/bin/python3 - "$dir" "$size" <<'PY'
+import sys, torch
+d, mb = sys.argv[1], int(sys.argv[2])
+torch.manual_seed(0)
+n = mb * (1 << 20) // 4 // 32  # 32 float32 tensors
+a = {f"model.layers.{i}.w": torch.randn(n // 4096, 4096) for i in range(32)}
+torch.save(a, f"{d}/a.pt")
+b = {k: (v + 1e-3 * torch.randn_like(v) if i % 2 else v) for i, (k, v) in enumerate(a.items())}
+torch.save(b, f"{d}/b.pt")
+PY
+  "$dir/ckpt" convert "$dir/b.pt" "$dir/b.safetensors" --force >/dev/null
+  echo "$size" > "$dir/size"
+fi
+a=$dir/a.pt b=$dir/b.safetensors
+cat "$a" "$b" > /dev/null # warm
+t() { /usr/bin/time -f "%e s wall, %M KiB max RSS" "$@" 2>&1 >/dev/null | tail -1; }
+ls -l "$a" "$b" | awk '{print $5, $9}'
+for i in 1 2 3; do
+  echo "cat A B:   $(t sh -c "cat '$a' '$b' > /dev/null")"
+  echo "ckpt diff: $(t "$dir/ckpt" diff "$a" "$b")"
+done

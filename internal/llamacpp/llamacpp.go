@@ -1,0 +1,77 @@
+// Package llamacpp holds what llama.cpp's convert_hf_to_gguf.py does to a
+// Hugging Face model of the Llama family, spelled once: the tensor names
+// it gives and the q/k row permutation. ckpt convert applies them when it
+// writes a GGUF file; ckpt diff and verify apply them again to compare
+// such a file with its source.
+package llamacpp
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// Names are llama.cpp's names for the Llama family's tensors: each From
+// (a regular expression over a Hugging Face name) is replaced by To
+// (regexp.ReplaceAllString syntax).
+var Names = []struct{ From, To string }{
+	{`^model\.embed_tokens\.weight$`, "token_embd.weight"},
+	{`^model\.norm\.weight$`, "output_norm.weight"},
+	{`^lm_head\.weight$`, "output.weight"},
+	{`^model\.layers\.(\d+)\.self_attn\.q_proj\.(weight|bias)$`, "blk.$1.attn_q.$2"},
+	{`^model\.layers\.(\d+)\.self_attn\.k_proj\.(weight|bias)$`, "blk.$1.attn_k.$2"},
+	{`^model\.layers\.(\d+)\.self_attn\.v_proj\.(weight|bias)$`, "blk.$1.attn_v.$2"},
+	{`^model\.layers\.(\d+)\.self_attn\.o_proj\.(weight|bias)$`, "blk.$1.attn_output.$2"},
+	{`^model\.layers\.(\d+)\.mlp\.gate_proj\.weight$`, "blk.$1.ffn_gate.weight"},
+	{`^model\.layers\.(\d+)\.mlp\.up_proj\.weight$`, "blk.$1.ffn_up.weight"},
+	{`^model\.layers\.(\d+)\.mlp\.down_proj\.weight$`, "blk.$1.ffn_down.weight"},
+	{`^model\.layers\.(\d+)\.input_layernorm\.weight$`, "blk.$1.attn_norm.weight"},
+	{`^model\.layers\.(\d+)\.post_attention_layernorm\.weight$`, "blk.$1.ffn_norm.weight"},
+}
+
+// Top are llama.cpp's names of the tensors outside the blocks.
+var Top = []string{"token_embd.weight", "output_norm.weight", "output.weight"}
+
+// Patterns are Names compiled, in the same order.
+var Patterns = func() []*regexp.Regexp {
+	out := make([]*regexp.Regexp, len(Names))
+	for i, n := range Names {
+		out[i] = regexp.MustCompile(n.From)
+	}
+	return out
+}()
+
+// Rename returns llama.cpp's name for a Hugging Face name, and whether
+// one of Names matched.
+func Rename(name string) (string, bool) {
+	for i, re := range Patterns {
+		if re.MatchString(name) {
+			return re.ReplaceAllString(name, Names[i].To), true
+		}
+	}
+	return name, false
+}
+
+// QK matches llama.cpp's names of the tensors it permutes; group 1 is "q"
+// or "k".
+var QK = regexp.MustCompile(`^blk\.\d+\.attn_([qk])\.(weight|bias)$`)
+
+// Permuted lists the architectures (general.architecture) whose q/k rows
+// llama.cpp permutes, and Mapped those that get Names.
+var (
+	Permuted = map[string]bool{"llama": true}
+	Mapped   = map[string]bool{"llama": true, "qwen2": true}
+)
+
+// Permute returns the shape and strides of a view of a tensor (shape,
+// strides in elements) whose elements, in C order, are its rows in
+// llama.cpp's order: t.reshape(heads, 2, rows/heads/2, rest...)
+// .swapaxes(1, 2), as shape [heads, rows/heads/2, 2, rest...].
+func Permute(shape, strides []int64, heads int64) ([]int64, []int64, error) {
+	if len(shape) == 0 || len(strides) != len(shape) || heads <= 0 || shape[0]%(2*heads) != 0 {
+		return nil, nil, fmt.Errorf("%v rows cannot be split into %d heads of an even size (q/k permutation)", shape, heads)
+	}
+	half := shape[0] / heads / 2
+	s0 := strides[0]
+	return append([]int64{heads, half, 2}, shape[1:]...),
+		append([]int64{2 * half * s0, s0, half * s0}, strides[1:]...), nil
+}
