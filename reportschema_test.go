@@ -12,6 +12,7 @@ import (
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/gguf"
 	"github.com/ckpt-dev/ckpt/pickle"
+	"github.com/ckpt-dev/ckpt/quant"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -52,6 +53,7 @@ func TestReportsMatchCLIJSONDoc(t *testing.T) {
 	rep.Metadata = map[string]string{"k": "v"}
 	rep.GGUF = &gguf.File{KV: []gguf.KV{{Key: "general.name", Type: gguf.TypeString, Value: "m"}}}
 	rep.Strays = append(rep.Strays, remap.Stray{Name: "x"})
+	rep.Quantization = &statedict.QuantizationInfo{Schemes: []quant.SchemeCount{{}}}
 	rep.Objects = append(rep.Objects, InspectObject{Name: "s", Type: "torch.storage.TypedStorage",
 		Value: JSONValue(&pickle.StorageRef{Key: "0", DType: "float32", Location: "cpu"})})
 	zero := 0.0
@@ -59,6 +61,7 @@ func TestReportsMatchCLIJSONDoc(t *testing.T) {
 		Storage: &InspectStorage{}, Stats: &InspectStats{Min: &zero, Max: &zero, Mean: &zero},
 		Quant:  map[string]any{"scheme": "per_tensor_affine", "scale": 1.0, "zero_point": 0, "axis": 0},
 		Chunks: []InspectChunk{{}}, GGML: &statedict.GGML{},
+		Stored: &statedict.QuantStored{Companions: []string{"w_scale"}, Consumed: []string{"input_scale"}},
 		DTensor: &statedict.DTensor{MeshDimNames: []string{"dp"}, Coordinate: []int64{0}}})
 	// Map keys are data, not fields.
 	checkSchema(t, "inspect", section(t, doc, "inspect"), rep,
