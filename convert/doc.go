@@ -23,7 +23,7 @@
 // last, and taken back on failure, as local temporary files are. DCP
 // outputs go there too (the .distcp objects, then .metadata), and so do
 // WithPart's shares when the Destination is a SizeDestination: part 0
-// polls the other parts' outputs for their planned sizes (dcp_dest.go).
+// polls the other parts' outputs for their planned sizes (part.go).
 //
 // # Input checks
 //

@@ -98,7 +98,7 @@ type options struct {
 	ggufMeta        []gguf.KV // WithGGUFMetadata
 	hfDir           string    // WithHFModelDir
 
-	dcpOpt dcpOptions // DCP output and --part (dcp_write.go)
+	dcpOpt dcpOptions // DCP output and --part (out_dcp.go, part.go)
 }
 
 // runState is what one conversion works out as it goes.

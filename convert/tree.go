@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/pickle"
@@ -88,42 +87,11 @@ func keyOf(t *statedict.Tensor) viewKey {
 	return viewKey{t.Storage, t.DType, t.Offset, fmt.Sprint(t.Shape, t.Strides)}
 }
 
-// scalarWhy judges a scalar leaf (nil, bool, int, string, float, bytes,
-// complex, device): ok is false for anything else. why says why it cannot
-// be written (a .pth tree or a DCP value), "" when it can.
-func scalarWhy(v any, dropFloats bool) (why string, ok bool) {
-	switch x := v.(type) {
-	case nil, bool, int64:
-		return "", true
-	case *big.Int:
-		if (x.BitLen()+8)/8 > 255 {
-			return fmt.Sprintf("integer of %d bits: longer than LONG1 can write", x.BitLen()), true
-		}
-		return "", true
-	case string:
-		if !utf8.ValidString(x) {
-			return "string is not valid UTF-8", true
-		}
-		return "", true
-	case float64:
-		if dropFloats {
-			return "float: dropped for torch 1.13's weights_only loader (--drop-floats)", true
-		}
-		return "", true
-	case []byte, complex128, pickle.Device:
-		if dropFloats {
-			return pickle.TypeName(v) + ": torch 1.13's weights_only loader cannot read it (--drop-floats)", true
-		}
-		return "", true
-	}
-	return "", false
-}
-
 // unwritable says why v cannot be written, or "". leafOnly is set for dict
 // keys, set items and attribute dicts: places torch never puts tensors, so
 // tensors there were never checked against their storage.
 func (b *treeBuilder) unwritable(v any, leafOnly bool) string {
-	if why, ok := scalarWhy(v, b.c.dropFloats); ok {
+	if why, ok := torchzip.ScalarWhy(v, b.c.dropFloats); ok {
 		return why
 	}
 	switch x := v.(type) {

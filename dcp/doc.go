@@ -27,11 +27,21 @@
 // safetensors file's metadata: SavedOffsets reads them, SafetensorsAt
 // finds a .distcp file's safetensors blob.
 //
-// Writing: the package only encodes; which tensor goes to which rank, and
-// the bytes of each tensor, are the caller's (package convert plans and
-// streams them). Item lengths depend only on a tensor's dtype, shape and
-// flags (TensorLength), so every process of a split conversion can work
-// out the whole .metadata without seeing the other processes' files.
+// Writing (write*.go): NewWriter plans a checkpoint of the given
+// tensors and values (WriteItem: name, planner path, dtype, shape; no
+// statedict or convert types): each tensor whole on the rank with the
+// fewest bytes, or split into one chunk per rank (ChunkBounds, torch.chunk's
+// placement). WriteRank then streams a rank's items into an io.Writer,
+// reading each tensor's bytes from a Source, and Metadata is the
+// .metadata once every rank is written. Item lengths depend only on a
+// tensor's dtype, shape and flags (TensorLength), so WriteRank with no
+// writer measures a rank another process writes, and every process of a
+// split conversion works out the whole .metadata alike. ValueCheck and
+// TensorValue decide which leaves of a nested state dict are written
+// whole as values; SafetensorsPieces, SafetensorsFile and
+// SafetensorsMetadata lay out torch >= 2.8's safetensors-backed variant
+// (the safetensors files themselves are the caller's to write: package
+// convert plans, streams and commits the files).
 // The planner paths torch's default save planner gives a nested state
 // dict are the package's too (write_paths.go): Flatten walks a pickle
 // tree as flatten_state_dict does, RenamedPath follows a rename, and

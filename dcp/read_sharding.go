@@ -96,6 +96,17 @@ func ChunksAway(md map[string]string) bool {
 	return false
 }
 
+// ShardedSafetensors reports whether the safetensors files of a
+// directory (files of them) are a safetensors DCP checkpoint rather than
+// a plain (or consolidated) safetensors one, judging by one file's header
+// metadata md: it carries ShardingInfoKey, and either there are several
+// files, or the entry is malformed (an error to report, not a file to read
+// plainly), or it places a chunk away from the origin (ChunksAway).
+func ShardedSafetensors(md map[string]string, files int) bool {
+	_, ok, err := SavedOffsets(md)
+	return ok && (files > 1 || err != nil || ChunksAway(md))
+}
+
 // CheckSavedOffsets checks a file's saved_offsets for one of its tensors
 // against the tensor's shape: one offset per dimension, offset+size
 // within 2^62.

@@ -1,7 +1,6 @@
 package statedict
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 
@@ -17,11 +17,16 @@ import (
 	"github.com/ckpt-dev/ckpt/pickle"
 )
 
-// The adapter of package dcp's Reader: a torch.distributed.checkpoint
-// directory as a Checkpoint of global tensors, each assembled lazily from
-// its chunks. The format (.metadata, tiling, where each item's bytes lie)
-// is dcp's; decoding each item (a torch.save zip, or a safetensors blob)
-// into tensor pieces, and reading them, is this package's.
+// The adapter of package dcp: a torch.distributed.checkpoint directory as
+// a Checkpoint of global tensors, each assembled lazily from its chunks.
+// The format (.metadata, tiling, where each item's bytes lie, the
+// safetensors layout's DCP_SHARDING_INFO) is dcp's; decoding each item
+// (a torch.save zip, or a safetensors tensor) into tensor pieces, and
+// reading them, is this package's. Two layouts open here: a dcp.Reader's
+// (.metadata and .distcp files, openDCP), and torch >= 2.8's per-rank
+// safetensors files whose DCP_SHARDING_INFO places their chunks
+// (openHFDCP); .distcp files may hold a safetensors blob too
+// (safetensorsChunk).
 
 // FormatDCP is a torch.distributed.checkpoint directory: a .metadata pickle
 // and one or more .distcp files written by FileSystemWriter.
@@ -31,122 +36,6 @@ const FormatDCP Format = "dcp"
 // torch.save zip recorded: the file was damaged after it was written.
 // Reading a whole tensor checks every chunk; slices cannot.
 var ErrChunkCRC = errors.New("statedict: chunk bytes disagree with their CRC32")
-
-// Chunk is one piece of a tensor of a DCP checkpoint: the box
-// [Offsets, Offsets+Sizes) of the global tensor, saved as a torch.save
-// file (or a safetensors tensor) at bytes [Begin, Begin+Length) of File.
-type Chunk struct {
-	Offsets []int64
-	Sizes   []int64
-	File    string // file name, relative to the checkpoint directory
-	Rank    int    // the rank that wrote File (dcp.RankOf, dcp.ShardFileRank), -1 when the name does not say
-	Begin   int64
-	Length  int64
-}
-
-// Chunks returns the chunks a DCP tensor is assembled from (replicated
-// duplicates removed), nil for a tensor of any other format.
-func (t *Tensor) Chunks() []Chunk {
-	if dt := t.dcpTensor(); dt != nil {
-		return dt.chunks
-	}
-	return nil
-}
-
-// Problem returns why a DCP tensor cannot be read (a dcp.ErrTiling or
-// ErrMissingRecord error: a gap, an overlap, a chunk outside the shape, a
-// missing file), nil when it can or for other formats.
-func (t *Tensor) Problem() error {
-	if dt := t.dcpTensor(); dt != nil {
-		return dt.problem
-	}
-	return nil
-}
-
-func (t *Tensor) dcpTensor() *dcpTensor {
-	if t.Storage == nil {
-		return nil
-	}
-	if g, ok := t.Storage.src.(*gatherSource); ok {
-		return g.g.dcp
-	}
-	return nil
-}
-
-// VerifyChunks reads a DCP tensor whole, checking the CRC32 of every
-// chunk whose torch.save zip recorded one for exactly its bytes, and
-// returns how many it checked. A mismatch is an ErrChunkCRC error naming
-// the file; for other tensors it reads nothing and returns 0, nil.
-func (t *Tensor) VerifyChunks(ctx context.Context) (int, error) {
-	if t.Chunks() == nil {
-		return 0, nil
-	}
-	if err := t.Problem(); err != nil {
-		return 0, &Error{File: t.Storage.File, Tensor: t.Name, Err: err}
-	}
-	src := t.Storage.src.(*gatherSource)
-	rc, err := src.g.stream(src.lo, src.hi)
-	if err != nil {
-		return 0, &Error{File: t.Storage.File, Tensor: t.Name, Err: err}
-	}
-	defer rc.Close()
-	buf := make([]byte, 1<<20)
-	for {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		_, err := rc.Read(buf)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	n := 0
-	for _, ps := range rc.(*boxStream).subs {
-		if ps != nil && ps.checked {
-			n++
-		}
-	}
-	return n, nil
-}
-
-// dcpFS is the dcp.FS of the checkpoint directory dir: local, or in cfg.fs.
-type dcpFS struct {
-	dir string
-	cfg *config
-}
-
-type sizedFile struct {
-	dcpFile
-	size int64
-}
-
-func (f sizedFile) Size() int64 { return f.size }
-
-func (d dcpFS) Open(name string) (dcp.File, error) {
-	f, size, err := d.cfg.openDCPFile(d.cfg.join(d.dir, name))
-	if err != nil {
-		return nil, err
-	}
-	return sizedFile{f, size}, nil
-}
-
-// checkList lists dir when it is in c.fs, so that a listing that fails
-// (past a bound of the object store, or the server unreachable) ends the
-// open with its error: the probes of openDir would each take it for an
-// empty directory and ask again. An FS that cannot list
-// (errors.ErrUnsupported) is probed file by file.
-func (c *config) checkList(dir string) error {
-	if c.fs == nil {
-		return nil
-	}
-	if _, err := c.fs.ReadDir(dir); err != nil && !errors.Is(err, errors.ErrUnsupported) {
-		return err
-	}
-	return nil
-}
 
 // isDCPDir reports whether dir holds a DCP checkpoint: a .metadata file,
 // local or in c.fs. An FS that cannot list (a web server) is asked for
@@ -165,60 +54,6 @@ func (c *config) isDCPDir(dir string) bool {
 	}
 	f.Close()
 	return true
-}
-
-// join returns the name of file name in directory dir: slash-separated
-// in c.fs, a local path otherwise.
-func (c *config) join(dir, name string) string {
-	if c.fs != nil {
-		return path.Join(dir, name)
-	}
-	return filepath.Join(dir, name)
-}
-
-// dcpDir returns the directory of a DCP .metadata file named p.
-func (c *config) dcpDir(p string) string {
-	if c.fs == nil {
-		return filepath.Dir(p)
-	}
-	if d := path.Dir(p); d != "." {
-		return d
-	}
-	return ""
-}
-
-// dcpOpenFile opens a local DCP data file; tests replace it to count
-// bytes read.
-var dcpOpenFile = func(path string) (dcpFile, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	return f, fi.Size(), nil
-}
-
-// openDCPFile opens a DCP data file of c.fs, or a local one through
-// dcpOpenFile.
-func (c *config) openDCPFile(name string) (dcpFile, int64, error) {
-	if c.fs == nil {
-		return dcpOpenFile(name)
-	}
-	f, err := c.fs.OpenFile(name)
-	if err != nil {
-		return nil, 0, err
-	}
-	return f, f.Size(), nil
-}
-
-// dcpFile is an open DCP data file.
-type dcpFile interface {
-	io.ReaderAt
-	io.Closer
 }
 
 // openDCP reads the .metadata of the DCP checkpoint in dir (local, or in
@@ -383,7 +218,7 @@ type dcpShared struct {
 	mu sync.Mutex // guards ck.closers and st
 	// st holds the safetensors blobs of .distcp files that
 	// FileSystemWriter wrote with SerializationFormat.SAFETENSORS, by
-	// file and the byte offset each starts at (dcp_hf.go).
+	// file and the byte offset each starts at (safetensorsChunk).
 	st map[dcp.Location]*stBlob
 }
 
@@ -395,7 +230,7 @@ type dcpTensor struct {
 	chunks  []Chunk
 	problem error
 	// pieceOf opens a chunk held as a tensor of a safetensors file
-	// (dcp_hf.go); nil for the chunks of a .distcp file.
+	// (openHFDCP); nil for the chunks of a .distcp file.
 	pieceOf func(Chunk) (*piece, error)
 
 	pmu    sync.Mutex
@@ -504,15 +339,228 @@ func chunkPiece(t *Tensor, c Chunk, file string) (*piece, error) {
 	return p, nil
 }
 
-// contextError prefixes an error with where it happened, without the
-// "statedict: " of the sentinel it wraps.
-type contextError struct {
-	where string
-	err   error
+// torch >= 2.8 safetensors-backed DCP (package dcp's read_sharding.go
+// describes the layout): per-rank safetensors files whose
+// dcp.ShardingInfoKey places their chunks, opened with this package's
+// safetensors reader and assembled as a .distcp checkpoint's tensors are;
+// and .distcp files holding a safetensors blob.
+
+// hfDCPFiles returns the safetensors files of dir when at least one of
+// them carries dcp.ShardingInfoKey and more than one file is there or the
+// offsets place a chunk away from the origin: a safetensors DCP
+// checkpoint. Files are sniffed by their header only.
+func hfDCPFiles(dir string, cfg *config) []string {
+	files := cfg.glob(dir, "*.safetensors")
+	if len(files) == 0 || len(files) > dcp.MaxSafetensorsFiles {
+		return nil
+	}
+	for _, f := range files {
+		ra, size, closer, err := cfg.open(f)
+		if err != nil {
+			continue
+		}
+		md, err := safetensorsMetadata(ra, size, cfg)
+		closer.Close()
+		if err != nil {
+			continue
+		}
+		if dcp.ShardedSafetensors(md, len(files)) {
+			return files
+		}
+	}
+	return nil
 }
 
-func (e *contextError) Error() string {
-	return e.where + ": " + strings.TrimPrefix(e.err.Error(), "statedict: ")
+// hfChunkSource is one chunk of a safetensors DCP tensor: the safetensors
+// tensor holding it.
+type hfChunkSource struct {
+	t    *Tensor
+	file string // as errors show it
 }
 
-func (e *contextError) Unwrap() error { return e.err }
+// openHFDCP opens the safetensors files of a torch >= 2.8 safetensors DCP
+// checkpoint in dir as one checkpoint of global tensors (FormatDCP with
+// ShardFormat FormatSafetensors), assembled lazily from their chunks as
+// for a .distcp checkpoint. Files without dcp.ShardingInfoKey hold chunks
+// at the origin, as torch's reader takes them.
+func openHFDCP(dir string, files []string, cfg *config) (*Checkpoint, error) {
+	ck := &Checkpoint{Format: FormatDCP, ByteOrder: "little", ShardFormat: FormatSafetensors}
+	ok := false
+	defer func() {
+		if !ok {
+			ck.Close()
+		}
+	}()
+	type entry struct {
+		dtype  dtype.DType
+		ndim   int
+		shape  []int64
+		chunks []dcp.Chunk
+		srcs   map[string]hfChunkSource // by chunk file
+	}
+	byName := map[string]*entry{}
+	var order []string
+	for _, p := range files {
+		if err := cfg.canceled(); err != nil {
+			return nil, err
+		}
+		c := *cfg
+		c.shard = true
+		sub, err := openFile(p, &c)
+		if err != nil {
+			return nil, err
+		}
+		ck.closers = append(ck.closers, sub)
+		shown := cfg.display(p)
+		if sub.Format != FormatSafetensors {
+			return nil, &Error{File: shown, Err: fmt.Errorf("%w: a %s file among the safetensors of a DCP checkpoint", ErrMalformed, sub.Format)}
+		}
+		offs, has, err := dcp.SavedOffsets(sub.Metadata)
+		if err != nil {
+			return nil, &Error{File: shown, Record: "header", Err: fromFormat(err)}
+		}
+		rel := path.Base(filepath.ToSlash(p))
+		ck.Shards = append(ck.Shards, rel)
+		if sub.Metadata != nil {
+			if ck.ShardMetadata == nil {
+				ck.ShardMetadata = map[string]map[string]string{}
+			}
+			ck.ShardMetadata[shown] = sub.Metadata
+		}
+		for _, t := range sub.Tensors {
+			o := make([]int64, len(t.Shape))
+			if has {
+				var listed bool
+				if o, listed = offs[t.Name]; !listed {
+					return nil, &Error{File: shown, Tensor: t.Name, Err: fmt.Errorf("%w: the tensor has no entry in %s", ErrMalformed, dcp.ShardingInfoKey)}
+				}
+			}
+			if err := dcp.CheckSavedOffsets(o, t.Shape); err != nil {
+				return nil, &Error{File: shown, Tensor: t.Name, Err: fromFormat(err)}
+			}
+			e := byName[t.Name]
+			if e == nil {
+				e = &entry{dtype: t.DType, ndim: len(t.Shape), shape: make([]int64, len(t.Shape)), srcs: map[string]hfChunkSource{}}
+				byName[t.Name] = e
+				order = append(order, t.Name)
+			}
+			if e.dtype != t.DType || e.ndim != len(t.Shape) {
+				return nil, &Error{File: shown, Tensor: t.Name, Err: fmt.Errorf("%w: chunk is %s%v, another is %s with %d dimensions", ErrMalformed, t.DType, t.Shape, e.dtype, e.ndim)}
+			}
+			for d := range o {
+				e.shape[d] = max(e.shape[d], o[d]+t.Shape[d])
+			}
+			var begin int64
+			if ss, isSection := t.Storage.src.(*sectionSource); isSection {
+				begin = ss.off
+			}
+			e.chunks = append(e.chunks, dcp.Chunk{Offsets: o, Sizes: t.Shape, Location: dcp.Location{File: rel, Offset: begin, Length: t.Storage.NBytes}})
+			e.srcs[rel] = hfChunkSource{t: t, file: shown}
+		}
+		for _, w := range sub.Warnings {
+			ck.Warnings = append(ck.Warnings, rel+": "+w)
+		}
+	}
+	if len(order) == 0 {
+		return nil, &Error{File: cfg.display(dir), Err: fmt.Errorf("%w: the safetensors files hold no tensor", ErrMalformed)}
+	}
+	sort.Strings(ck.Shards)
+	shared := &dcpShared{dir: dir, cfg: cfg, ck: ck}
+	root := &pickle.Dict{}
+	for _, name := range order {
+		e := byName[name]
+		kept, problem := dcp.CheckTiling(&dcp.Entry{FQN: name, Tensor: true, DType: e.dtype, Size: e.shape, Chunks: e.chunks})
+		var chunks []Chunk
+		for _, c := range kept {
+			chunks = append(chunks, toChunk(c, dcp.ShardFileRank(c.File)))
+		}
+		srcs := e.srcs
+		leaf, err := ck.addDCPTensor(name, e.shape, &dcpTensor{dcpShared: shared, name: name, dtype: e.dtype, chunks: chunks, problem: problem,
+			pieceOf: func(c Chunk) (*piece, error) { return hfPiece(srcs[c.File], c) }})
+		if err != nil {
+			return nil, &Error{File: cfg.display(dir), Tensor: name, Err: err}
+		}
+		root.Entries = append(root.Entries, pickle.DictEntry{Key: name, Value: leaf})
+	}
+	ck.Root = root
+	ok = true
+	return ck, nil
+}
+
+// hfPiece is the piece of chunk c held by safetensors tensor s.
+func hfPiece(s hfChunkSource, c Chunk) (*piece, error) {
+	if s.t == nil {
+		return nil, fmt.Errorf("%w: chunk at %v in %s", ErrMissingRecord, c.Offsets, c.File)
+	}
+	return chunkPiece(s.t, c, s.file)
+}
+
+// safetensorsMetadata reads only the header metadata of a safetensors file
+// (nil when the content is not safetensors).
+func safetensorsMetadata(r io.ReaderAt, size int64, cfg *config) (map[string]string, error) {
+	ck, err := readSafetensors(r, size, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return ck.Metadata, nil
+}
+
+// stBlob is a safetensors file inside a .distcp file.
+type stBlob struct {
+	ck      *Checkpoint
+	offsets map[string][]int64 // DCP_SHARDING_INFO; nil when absent
+	err     error
+}
+
+// safetensorsChunk opens chunk c of a .distcp file that FileSystemWriter
+// wrote with SerializationFormat.SAFETENSORS (torch >= 2.8): the file
+// holds its byte items first, then one safetensors file of its tensor
+// items, where each tensor item's storage offset points. isST is false
+// (and nothing is read but 9 bytes) when the bytes at c.Begin do not start
+// a safetensors header. The chunk is the blob's tensor named dt.name; its
+// dtype, shape and DCP_SHARDING_INFO saved_offsets must agree with the
+// .metadata.
+func (dt *dcpTensor) safetensorsChunk(c Chunk) (p *piece, isST bool, err error) {
+	f, err := dt.r.File(c.File)
+	if err != nil || !dcp.SafetensorsAt(f, f.Size(), c.Begin) {
+		return nil, false, nil
+	}
+	size := f.Size()
+	at := dcp.Location{File: c.File, Offset: c.Begin}
+	dt.mu.Lock()
+	b := dt.st[at]
+	if b == nil {
+		b = &stBlob{}
+		cfg := *dt.cfg
+		b.ck, b.err = readSafetensors(io.NewSectionReader(f, c.Begin, size-c.Begin), size-c.Begin, &cfg)
+		if b.err == nil {
+			b.offsets, _, b.err = dcp.SavedOffsets(b.ck.Metadata)
+			b.err = fromFormat(b.err)
+		}
+		if dt.st == nil {
+			dt.st = map[dcp.Location]*stBlob{}
+		}
+		dt.st[at] = b
+	}
+	dt.mu.Unlock()
+	if b.err != nil {
+		return nil, true, b.err
+	}
+	var t *Tensor
+	for _, x := range b.ck.Tensors {
+		if x.Name == dt.name {
+			t = x
+			break
+		}
+	}
+	switch {
+	case t == nil:
+		return nil, true, fmt.Errorf("%w: the safetensors data has no tensor %q", ErrMissingRecord, dt.name)
+	case t.DType != dt.dtype || !slices.Equal(t.Shape, c.Sizes):
+		return nil, true, fmt.Errorf("%w: it holds %s%v, the metadata says %s%v", ErrMalformed, t.DType, t.Shape, dt.dtype, c.Sizes)
+	case b.offsets != nil && !slices.Equal(b.offsets[dt.name], c.Offsets):
+		return nil, true, fmt.Errorf("%w: its saved_offsets are %v, the metadata says %v", ErrMalformed, b.offsets[dt.name], c.Offsets)
+	}
+	p, err = hfPiece(hfChunkSource{t: t, file: dt.cfg.display(dt.cfg.join(dt.dir, c.File))}, c)
+	return p, true, err
+}

@@ -24,16 +24,16 @@
 //     quantized packed weights, TorchScript classes, DTensor, sparse).
 //   - safetensors.go, sharded.go, gguf.go: the other single-file formats
 //     and index.json sharding.
-//   - dcp.go, dcp_hf.go: the adapters of package dcp, which owns the DCP
-//     format (.metadata, tiling, where each item lies): dcp.go opens a
-//     dcp.Reader as a Checkpoint of global tensors assembled lazily from
-//     their chunks (FormatDCP, Chunk and the Tensor methods of DCP
-//     tensors), decoding each chunk's torch.save zip here; dcp_hf.go
-//     does the same for torch >= 2.8's safetensors-backed DCP (per-rank
-//     safetensors files whose DCP_SHARDING_INFO places their chunks, and
-//     .distcp files holding a safetensors blob).
+//   - dcp.go: the adapter of package dcp, which owns the DCP format
+//     (.metadata, tiling, where each item lies, DCP_SHARDING_INFO): it
+//     opens a dcp.Reader as a Checkpoint of global tensors assembled
+//     lazily from their chunks (FormatDCP), decoding each chunk's
+//     torch.save zip here, and likewise torch >= 2.8's safetensors-backed
+//     DCP (per-rank safetensors files whose DCP_SHARDING_INFO places their
+//     chunks, and .distcp files holding a safetensors blob).
 //   - data.go, gather.go, slice.go: reading tensor bytes: whole storages,
-//     pieces assembled into a logical tensor, slices of a tensor.
+//     pieces assembled into a logical tensor (a DCP tensor's Chunks and
+//     VerifyChunks), slices of a tensor.
 //   - stats.go: per-tensor statistics.
 //   - regular_unix.go, regular_other.go: platform-specific file checks.
 package statedict

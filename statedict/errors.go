@@ -134,3 +134,16 @@ func fromFormat(err error) error {
 	}
 	return err
 }
+
+// contextError prefixes an error with where it happened, without the
+// "statedict: " of the sentinel it wraps.
+type contextError struct {
+	where string
+	err   error
+}
+
+func (e *contextError) Error() string {
+	return e.where + ": " + strings.TrimPrefix(e.err.Error(), "statedict: ")
+}
+
+func (e *contextError) Unwrap() error { return e.err }

@@ -1,6 +1,7 @@
 package statedict
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -405,6 +406,89 @@ func (s *pieceStream) read(p []byte) (int, error) {
 			SwapBytes(s.buf[:k], s.p.swap)
 		}
 		s.r, s.w = 0, int(k)
+	}
+	return n, nil
+}
+
+// The chunks of a DCP tensor (dcp.go opens them): what Tensor shows of
+// them, and reading one whole to check every chunk's CRC32.
+
+// Chunk is one piece of a tensor of a DCP checkpoint: the box
+// [Offsets, Offsets+Sizes) of the global tensor, saved as a torch.save
+// file (or a safetensors tensor) at bytes [Begin, Begin+Length) of File.
+type Chunk struct {
+	Offsets []int64
+	Sizes   []int64
+	File    string // file name, relative to the checkpoint directory
+	Rank    int    // the rank that wrote File (dcp.RankOf, dcp.ShardFileRank), -1 when the name does not say
+	Begin   int64
+	Length  int64
+}
+
+// Chunks returns the chunks a DCP tensor is assembled from (replicated
+// duplicates removed), nil for a tensor of any other format.
+func (t *Tensor) Chunks() []Chunk {
+	if dt := t.dcpTensor(); dt != nil {
+		return dt.chunks
+	}
+	return nil
+}
+
+// Problem returns why a DCP tensor cannot be read (a dcp.ErrTiling or
+// ErrMissingRecord error: a gap, an overlap, a chunk outside the shape, a
+// missing file), nil when it can or for other formats.
+func (t *Tensor) Problem() error {
+	if dt := t.dcpTensor(); dt != nil {
+		return dt.problem
+	}
+	return nil
+}
+
+func (t *Tensor) dcpTensor() *dcpTensor {
+	if t.Storage == nil {
+		return nil
+	}
+	if g, ok := t.Storage.src.(*gatherSource); ok {
+		return g.g.dcp
+	}
+	return nil
+}
+
+// VerifyChunks reads a DCP tensor whole, checking the CRC32 of every
+// chunk whose torch.save zip recorded one for exactly its bytes, and
+// returns how many it checked. A mismatch is an ErrChunkCRC error naming
+// the file; for other tensors it reads nothing and returns 0, nil.
+func (t *Tensor) VerifyChunks(ctx context.Context) (int, error) {
+	if t.Chunks() == nil {
+		return 0, nil
+	}
+	if err := t.Problem(); err != nil {
+		return 0, &Error{File: t.Storage.File, Tensor: t.Name, Err: err}
+	}
+	src := t.Storage.src.(*gatherSource)
+	rc, err := src.g.stream(src.lo, src.hi)
+	if err != nil {
+		return 0, &Error{File: t.Storage.File, Tensor: t.Name, Err: err}
+	}
+	defer rc.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		_, err := rc.Read(buf)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	n := 0
+	for _, ps := range rc.(*boxStream).subs {
+		if ps != nil && ps.checked {
+			n++
+		}
 	}
 	return n, nil
 }

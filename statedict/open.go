@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -423,7 +424,7 @@ func openDir(dir string, cfg *config) (*Checkpoint, error) {
 	}
 	shown := cfg.display(dir)
 	// Several safetensors files with DCP sharding metadata and no index:
-	// torch >= 2.8's per-rank safetensors DCP (dcp_hf.go).
+	// torch >= 2.8's per-rank safetensors DCP (dcp.go).
 	if len(cfg.glob(dir, "*.index.json")) == 0 {
 		if files := hfDCPFiles(dir, cfg); files != nil {
 			return openHFDCP(dir, files, cfg)
@@ -460,4 +461,94 @@ func baseNames(paths []string) string {
 		b.WriteString(path.Base(filepath.ToSlash(p)))
 	}
 	return b.String()
+}
+
+// checkList lists dir when it is in c.fs, so that a listing that fails
+// (past a bound of the object store, or the server unreachable) ends the
+// open with its error: the probes of openDir would each take it for an
+// empty directory and ask again. An FS that cannot list
+// (errors.ErrUnsupported) is probed file by file.
+func (c *config) checkList(dir string) error {
+	if c.fs == nil {
+		return nil
+	}
+	if _, err := c.fs.ReadDir(dir); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return err
+	}
+	return nil
+}
+
+// join returns the name of file name in directory dir: slash-separated
+// in c.fs, a local path otherwise.
+func (c *config) join(dir, name string) string {
+	if c.fs != nil {
+		return path.Join(dir, name)
+	}
+	return filepath.Join(dir, name)
+}
+
+// dcpDir returns the directory of a DCP .metadata file named p.
+func (c *config) dcpDir(p string) string {
+	if c.fs == nil {
+		return filepath.Dir(p)
+	}
+	if d := path.Dir(p); d != "." {
+		return d
+	}
+	return ""
+}
+
+// dcpFS is the dcp.FS of the checkpoint directory dir: local, or in cfg.fs.
+type dcpFS struct {
+	dir string
+	cfg *config
+}
+
+type sizedFile struct {
+	dcpFile
+	size int64
+}
+
+func (f sizedFile) Size() int64 { return f.size }
+
+func (d dcpFS) Open(name string) (dcp.File, error) {
+	f, size, err := d.cfg.openDCPFile(d.cfg.join(d.dir, name))
+	if err != nil {
+		return nil, err
+	}
+	return sizedFile{f, size}, nil
+}
+
+// dcpOpenFile opens a local DCP data file; tests replace it to count
+// bytes read.
+var dcpOpenFile = func(path string) (dcpFile, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
+}
+
+// openDCPFile opens a DCP data file of c.fs, or a local one through
+// dcpOpenFile.
+func (c *config) openDCPFile(name string) (dcpFile, int64, error) {
+	if c.fs == nil {
+		return dcpOpenFile(name)
+	}
+	f, err := c.fs.OpenFile(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	return f, f.Size(), nil
+}
+
+// dcpFile is an open DCP data file.
+type dcpFile interface {
+	io.ReaderAt
+	io.Closer
 }

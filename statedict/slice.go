@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/ckpt-dev/ckpt/dcp"
 )
 
 // Range is the half-open interval [Start, Stop) of indices along one
@@ -120,14 +122,10 @@ func boxString(lo, hi []int64) string {
 // ChunkRange is the part of a dimension of size n that rank gets of world,
 // as torch.chunk and DTensor's Shard place it: every rank but the last
 // non-empty ones gets ceil(n/world) indices, so later ranks may get fewer
-// or none (10 over 4: 3, 3, 3, 1; 3 over 4: 1, 1, 1, 0).
+// or none (10 over 4: 3, 3, 3, 1; 3 over 4: 1, 1, 1, 0): dcp.ChunkBounds.
 func ChunkRange(n int64, rank, world int) Range {
-	if world <= 0 || rank < 0 || rank >= world {
-		return Range{}
-	}
-	c := (n + int64(world) - 1) / int64(world)
-	start := min(n, c*int64(rank))
-	return Range{start, min(n, start+c)}
+	start, stop := dcp.ChunkBounds(n, rank, world)
+	return Range{start, stop}
 }
 
 // SplitRule says along which dimension tensors whose names match Pattern

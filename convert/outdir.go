@@ -105,20 +105,3 @@ func (o *dcpOutputs) undo(ctx context.Context) {
 		o.c.dest.Remove(rctx, k)
 	}
 }
-
-// outSize returns the size of the output f, and whether it is there
-// (see waitFor): a local file, or a name in a SizeDestination.
-func (c *config) outSize(ctx context.Context, f string) (int64, bool, error) {
-	if c.dest == nil {
-		fi, err := os.Stat(f)
-		if err != nil {
-			return 0, false, nil // not there (yet)
-		}
-		return fi.Size(), true, nil
-	}
-	sd, ok := c.dest.(SizeDestination)
-	if !ok { // refused by validatePart
-		return 0, false, fmt.Errorf("%w: --part needs a destination that reports sizes", ErrOption)
-	}
-	return sd.Size(ctx, f)
-}

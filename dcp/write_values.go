@@ -1,41 +1,55 @@
-package convert
+package dcp
 
 import (
 	"fmt"
 	"strconv"
 
-	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/torchzip"
 )
 
-// The values of a nested DCP output (nestDCP): which leaves torch's
-// planner saves whole can be written as one value item, and the copy of a
-// leaf that holds tensors.
+// The values of a nested DCP save: which leaves torch's default planner
+// saves whole (Flatten's leaves that are not tensors) can be written as
+// one value item, the torch.save of the leaf that
+// torch.load(weights_only=True) reads back; and the copy of a leaf that
+// holds tensors (a tuple of tensors), written with WriteValueTensors.
 
-// whyTensor is valueCheck's verdict on a leaf holding a tensor or storage.
-const whyTensor = "holds a tensor"
+// WhyTensor is ValueCheck.Why's verdict on a leaf holding a tensor or a
+// storage of the input: it is not a plain value (TensorValue may copy it).
+const WhyTensor = "holds a tensor"
 
-// valueCheck decides whether a leaf can be written as one DCP value (the
-// torch.save of it, which torch.load(weights_only=True) reads back).
-type valueCheck struct {
-	c    *config
-	done map[any]string // decided containers
-	busy map[any]bool   // containers being decided
+// ValueCheck decides whether leaves can be written as DCP values. Its
+// verdicts on shared containers are kept, so one ValueCheck judges the
+// leaves of one tree.
+type ValueCheck struct {
+	dropFloats bool
+	done       map[any]string // decided containers
+	busy       map[any]bool   // containers being decided
 }
 
-func (vc *valueCheck) why(v any, depth int) string {
+// NewValueCheck returns a ValueCheck; with dropFloats, the leaves torch
+// 1.13's weights_only loader cannot read are refused (torchzip.ScalarWhy).
+func NewValueCheck(dropFloats bool) *ValueCheck {
+	return &ValueCheck{dropFloats: dropFloats, done: map[any]string{}, busy: map[any]bool{}}
+}
+
+// Why says why v cannot be written as one value item (WhyTensor when it
+// holds a tensor or storage of the input), "" when it can. A
+// *torchzip.TensorRef (of TensorValue's copy) is writable.
+func (vc *ValueCheck) Why(v any) string { return vc.why(v, 0) }
+
+func (vc *ValueCheck) why(v any, depth int) string {
 	if depth > 1000 {
 		return "nested deeper than 1000"
 	}
-	if why, ok := scalarWhy(v, vc.c.dropFloats); ok {
+	if why, ok := torchzip.ScalarWhy(v, vc.dropFloats); ok {
 		return why
 	}
 	switch x := v.(type) {
-	case *torchzip.TensorRef: // a tensor of tensorValue's copy
+	case *torchzip.TensorRef: // a tensor of TensorValue's copy
 		return ""
 	case *pickle.Tensor, *pickle.StorageRef:
-		return whyTensor
+		return WhyTensor
 	case *pickle.Object, *pickle.Foreign:
 		return "not a plain value; never executed"
 	case *pickle.Dict, *pickle.List, *pickle.Tuple, *pickle.Set:
@@ -58,7 +72,7 @@ func (vc *valueCheck) why(v any, depth int) string {
 	return fmt.Sprintf("%s values are not kept", pickle.TypeName(v))
 }
 
-func (vc *valueCheck) container(v any, depth int) string {
+func (vc *ValueCheck) container(v any, depth int) string {
 	var items []any
 	switch x := v.(type) {
 	case *pickle.Dict:
@@ -79,7 +93,7 @@ func (vc *valueCheck) container(v any, depth int) string {
 		if x.Frozen {
 			return "frozenset: not in torch's weights_only allowlist"
 		}
-		if vc.c.dropFloats {
+		if vc.dropFloats {
 			return "set: torch 1.13's weights_only loader cannot read it (--drop-floats)"
 		}
 		items = x.Items
@@ -88,7 +102,7 @@ func (vc *valueCheck) container(v any, depth int) string {
 	for _, it := range items {
 		switch why := vc.why(it, depth+1); why {
 		case "":
-		case whyTensor:
+		case WhyTensor:
 			return why // a tensor inside wins: the leaf stays flat
 		default:
 			if worst == "" {
@@ -99,20 +113,21 @@ func (vc *valueCheck) container(v any, depth int) string {
 	return worst
 }
 
-// tensorValue returns the copy of a leaf holding tensors that torch saves
-// whole (a tuple of tensors): each tensor, found among the plan's items by
-// the name ckpt gives it, becomes a contiguous torchzip.TensorRef over a
-// storage of its own, keyed by its index in tensors. nil when a tensor is
-// not written (left out, or a storage saved as a value), or the leaf holds
-// an object ckpt does not write.
-func tensorValue(l dcp.Leaf, byName map[string]*item) (any, []*item) {
-	var tensors []*item
+// TensorValue returns the copy of leaf l holding tensors that torch saves
+// whole (a tuple of tensors), and the names of the tensors it holds, in
+// order: each tensor, named as Flatten names leaves (the leaf's name and
+// the keys and indices below it, joined with dots), becomes spec(name)'s
+// contiguous Ref keyed by its index, over a storage of its own. nil when
+// spec knows no tensor of that name (it is not written), or the leaf
+// holds a storage, an object or a set.
+func TensorValue(l Leaf, spec func(name string) (TensorSpec, bool)) (any, []string) {
+	var names []string
 	var cp func(v any, name string, depth int) (any, bool)
 	seq := func(items []any, name string, depth int) ([]any, bool) {
 		out := make([]any, len(items))
 		for i, x := range items {
 			var ok bool
-			if out[i], ok = cp(x, join(name, strconv.Itoa(i)), depth+1); !ok {
+			if out[i], ok = cp(x, joinKey(name, strconv.Itoa(i)), depth+1); !ok {
 				return nil, false
 			}
 		}
@@ -124,13 +139,12 @@ func tensorValue(l dcp.Leaf, byName map[string]*item) (any, []*item) {
 		}
 		switch x := v.(type) {
 		case *pickle.Tensor:
-			it := byName[name]
-			if it == nil {
+			s, ok := spec(name)
+			if !ok {
 				return nil, false
 			}
-			spec := dcp.TensorSpec{DType: it.dtype, Shape: it.src.Shape, RequiresGrad: it.src.RequiresGrad}
-			tensors = append(tensors, it)
-			return spec.Ref(strconv.Itoa(len(tensors) - 1)), true
+			names = append(names, name)
+			return s.Ref(strconv.Itoa(len(names) - 1)), true
 		case *pickle.StorageRef, *pickle.Object, *pickle.Foreign, *pickle.Set:
 			return nil, false
 		case *pickle.List:
@@ -147,7 +161,7 @@ func tensorValue(l dcp.Leaf, byName map[string]*item) (any, []*item) {
 			}
 			out := &pickle.Dict{Class: x.Class}
 			for _, e := range x.Entries {
-				val, ok := cp(e.Value, join(name, pickle.KeyName(e.Key)), depth+1)
+				val, ok := cp(e.Value, joinKey(name, pickle.KeyName(e.Key)), depth+1)
 				if !ok {
 					return nil, false
 				}
@@ -158,8 +172,8 @@ func tensorValue(l dcp.Leaf, byName map[string]*item) (any, []*item) {
 		return v, true
 	}
 	out, ok := cp(l.Value, l.Name, 0)
-	if !ok || len(tensors) == 0 {
+	if !ok || len(names) == 0 {
 		return nil, nil
 	}
-	return out, tensors
+	return out, names
 }

@@ -11,7 +11,9 @@ import (
 
 // Nested DCP outputs: nestDCP gives a DCP output the planner paths of
 // torch's default save planner, walking the input's tree with dcp.Flatten
-// and following renames with dcp.RenamedPath (dcp/write_paths.go).
+// and following renames with dcp.RenamedPath (dcp/write_paths.go); which
+// leaves are written whole as values is dcp.ValueCheck's call
+// (dcp/write_values.go).
 
 // under reports whether name is one of names, or lies below one ("a.b.c"
 // below "a.b").
@@ -63,10 +65,16 @@ func (c *config) nestDCP(ck *statedict.Checkpoint, p *plan) error {
 	handled := map[string]bool{} // source names of values decided from the tree
 	var values []value
 	var dropped []Dropped
-	vc := &valueCheck{c: c, done: map[any]string{}, busy: map[any]bool{}}
+	vc := dcp.NewValueCheck(c.dropFloats)
 	byName := map[string]*item{}
 	for _, it := range p.items {
 		byName[it.src.Name] = it
+	}
+	spec := func(name string) (dcp.TensorSpec, bool) {
+		if it := byName[name]; it != nil {
+			return it.spec(), true
+		}
+		return dcp.TensorSpec{}, false
 	}
 	inValue := map[*item]bool{} // tensors written inside a value
 	for _, l := range leaves {
@@ -77,16 +85,18 @@ func (c *config) nestDCP(ck *statedict.Checkpoint, p *plan) error {
 		if !c.selected(l.Name) {
 			continue // flat leaves below it that --only names stay as they were
 		}
-		why := vc.why(l.Value, 0)
+		why := vc.Why(l.Value)
 		var tensors []*item
 		v := l.Value
-		if why == whyTensor {
-			if v, tensors = tensorValue(l, byName); v == nil || vc.why(v, 0) != "" {
+		if why == dcp.WhyTensor {
+			var names []string
+			if v, names = dcp.TensorValue(l, spec); v == nil || vc.Why(v) != "" {
 				continue // its tensors and values stay flat
 			}
 			why = ""
-			for _, it := range tensors {
-				inValue[it] = true
+			for _, n := range names {
+				tensors = append(tensors, byName[n])
+				inValue[byName[n]] = true
 			}
 		}
 		handled[l.Name] = true

@@ -2,7 +2,6 @@ package convert
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,49 +15,9 @@ import (
 )
 
 // The safetensors-backed DCP layout of torch >= 2.8
-// (torch.distributed.checkpoint.HuggingFaceStorageWriter, docs/dcp-write.md):
-// every file is a plain safetensors file whose __metadata__ carries
-// DCP_SHARDING_INFO (each tensor's saved_offsets in its global tensor),
-// DCP_VERSION "1.0" and format "pt".
-//
-//   - One rank: model-00001-of-00001.safetensors with whole tensors and
-//     model.safetensors.index.json (metadata.total_size, weight_map), as
-//     the writer saves a rank-0 state dict.
-//   - Several ranks (WithDCPRanks, WithSplit): one file per rank that holds
-//     something, shard-RRRRR-model-00001-of-00001.safetensors with RRRRR
-//     the rank plus one, and no index, as the writer saves with
-//     save_distributed (save_sharded in its first version) and no
-//     consolidation; torch's HuggingFaceStorageReader and
-//     consolidate_safetensors_files read such a directory.
-
-// DCPSerialization is how a DCP output stores its tensors (--dcp-format).
-type DCPSerialization string
-
-const (
-	// DCPTorchSave is FileSystemWriter's default layout: .metadata and
-	// __R_0.distcp files of torch.save zips (dcp_write.go).
-	DCPTorchSave DCPSerialization = "torch"
-	// DCPSafetensors is HuggingFaceStorageWriter's safetensors layout.
-	DCPSafetensors DCPSerialization = "safetensors"
-)
-
-// WithDCPSerialization chooses the layout of a DCP output (default
-// DCPTorchSave).
-func WithDCPSerialization(s DCPSerialization) Option {
-	return func(c *options) { c.dcpOpt.serialization = s }
-}
-
-// hfDCPFile is the name of rank r's file when ranks > 1, else of the
-// single file.
-func hfDCPFile(r, ranks int) string {
-	if ranks > 1 {
-		return fmt.Sprintf("shard-%05d-model-%05d-of-%05d.safetensors", r+1, 1, 1)
-	}
-	return fmt.Sprintf("model-%05d-of-%05d.safetensors", 1, 1)
-}
-
-// hfDCPIndex is the index HuggingFaceStorageWriter writes for one rank.
-const hfDCPIndex = "model.safetensors.index.json"
+// (HuggingFaceStorageWriter): package dcp names the files and places the
+// tensors (dcp/write_safetensors.go); each rank's file is written as the
+// safetensors output writes its files.
 
 // convertDCPSafetensors is convertDCP for DCPSafetensors.
 func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkpoint, out string, start time.Time) (*Summary, error) {
@@ -89,37 +48,22 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 	if len(p.items) == 0 {
 		return nil, fmt.Errorf("%w: no tensor safetensors can hold", ErrNothing)
 	}
-	_, pieces, _, err := c.dcpPlan(p)
+	w, src, err := c.dcpWriter(p)
 	if err != nil {
 		return nil, err
 	}
-	// A tensor split on a dimension of size 0 has no chunk at all; a
-	// safetensors DCP lists tensors only through its files' chunks, so it
-	// goes whole (empty) to rank 0.
-	placed := map[string]bool{}
-	for _, pc := range pieces {
-		placed[pc.it.name] = true
-	}
-	for _, it := range p.items {
-		if !placed[it.name] {
-			pieces = append(pieces, &dcpPiece{it: it, offset: make([]int64, len(it.src.Shape))})
-		}
-	}
-	byRank := make([][]*dcpPiece, R)
-	for _, pc := range pieces {
-		byRank[pc.rank] = append(byRank[pc.rank], pc)
-	}
+	byRank := dcp.SafetensorsPieces(w)
 	files := make([]string, R)
 	var check []string
 	for r := range R {
-		files[r] = filepath.Join(out, hfDCPFile(r, R))
+		files[r] = filepath.Join(out, dcp.SafetensorsFile(r, R))
 		if part.mine(r) && len(byRank[r]) > 0 {
 			check = append(check, files[r])
 		}
 	}
 	indexPath := ""
 	if R == 1 && part.Index == 0 {
-		indexPath = filepath.Join(out, hfDCPIndex)
+		indexPath = filepath.Join(out, dcp.SafetensorsIndex)
 		check = append(check, indexPath)
 	}
 	for _, f := range check {
@@ -151,21 +95,21 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 			continue // torch writes no file for a rank without items
 		}
 		items := make([]*item, len(byRank[r]))
-		info := make(map[string]map[string][]int64, len(items))
+		offsets := make(map[string][]int64, len(items))
 		for i, pc := range byRank[r] {
-			items[i] = pc.it
-			info[pc.it.name] = map[string][]int64{"saved_offsets": pc.offset}
-			weights[pc.it.name] = filepath.Base(files[r])
-			totalSize += pc.it.nbytes()
+			it := src.piece(pc)
+			items[i] = it
+			offsets[it.name] = pc.Offsets
+			weights[it.name] = filepath.Base(files[r])
+			totalSize += it.nbytes()
 		}
 		if !part.mine(r) {
 			continue
 		}
-		b, err := json.Marshal(info)
+		meta, err := dcp.SafetensorsMetadata(offsets)
 		if err != nil {
 			return nil, err
 		}
-		meta := map[string]string{dcp.ShardingInfoKey: string(b), dcp.VersionKey: "1.0", "format": "pt"}
 		atomicfile.RemoveStale(files[r])
 		t, err := c.create(ctx, files[r], 0)
 		if err != nil {
@@ -190,7 +134,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 	temps = nil
 	committed = true
 	if indexPath != "" {
-		b, err := json.MarshalIndent(map[string]any{"metadata": map[string]int64{"total_size": totalSize}, "weight_map": weights}, "", "  ")
+		b, err := dcp.SafetensorsIndexJSON(totalSize, weights)
 		if err != nil {
 			return nil, err
 		}
