@@ -3,7 +3,6 @@ package convert
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -56,34 +55,28 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 	files := make([]string, R)
 	var check []string
 	for r := range R {
-		files[r] = filepath.Join(out, dcp.SafetensorsFile(r, R))
+		files[r] = c.paths().join(out, dcp.SafetensorsFile(r, R))
 		if part.mine(r) && len(byRank[r]) > 0 {
 			check = append(check, files[r])
 		}
 	}
 	indexPath := ""
 	if R == 1 && part.Index == 0 {
-		indexPath = filepath.Join(out, dcp.SafetensorsIndex)
+		indexPath = c.paths().join(out, dcp.SafetensorsIndex)
 		check = append(check, indexPath)
 	}
-	for _, f := range check {
-		if _, err := os.Lstat(f); err == nil && !c.force {
-			return nil, fmt.Errorf("%w: %s", ErrExists, f)
-		}
-	}
-	l := &layout{format: DCP, dir: out, mkdir: true}
-	undoDir, err := l.makeDir()
+	dst, err := c.prepareDCP(ctx, out, check) // local directory or Destination (outdir.go)
 	if err != nil {
 		return nil, err
 	}
 	var temps []*tempFile
-	committed := false
+	done := false
 	defer func() {
 		for _, t := range temps {
 			t.discard()
 		}
-		if !committed {
-			undoDir()
+		if !done {
+			dst.undo(ctx)
 		}
 	}()
 	sum := newSummary(p, &layout{format: DCP})
@@ -110,8 +103,16 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 		if err != nil {
 			return nil, err
 		}
-		atomicfile.RemoveStale(files[r])
-		t, err := c.create(ctx, files[r], 0)
+		if c.dest == nil {
+			atomicfile.RemoveStale(files[r])
+		}
+		var head int64 // the header is rewritten at the end (digests): an object store holds it back
+		if c.dest != nil {
+			if head, err = (safetensorsOut{}).headLen(c, items, meta); err != nil {
+				return nil, writeErr(c.destName(files[r]), err)
+			}
+		}
+		t, err := c.create(ctx, files[r], head)
 		if err != nil {
 			return nil, err
 		}
@@ -126,20 +127,18 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 		total += n
 	}
 	for _, t := range temps {
-		if err := t.commit(c.force); err != nil {
+		if err := dst.commit(ctx, t); err != nil {
 			return nil, err
 		}
 		sum.Files = append(sum.Files, t.final)
 	}
 	temps = nil
-	committed = true
 	if indexPath != "" {
 		b, err := dcp.SafetensorsIndexJSON(totalSize, weights)
 		if err != nil {
 			return nil, err
 		}
-		atomicfile.RemoveStale(indexPath)
-		t, err := c.create(ctx, indexPath, 0)
+		t, err := dst.create(ctx, indexPath)
 		if err != nil {
 			return nil, err
 		}
@@ -154,12 +153,13 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 		if err := t.finish(); err != nil {
 			return nil, err
 		}
-		if err := t.commit(c.force); err != nil {
+		if err := dst.commit(ctx, t); err != nil {
 			return nil, err
 		}
 		temps = nil
-		sum.Index = indexPath
+		sum.Index = t.final
 	}
+	done = true
 	sum.tally(p, &layout{format: DCP})
 	sum.Bytes = total
 	sum.Synced, sum.Seconds = c.synced(), time.Since(start).Seconds()

@@ -53,6 +53,8 @@ var destModes = func() []destMode {
 			[]string{"rank-00000-of-00002.pth", "rank-00001-of-00002.pth"}},
 		{"part", "", [][]string{append([]string{"--part", "1/2"}, shard...), append([]string{"--part", "0/2", "--part-wait", "1m"}, shard...)},
 			shardNames(4, "model", ".safetensors")},
+		{"dcp-safetensors", "", [][]string{append([]string{"--dcp-format", "safetensors"}, dcp...)},
+			[]string{"shard-00001-model-00001-of-00001.safetensors", "shard-00002-model-00001-of-00001.safetensors"}},
 		{"dcp-part", "", [][]string{append([]string{"--part", "1/2"}, dcp...), append([]string{"--part", "0/2", "--part-wait", "1m"}, dcp...)}, dcpNames},
 	}
 }()
