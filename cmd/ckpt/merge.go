@@ -21,7 +21,7 @@ type mergeOptions struct {
 }
 
 func newMergeCmd(s *streams) *cobra.Command {
-	o := &mergeOptions{}
+	o := &mergeOptions{convert: convertOptions{DCPFormat: "torch"}}
 	cmd := &cobra.Command{
 		Use:   "merge BASE [ADAPTER[:WEIGHT]...] OUT",
 		Short: "Merge PEFT LoRA adapters into a base checkpoint, tensor by tensor",
