@@ -1,9 +1,6 @@
 package lora
 
-import (
-	"runtime"
-	"sync"
-)
+import "github.com/ckpt-dev/ckpt/internal/par"
 
 // colBlock is the number of columns AddMatMulT works on at a time: their
 // rows of rt (colBlock * r float32s, 32 KiB at rank 16) stay in the
@@ -84,21 +81,6 @@ func addRow(c, l, rt []float32, r, jb, je int, s float32) {
 	}
 }
 
-// parallel runs fn over [0, n) split in contiguous pieces, one per CPU.
-func parallel(n int, fn func(lo, hi int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers <= 1 || n < 64 {
-		fn(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	step := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += step {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			fn(lo, hi)
-		}(lo, min(lo+step, n))
-	}
-	wg.Wait()
-}
+// parallel runs fn over [0, n) split over the CPUs, pieces of at least
+// 16 rows.
+func parallel(n int, fn func(lo, hi int)) { par.Range(n, 16, fn) }

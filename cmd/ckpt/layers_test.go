@@ -41,13 +41,15 @@ func TestLayers(t *testing.T) {
 		"internal/ggmlref": {},
 		"remap":            {mod + "statedict"},
 		// lora: PEFT adapters' config, names and merge math.
-		"lora":       {mod + "dtype", mod + "statedict"},
-		"devicecopy": {mod + "dtype", mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", mod + "cuda"},
-		"kernels":    {},
-		"scan":       {mod + "dtype", mod + "pickle", mod + "statedict", mod + "dcp", mod + "torchzip", mod + "gguf", "github.com/klauspost/compress/"},
-		"torchzip":   {mod + "dtype", mod + "pickle"},
-		"dcp":        {mod + "dtype", mod + "pickle", mod + "internal/dcpclass", mod + "torchzip"},
-		"convert":    {mod + "dtype", mod + "verify", mod + "internal/atomicfile", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
+		"lora": {mod + "dtype", mod + "statedict", mod + "internal/par"},
+		// Splitting work over the CPUs (standard library only).
+		"internal/par": {},
+		"devicecopy":   {mod + "dtype", mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", mod + "cuda"},
+		"kernels":      {},
+		"scan":         {mod + "dtype", mod + "pickle", mod + "statedict", mod + "dcp", mod + "torchzip", mod + "gguf", "github.com/klauspost/compress/"},
+		"torchzip":     {mod + "dtype", mod + "pickle"},
+		"dcp":          {mod + "dtype", mod + "pickle", mod + "internal/dcpclass", mod + "torchzip"},
+		"convert":      {mod + "internal/par", mod + "dtype", mod + "verify", mod + "internal/atomicfile", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", "github.com/klauspost/compress/"},
 		// The driver binding (purego), NVML, inventory, environment, the
 		// devices report.
 		"cuda": {"github.com/ebitengine/purego"},
