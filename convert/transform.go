@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/par"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -77,12 +78,13 @@ func (c *config) transformedReader(ctx context.Context, t *statedict.Tensor, to 
 	}
 	c.progressAdd(int64(len(raw)))
 	vals := make([]float32, n)
-	dtype.DecodeFloat32(t.DType, vals, raw)
+	fs, ts := t.DType.Size(), to.Size()
+	par.Range(int(n), castPiece, func(lo, hi int) { dtype.DecodeFloat32(t.DType, vals[lo:hi], raw[lo*fs:hi*fs]) })
 	raw = nil
 	if err := c.transform.Apply(ctx, t, vals); err != nil {
 		return nil, nil, &TensorError{Name: t.Name, Err: err}
 	}
-	out := make([]byte, n*int64(to.Size()))
-	dtype.EncodeFloat32(to, out, vals)
+	out := make([]byte, n*int64(ts))
+	par.Range(int(n), castPiece, func(lo, hi int) { dtype.EncodeFloat32(to, out[lo*ts:hi*ts], vals[lo:hi]) })
 	return io.NopCloser(bytes.NewReader(out)), cr, nil
 }
