@@ -70,7 +70,7 @@ func readFloats(t *testing.T, path string) (map[string][]float32, map[string][]b
 // adapter touches have the base's bytes. The merged model's forward pass
 // in torch matches the base's with the adapters applied unmerged.
 func TestInteropMergePEFT(t *testing.T) {
-	testenv.Require(t, "torch", "safetensors")
+	testenv.Require(t, "torch", "safetensors.torch") // not the Go package safetensors/ in the working directory
 	dir := t.TempDir()
 	refPy(t, dir, "make", dir)
 	base := filepath.Join(dir, "model.safetensors")
