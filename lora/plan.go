@@ -2,6 +2,7 @@ package lora
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/ckpt-dev/ckpt/dtype"
@@ -119,7 +120,7 @@ func Plan(base *statedict.Checkpoint, adapters []*Adapter) (*Merger, error) {
 				if err := checkBase(a, bias); err != nil {
 					return nil, err
 				}
-				if !sameShape(mo.biasB.Shape, bias.Shape) {
+				if !slices.Equal(mo.biasB.Shape, bias.Shape) {
 					return nil, &Error{Adapter: a.Name, Name: mo.biasB.Name, Err: fmt.Errorf("%w: %v, the base's bias is %v", ErrShape, mo.biasB.Shape, bias.Shape)}
 				}
 				m.add(bias.Name, part{kind: KindBias, m: mo, scale: p.scale},
@@ -135,7 +136,7 @@ func Plan(base *statedict.Checkpoint, adapters []*Adapter) (*Merger, error) {
 			if err := checkBase(a, t); err != nil {
 				return nil, err
 			}
-			if !sameShape(src.Shape, t.Shape) {
+			if !slices.Equal(src.Shape, t.Shape) {
 				return nil, &Error{Adapter: a.Name, Name: src.Name, Err: fmt.Errorf("%w: %v replaces %s of %v", ErrShape, src.Shape, name, t.Shape)}
 			}
 			m.add(name, part{kind: KindReplacement, repl: src}, ModuleReport{Tensor: name, Adapter: ai, Kind: KindReplacement, Weight: a.Weight, From: src.Name})
@@ -231,18 +232,6 @@ func matrix(s []int64) []int64 {
 		return s[:2]
 	}
 	return nil
-}
-
-func sameShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // floats reads a tensor's values as float32.
