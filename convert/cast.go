@@ -2,10 +2,9 @@ package convert
 
 import (
 	"io"
-	"runtime"
-	"sync"
 
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/par"
 )
 
 const (
@@ -39,21 +38,7 @@ func (c *castReader) convert(n int) {
 		dtype.DecodeFloat32(c.from, c.mid[lo:hi], c.in[lo*fs:hi*fs])
 		dtype.EncodeFloat32(c.to, c.out[lo*ts:hi*ts], c.mid[lo:hi])
 	}
-	workers := min(runtime.GOMAXPROCS(0), n/castPiece)
-	if workers <= 1 {
-		part(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	step := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += step {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			part(lo, hi)
-		}(lo, min(lo+step, n))
-	}
-	wg.Wait()
+	par.Range(n, castPiece, part)
 }
 
 func (c *castReader) Read(p []byte) (int, error) {

@@ -221,6 +221,9 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 		return nil, err
 	}
 	c.checks = newSourceChecks(ck)
+	if err := c.planTransforms(ck); err != nil {
+		return nil, err
+	}
 	c.initWriteBack()
 	o, err := c.pickOutput(out)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/ckpt-dev/ckpt/gguf"
 
 	"github.com/ckpt-dev/ckpt/remap"
+	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // Format is an output format: Safetensors, PyTorch, GGUF or DCP.
@@ -94,9 +95,10 @@ type options struct {
 	bufSize         int
 	wrap            func(io.Writer) io.Writer
 	dest            Destination
-	ggufType        string    // WithGGUFType
-	ggufMeta        []gguf.KV // WithGGUFMetadata
-	hfDir           string    // WithHFModelDir
+	ggufType        string          // WithGGUFType
+	ggufMeta        []gguf.KV       // WithGGUFMetadata
+	hfDir           string          // WithHFModelDir
+	transform       TensorTransform // WithTransform
 
 	dcpOpt dcpOptions // DCP output and --part (out_dcp.go, part.go)
 }
@@ -107,6 +109,9 @@ type runState struct {
 	checks    *sourceChecks // the source's digests and CRCs to check as it is read
 	ggufKeep  *ggufKeep     // a GGUF input's header, for GGUF and safetensors outputs
 	ggufArch  *hfArch       // a GGUF output's Hugging Face architecture (gguf_llama.go)
+	// transformed maps the storage of each tensor WithTransform replaces
+	// to that tensor (planTransforms).
+	transformed map[*statedict.Storage]*statedict.Tensor
 }
 
 // config is one conversion: its options and its state.

@@ -191,6 +191,9 @@ func writeErr(final string, err error) error {
 // logical elements, little-endian, cast when asked; the checkedReader
 // verifies the input's checksums once they are read.
 func (c *config) itemReader(ctx context.Context, it *item) (io.ReadCloser, *checkedReader, error) {
+	if t := c.transformed[it.src.Storage]; t != nil && t == it.src {
+		return c.transformedReader(ctx, t, it.dtype)
+	}
 	rc, cr, err := c.checks.tensorReader(ctx, it.src, it.dtype != it.src.DType)
 	if err != nil {
 		return nil, nil, err
@@ -320,6 +323,12 @@ func (s *pthStorage) nbytes() int64 {
 // little-endian, cast when asked; the checkedReader verifies the input's
 // CRC32 once they are read.
 func (c *config) storageReader(ctx context.Context, s *pthStorage) (io.ReadCloser, *checkedReader, error) {
+	if t := c.transformed[s.src]; t != nil {
+		if t.NumEl()*int64(s.dtype.Size()) != s.nbytes() {
+			return nil, nil, &TensorError{Name: t.Name, Err: fmt.Errorf("%w: its storage is not its values (a packed or quantized record); write safetensors", ErrOption)}
+		}
+		return c.transformedReader(ctx, t, s.dtype)
+	}
 	rc, cr, err := c.checks.storageReader(ctx, s.src)
 	if err != nil {
 		return nil, nil, err
