@@ -6,8 +6,10 @@ import (
 )
 
 // SmallReadCache returns an io.ReaderAt over the size bytes of r that
-// serves reads of up to 512 bytes from one cached 64 KiB window and passes
-// larger ones through: what reading a zip's local headers, or the first
+// serves reads of up to 512 bytes from one cached window and passes larger
+// ones through. The window starts at 512 bytes and doubles, up to 64 KiB,
+// while each miss lands close after the last window (records' headers a
+// few bytes apart), so that headers megabytes apart cost what they did: what reading a zip's local headers, or the first
 // bytes of each record, needs in order to cost one read per window rather
 // than one per record. NewReader reads archives through one. It is safe
 // for concurrent use.
@@ -24,9 +26,10 @@ type headerWindow struct {
 	r    io.ReaderAt
 	size int64
 
-	mu  sync.Mutex
-	off int64
-	buf []byte // the window's bytes: [off, off+len(buf)) of the archive
+	mu   sync.Mutex
+	off  int64
+	buf  []byte // the window's bytes: [off, off+len(buf)) of the archive
+	grow int    // the next window's size
 }
 
 const (
@@ -41,9 +44,14 @@ func (w *headerWindow) ReadAt(p []byte, off int64) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if off < w.off || off+int64(len(p)) > w.off+int64(len(w.buf)) {
-		n := min(int64(headerWindowSize), w.size-off)
+		if end := w.off + int64(len(w.buf)); len(w.buf) > 0 && off > w.off && off-end < headerWindowSize {
+			w.grow = min(max(2*w.grow, smallRead), headerWindowSize)
+		} else {
+			w.grow = smallRead
+		}
+		n := min(int64(w.grow), w.size-off)
 		if cap(w.buf) < int(n) {
-			w.buf = make([]byte, headerWindowSize)
+			w.buf = make([]byte, w.grow)
 		}
 		got, err := w.r.ReadAt(w.buf[:n], off)
 		if got < len(p) { // the window could not be filled: keep nothing
