@@ -13,6 +13,8 @@ import (
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/ggml"
 	"github.com/ckpt-dev/ckpt/gguf"
+	"github.com/ckpt-dev/ckpt/quant"
+	"github.com/ckpt-dev/ckpt/statedict"
 
 	"github.com/ckpt-dev/ckpt/remap"
 )
@@ -94,9 +96,11 @@ type options struct {
 	bufSize         int
 	wrap            func(io.Writer) io.Writer
 	dest            Destination
-	ggufType        string    // WithGGUFType
-	ggufMeta        []gguf.KV // WithGGUFMetadata
-	hfDir           string    // WithHFModelDir
+	ggufType        string              // WithGGUFType
+	ggufMeta        []gguf.KV           // WithGGUFMetadata
+	hfDir           string              // WithHFModelDir
+	quantize        *quant.QuantizeSpec // WithQuantize
+	quantIgnore     []string            // WithQuantizeIgnore
 
 	dcpOpt dcpOptions // DCP output and --part (dcp_write.go)
 }
@@ -107,6 +111,10 @@ type runState struct {
 	checks    *sourceChecks // the source's digests and CRCs to check as it is read
 	ggufKeep  *ggufKeep     // a GGUF input's header, for GGUF and safetensors outputs
 	ggufArch  *hfArch       // a GGUF output's Hugging Face architecture (gguf_llama.go)
+	// WithQuantize: the storages of the quantized tensors (never cast)
+	// and the report of what was quantized (quantize.go).
+	quantKeep   map[*statedict.Storage]bool
+	quantReport *QuantizeReport
 }
 
 // config is one conversion: its options and its state.
@@ -251,6 +259,11 @@ func (c *options) validate() error {
 	}
 	if c.dtype != dtype.Invalid && !CastTarget(c.dtype) {
 		return fmt.Errorf("%w: cast to %s is not supported (float64, float32, float16, bfloat16)", ErrOption, c.dtype)
+	}
+	for _, g := range c.quantIgnore {
+		if _, err := path.Match(g, ""); err != nil {
+			return fmt.Errorf("%w: --ignore glob %q: %v", ErrOption, g, err)
+		}
 	}
 	for _, g := range c.only {
 		if _, err := path.Match(g, ""); err != nil {

@@ -117,7 +117,9 @@ func (q *nvfp4Quantizer) Companion(i int) []byte {
 	return b
 }
 
-func (q *nvfp4Quantizer) CodeSpan(r0, r1 int64) (int64, int64) { return r0 * q.cols / 2, r1 * q.cols / 2 }
+func (q *nvfp4Quantizer) CodeSpan(r0, r1 int64) (int64, int64) {
+	return r0 * q.cols / 2, r1 * q.cols / 2
+}
 
 func (q *nvfp4Quantizer) Codes(dst []byte, src []float32, r0, r1 int64) {
 	g := q.cols / nvfp4Groups
