@@ -15,7 +15,8 @@ import (
 // Fp8Quantize._quantize_one (the quantizer FineGrainedFP8Config runs, and
 // the reverse op of its dequantization): the weight is cast to float32;
 // per block max_abs = amax(|w|); scale = 448 / max_abs, and 1 where
-// max_abs is not > 0 (zero blocks, and NaN blocks, since NaN > 0 is
+// max_abs is not > 0 (448 / max_abs being Tensor.__rtruediv__, that is
+// max_abs.reciprocal() * 448, two float32 roundings; zero blocks, and NaN blocks, since NaN > 0 is
 // false); q = clamp(w * scale, -448, 448).to(float8_e4m3fn) (c10's
 // round-to-nearest-even cast); weight_scale_inv = (1.0 / scale) in
 // float32. Rows or columns that are not whole blocks make upstream leave
@@ -67,7 +68,7 @@ func (q *fp8BlockQuantizer) Prepare(read RowReader) error {
 				}
 				s := float32(1)
 				if m > 0 {
-					s = fp8Max / m
+					s = (1 / m) * fp8Max // torch's 448 / t is t.reciprocal() * 448
 				}
 				q.scales[br*nb+bc] = s
 			}

@@ -17,7 +17,8 @@ import (
 //   - quantization/utils/helpers.py generate_gparam: global_scale =
 //     448 * 6 / max(|min|, |max|) over the whole tensor, min and max
 //     clipped to include 0; the division is a Python float over a tensor
-//     in the weight's dtype, so rounded to that dtype, then .to(float32);
+//     in the weight's dtype, which torch computes as reciprocal() * 2688,
+//     each rounded to that dtype, then .to(float32);
 //   - calculate_qparams with the global scale: per group of 16,
 //     scale = global_scale * (max_val_pos / 6) (the inner division in the
 //     weight's dtype, the product a float32 [1] tensor times it, so
@@ -29,8 +30,8 @@ import (
 //     (thresholds 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5);
 //   - compressors/nvfp4 pack_fp4_to_uint8: the E2M1 index with the sign
 //     in bit 3 (torch.signbit: cast_to_fp4 returns |v| * sign(x), so a
-//     small negative x that rounds to zero is -0.0, code 8), the even
-//     element in the low nibble.
+//     small negative x that rounds to zero is -0.0, code 8, while x = -0.0
+//     has sign 0 and gives +0, code 0), the even element in the low nibble.
 // NaN elements give the code of the value NaN compares as: cast_to_fp4
 // keeps NaN and pack's argmin picks index 0, so code 0 or 8 by the sign
 // bit. A NaN max makes the global scale NaN and every code of the tensor
@@ -94,7 +95,9 @@ func (q *nvfp4Quantizer) Prepare(read RowReader) error {
 			}
 		}
 	}
-	q.global = roundTo(q.dt, nvfp4GSNum/m)
+	// A Python float over a tensor is tensor.reciprocal() * float in
+	// torch (Tensor.__rtruediv__): two roundings in the weight's dtype.
+	q.global = roundTo(q.dt, roundTo(q.dt, 1/m)*nvfp4GSNum)
 	q.scales = make([]byte, len(q.amax))
 	for i, a := range q.amax {
 		s := clamp(q.global*roundTo(q.dt, a/fp4Max), -fp8Max, fp8Max)
@@ -158,7 +161,7 @@ func castFP4(x float32) byte {
 	default:
 		c = 7
 	}
-	if math.Signbit(float64(x)) {
+	if math.Signbit(float64(x)) && x != 0 { // torch.sign(-0.0) is +0: -0.0 gives +0
 		c |= 8
 	}
 	return c

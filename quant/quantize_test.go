@@ -103,7 +103,7 @@ func TestQuantizeFP8BlockRoundTrip(t *testing.T) {
 	for i, x := range m {
 		r, c := i/cols, i%cols
 		s := math.Float32frombits(binary.LittleEndian.Uint32(inv[4*((r/128)*3+c/128):]))
-		scale := float32(448) / amax[r/128][c/128]
+		scale := (1 / amax[r/128][c/128]) * 448
 		if s != 1/scale {
 			t.Fatalf("block (%d, %d): scale_inv %v, want 1/(448/amax) = %v", r/128, c/128, s, 1/scale)
 		}
