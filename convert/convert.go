@@ -51,6 +51,9 @@ type Summary struct {
 	// GGUF says what a GGUF output of a Hugging Face model directory got
 	// (architecture, names, permutation, notes); nil otherwise.
 	GGUF *GGUFReport `json:"gguf,omitempty"`
+	// Quantize says what WithQuantize quantized and left as it was; nil
+	// without it.
+	Quantize *QuantizeReport `json:"quantize,omitempty"`
 	// Synced is true when every output was on the disk (WithSync) or
 	// acknowledged by its object store before Convert returned; false when
 	// local outputs were left to the kernel's write-back (see WithSync).
@@ -229,7 +232,10 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err != nil {
 		return nil, err
 	}
-	return o.convert(ctx, c, ck, out, start)
+	if c.quantize == nil {
+		return o.convert(ctx, c, ck, out, start)
+	}
+	return c.convertQuantized(ctx, o, ck, out, start)
 }
 
 // convertFiles is Convert for the file outputs (fileOutput): one file, or

@@ -13,7 +13,7 @@ import (
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/ggml"
 	"github.com/ckpt-dev/ckpt/gguf"
-
+	"github.com/ckpt-dev/ckpt/quant"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -95,10 +95,12 @@ type options struct {
 	bufSize         int
 	wrap            func(io.Writer) io.Writer
 	dest            Destination
-	ggufType        string          // WithGGUFType
-	ggufMeta        []gguf.KV       // WithGGUFMetadata
-	hfDir           string          // WithHFModelDir
-	transform       TensorTransform // WithTransform
+	ggufType        string              // WithGGUFType
+	ggufMeta        []gguf.KV           // WithGGUFMetadata
+	hfDir           string              // WithHFModelDir
+	transform       TensorTransform     // WithTransform
+	quantize        *quant.QuantizeSpec // WithQuantize
+	quantIgnore     []string            // WithQuantizeIgnore
 
 	dcpOpt dcpOptions // DCP output and --part (out_dcp.go, part.go)
 }
@@ -112,6 +114,10 @@ type runState struct {
 	// transformed maps the storage of each tensor WithTransform replaces
 	// to that tensor (planTransforms).
 	transformed map[*statedict.Storage]*statedict.Tensor
+	// WithQuantize: the storages of the quantized tensors (never cast)
+	// and the report of what was quantized (quantize.go).
+	quantKeep   map[*statedict.Storage]bool
+	quantReport *QuantizeReport
 }
 
 // config is one conversion: its options and its state.
@@ -256,6 +262,11 @@ func (c *options) validate() error {
 	}
 	if c.dtype != dtype.Invalid && !CastTarget(c.dtype) {
 		return fmt.Errorf("%w: cast to %s is not supported (float64, float32, float16, bfloat16)", ErrOption, c.dtype)
+	}
+	for _, g := range c.quantIgnore {
+		if _, err := path.Match(g, ""); err != nil {
+			return fmt.Errorf("%w: --ignore glob %q: %v", ErrOption, g, err)
+		}
 	}
 	for _, g := range c.only {
 		if _, err := path.Match(g, ""); err != nil {

@@ -232,6 +232,9 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 		}
 	}
 	p := &plan{aliases: map[string]string{}, cast: castStorages(ck, c.dtype)}
+	for s := range c.quantKeep { // quantized codes and scales are never cast
+		delete(p.cast, s)
+	}
 	sources := map[string]string{} // output name -> source name
 	claim := func(out, src string) error {
 		if prev, ok := sources[out]; ok {

@@ -35,18 +35,19 @@ type convertOptions struct {
 	DropFloats  bool
 	Attributes  bool // --attributes
 	JSON        bool
-	TP          int      // --tensor-parallel
-	Split       string   // --split
-	GGUFType    string   // --gguf-type
-	GGUFMeta    []string // --gguf-meta
-	GGUFMetaF   string   // --gguf-meta-file
-	GGUFHFDir   string   // --gguf-hf-dir
-	DCPRanks    int      // --dcp-ranks
-	DCPFormat   string   // --dcp-format
-	Part        string   // --part
-	PartCount   int      // --part-count
-	PartWait    string   // --part-wait
-	partNote    string   // which part --part chose, and from what
+	TP          int           // --tensor-parallel
+	Split       string        // --split
+	GGUFType    string        // --gguf-type
+	GGUFMeta    []string      // --gguf-meta
+	GGUFMetaF   string        // --gguf-meta-file
+	GGUFHFDir   string        // --gguf-hf-dir
+	DCPRanks    int           // --dcp-ranks
+	DCPFormat   string        // --dcp-format
+	Part        string        // --part
+	PartCount   int           // --part-count
+	PartWait    string        // --part-wait
+	partNote    string        // which part --part chose, and from what
+	Quantize    quantizeFlags // --quantize, --ignore
 }
 
 func newConvertCmd(s *streams) *cobra.Command {
@@ -77,6 +78,7 @@ func newConvertCmd(s *streams) *cobra.Command {
 	}
 	f := cmd.Flags()
 	opts.Quant.add(f)
+	opts.Quantize.add(f)
 	f.StringVar(&opts.To, "to", "", "output format: safetensors, pth, gguf or dcp (default: from OUT's extension)")
 	f.StringVar(&opts.GGUFType, "gguf-type", "", "gguf: type of the weights: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (1-D tensors and norms stay f32; default: as the input)")
 	f.StringArrayVar(&opts.GGUFMeta, "gguf-meta", nil, "gguf: metadata KEY=VALUE or KEY:TYPE=VALUE (repeatable; general.architecture is required)")
@@ -177,6 +179,7 @@ func printConvert(w io.Writer, r *convertReport) {
 		fmt.Fprintln(w, "not synced: the kernel finishes writing it out, as after cp (--sync waits for the disk)")
 	}
 	printGGUFReport(w, r.GGUF)
+	printQuantize(w, r.Quantize)
 	for _, f := range r.Files {
 		fmt.Fprintf(w, "wrote %s\n", clean(f))
 	}

@@ -52,6 +52,11 @@ func (o *convertOptions) options() ([]ckpt.ConvertOption, error) {
 		return nil, err
 	}
 	out = append(out, gopts...)
+	qopts, err := o.Quantize.options()
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, qopts...)
 	if o.MapLocation != "" || o.cmd != nil && o.cmd.Flags().Changed("map-location") {
 		r, err := ckpt.ParseMapLocation(o.MapLocation)
 		if err != nil {

@@ -52,7 +52,7 @@ func TestLayers(t *testing.T) {
 		"scan":         {mod + "dtype", mod + "pickle", mod + "statedict", mod + "dcp", mod + "torchzip", mod + "gguf", "github.com/klauspost/compress/"},
 		"torchzip":     {mod + "dtype", mod + "pickle"},
 		"dcp":          {mod + "dtype", mod + "pickle", mod + "internal/dcpclass", mod + "torchzip"},
-		"convert":      {mod + "internal/par", mod + "dtype", mod + "verify", mod + "internal/atomicfile", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "internal/human", mod + "internal/llamacpp", "github.com/klauspost/compress/"},
+		"convert":      {mod + "internal/par", mod + "dtype", mod + "verify", mod + "internal/atomicfile", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "quant", mod + "internal/human", mod + "internal/llamacpp", "github.com/klauspost/compress/"},
 		// The driver binding (purego), NVML, inventory, environment, the
 		// devices report.
 		"cuda": {"github.com/ebitengine/purego"},
@@ -73,7 +73,7 @@ func TestLayers(t *testing.T) {
 		// It also builds the reports (LoadReport, InspectReport), which
 		// show pickle values and GGUF metadata, and is the door to scan and
 		// to the devices report (cuda).
-		rootPkg: {mod + "dtype", mod + "verify", mod + "statedict", mod + "remap", mod + "cuda", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore", mod + "internal/human", mod + "scan",
+		rootPkg: {mod + "dtype", mod + "verify", mod + "statedict", mod + "remap", mod + "cuda", mod + "devicecopy", mod + "convert", mod + "digest", mod + "objstore", mod + "internal/human", mod + "scan", mod + "quant",
 			mod + "pickle", mod + "gguf", mod + "lora"},
 		// The CLI: the ckpt facade, byte counts for rendering, and cobra.
 		"cmd/ckpt": {rootPkg + "$", mod + "internal/human", "github.com/spf13/cobra", "github.com/spf13/pflag"},

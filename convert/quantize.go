@@ -1,0 +1,351 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/atomicfile"
+	"github.com/ckpt-dev/ckpt/quant"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// WithQuantize writes the output's weights quantized in spec's native
+// layout (quant.ParseQuantize: fp8-block, fp8-channel, mxfp4, nvfp4):
+// each weight the scheme takes becomes its stored tensors (codes and
+// scales, computed on all cores in row blocks, see package quant), the
+// rest is written as it is (or cast by WithDType). Which tensors are left
+// out follows upstream (norms, embeddings, lm_head, MoE routers and gates,
+// biases, 1-D tensors, shapes the scheme cannot take) and
+// WithQuantizeIgnore; the Summary lists them with the reason. A
+// directory output gets a config.json with the scheme's
+// quantization_config (the input's config.json with the block replaced,
+// when the input had one). Safetensors and .pth outputs only.
+func WithQuantize(spec quant.QuantizeSpec) Option {
+	return func(c *options) { c.quantize = &spec }
+}
+
+// WithQuantizeIgnore leaves tensors whose name, or module name (the name
+// without ".weight"), matches one of the globs (path.Match syntax)
+// unquantized under WithQuantize.
+func WithQuantizeIgnore(glob ...string) Option {
+	return func(c *options) { c.quantIgnore = append(c.quantIgnore, glob...) }
+}
+
+// QuantizeReport is what WithQuantize did.
+type QuantizeReport struct {
+	Scheme    string    `json:"scheme"`
+	Quantized int       `json:"quantized"` // weights written quantized
+	Skipped   []Dropped `json:"skipped"`   // float tensors left as they are, and why
+	Config    string    `json:"config,omitempty"`
+}
+
+// quantJob is one weight's quantization: the scales are computed once
+// (Prepare), on the first read of any of its outputs.
+type quantJob struct {
+	q    quant.WeightQuantizer
+	read quant.RowReader
+	once sync.Once
+	err  error
+
+	mu      sync.Mutex // the chunk cache of codes
+	chunk   int64
+	cache   []byte
+	perRows int64
+	perSize int64
+}
+
+func (j *quantJob) prepare() error {
+	j.once.Do(func() { j.err = j.q.Prepare(j.read) })
+	return j.err
+}
+
+// codesAt serves the codes, a chunk of about 8 MiB computed at a time.
+type codesAt struct{ j *quantJob }
+
+func (r codesAt) ReadAt(p []byte, off int64) (int, error) {
+	j := r.j
+	if err := j.prepare(); err != nil {
+		return 0, err
+	}
+	_, total := j.q.CodeSpan(0, j.q.Rows())
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := 0
+	for n < len(p) {
+		o := off + int64(n)
+		if o >= total {
+			return n, io.EOF
+		}
+		k := o / j.perSize
+		if j.cache == nil || j.chunk != k {
+			r0 := k * j.perRows
+			r1 := min(j.q.Rows(), r0+j.perRows)
+			b, e := j.q.CodeSpan(r0, r1)
+			if int64(cap(j.cache)) < e-b {
+				j.cache = make([]byte, e-b)
+			}
+			j.cache = j.cache[:e-b]
+			if err := quant.QuantizeRows(j.q, j.read, j.cache, r0, r1); err != nil {
+				j.cache = nil
+				return n, err
+			}
+			j.chunk = k
+		}
+		n += copy(p[n:], j.cache[o-k*j.perSize:])
+	}
+	return n, nil
+}
+
+// companionAt serves output i (a scale) once Prepare has computed it.
+type companionAt struct {
+	j *quantJob
+	i int
+}
+
+func (r companionAt) ReadAt(p []byte, off int64) (int, error) {
+	if err := r.j.prepare(); err != nil {
+		return 0, err
+	}
+	return bytes.NewReader(r.j.q.Companion(r.i)).ReadAt(p, off)
+}
+
+// rowReader reads rows of a contiguous little-endian float tensor.
+func rowReader(t *statedict.Tensor, cols int64) (quant.RowReader, string) {
+	if !t.IsContiguous() || t.Storage == nil || t.Storage.BigEndian && t.DType.Size() > 1 {
+		return nil, "not a contiguous little-endian tensor"
+	}
+	var (
+		once sync.Once
+		ra   io.ReaderAt
+		err  error
+	)
+	es := int64(t.DType.Size())
+	begin, _ := t.Span()
+	bufs := sync.Pool{New: func() any { return new([]byte) }}
+	return func(dst []float32, r0, r1 int64) error {
+		once.Do(func() { ra, err = t.Storage.ReaderAt() })
+		if err != nil {
+			return &TensorError{Name: t.Name, Err: err}
+		}
+		bp := bufs.Get().(*[]byte)
+		defer bufs.Put(bp)
+		n := (r1 - r0) * cols * es
+		if int64(cap(*bp)) < n {
+			*bp = make([]byte, n)
+		}
+		b := (*bp)[:n]
+		if _, err := ra.ReadAt(b, begin+r0*cols*es); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return &TensorError{Name: t.Name, Err: err}
+		}
+		dtype.DecodeFloat32(t.DType, dst, b)
+		return nil
+	}, ""
+}
+
+// applyQuantize returns a copy of ck whose quantizable weights are
+// replaced by the scheme's stored tensors, and the report. The copy has no
+// object tree (a .pth output is a flat state dict).
+func (c *config) applyQuantize(ck *statedict.Checkpoint) (*statedict.Checkpoint, error) {
+	spec := *c.quantize
+	rep := &QuantizeReport{Scheme: spec.Scheme, Skipped: []Dropped{}}
+	names := map[string]bool{}
+	for _, t := range ck.Tensors {
+		names[t.Name] = true
+	}
+	var tensors []*statedict.Tensor
+	var derived []*statedict.Storage
+	for _, t := range ck.Tensors {
+		if !c.selected(t.Name) || !t.DType.IsFloat() || t.Layout != statedict.Strided || t.Meta {
+			tensors = append(tensors, t)
+			continue
+		}
+		q, why := quant.NewQuantizer(spec, t.Name, t.DType, t.Shape, c.quantIgnore)
+		var read quant.RowReader
+		if why == "" {
+			var w string
+			if read, w = rowReader(t, q.Cols()); w != "" {
+				why = quant.Skip(w)
+			}
+		}
+		if why != "" {
+			rep.Skipped = append(rep.Skipped, Dropped{Name: t.Name, Type: "tensor", Reason: string(why)})
+			tensors = append(tensors, t)
+			continue
+		}
+		j := &quantJob{q: q, read: read}
+		j.perRows = max(1, (8<<20)/max(1, q.Cols()*q.RowAlign())) * q.RowAlign()
+		_, j.perSize = q.CodeSpan(0, j.perRows)
+		for i, o := range q.Outputs() {
+			if o.Name != t.Name && names[o.Name] {
+				return nil, &TensorError{Name: t.Name, Err: fmt.Errorf("%w: quantized as %s it needs %q, which the input already has", ErrCollision, spec.Scheme, o.Name)}
+			}
+			size := quant.Stored{Shape: o.Shape}.NumEl() * int64(o.DType.Size())
+			var r io.ReaderAt = companionAt{j, i}
+			if i == 0 {
+				r = codesAt{j}
+			}
+			nt := statedict.NewDerivedTensor(o.Name, o.DType, o.Shape, r, size, t)
+			tensors = append(tensors, nt)
+			derived = append(derived, nt.Storage)
+		}
+		rep.Quantized++
+	}
+	if rep.Quantized == 0 {
+		return nil, fmt.Errorf("%w: --quantize %s: no tensor to quantize (%d float tensors skipped)", ErrNothing, spec.Scheme, len(rep.Skipped))
+	}
+	cp := *ck
+	cp.Root = nil
+	cp.Tensors = tensors
+	kept := map[*statedict.Storage]bool{}
+	for _, t := range tensors {
+		kept[t.Storage] = true
+	}
+	cp.Storages = nil
+	for _, s := range ck.Storages {
+		if kept[s] {
+			cp.Storages = append(cp.Storages, s)
+		}
+	}
+	cp.Storages = append(cp.Storages, derived...)
+	c.quantKeep = map[*statedict.Storage]bool{}
+	for _, s := range derived {
+		c.quantKeep[s] = true
+	}
+	c.quantReport = rep
+	return &cp, nil
+}
+
+// quantConfig is the quantization_config block of spec for the weights
+// the report skipped, as each upstream writes it.
+func quantConfig(spec quant.QuantizeSpec, rep *QuantizeReport) map[string]any {
+	var ignore []string
+	for _, s := range rep.Skipped {
+		if len(s.Name) > 7 && s.Name[len(s.Name)-7:] == ".weight" {
+			ignore = append(ignore, quant.ModuleOf(s.Name))
+		}
+	}
+	if ignore == nil {
+		ignore = []string{}
+	}
+	ct := func(format string, weights map[string]any) map[string]any {
+		return map[string]any{
+			"quant_method": "compressed-tensors", "format": format, "quantization_status": "compressed",
+			"config_groups": map[string]any{"group_0": map[string]any{
+				"targets": []string{"Linear"}, "weights": weights, "input_activations": nil, "output_activations": nil, "format": format}},
+			"ignore": ignore,
+		}
+	}
+	switch spec.Scheme {
+	case quant.SchemeFP8Block:
+		return map[string]any{"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": []int64{spec.Block[0], spec.Block[1]}}
+	case quant.SchemeFP8Channel:
+		return ct("float-quantized", map[string]any{"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": true, "dynamic": false, "observer": "minmax"})
+	case quant.SchemeNVFP4:
+		return ct("nvfp4-pack-quantized", map[string]any{"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": true, "dynamic": false, "observer": "minmax"})
+	case quant.SchemeMXFP4:
+		return map[string]any{"quant_method": "mxfp4", "modules_to_not_convert": []string{"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}
+	}
+	return nil
+}
+
+// quantConfigPath is where a directory output's config.json goes, "" for
+// a single-file output or a Destination.
+func (c *config) quantConfigPath(out string) string {
+	if c.quantize == nil || c.dest != nil {
+		return ""
+	}
+	switch {
+	case c.isDir(out):
+		return filepath.Join(out, "config.json")
+	case len(out) > 11 && out[len(out)-11:] == ".index.json":
+		return filepath.Join(filepath.Dir(out), "config.json")
+	}
+	return ""
+}
+
+// writeQuantConfig writes config.json: the input's, with its
+// quantization_config replaced (and a torch_dtype kept), or one holding
+// only the block.
+func (c *config) writeQuantConfig(ck *statedict.Checkpoint, path string) error {
+	m := map[string]any{}
+	if len(ck.ModelConfig) > 0 {
+		if err := json.Unmarshal(ck.ModelConfig, &m); err != nil || m == nil {
+			m = map[string]any{}
+		}
+	}
+	m["quantization_config"] = quantConfig(*c.quantize, c.quantReport)
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := atomicfile.Create(path, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Writer().Write(append(b, '\n')); err != nil {
+		f.Discard()
+		return err
+	}
+	if err := f.Finish(); err != nil {
+		f.Discard()
+		return err
+	}
+	return f.Commit(c.force)
+}
+
+// checkQuantConfig refuses an existing config.json without WithForce.
+func (c *config) checkQuantConfig(path string) error {
+	if path == "" || c.force {
+		return nil
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("%w: %s", ErrExists, path)
+	}
+	return nil
+}
+
+// convertQuantized is Convert with WithQuantize: the weights are
+// replaced by their quantized tensors, the output written, then a
+// directory output's config.json.
+func (c *config) convertQuantized(ctx context.Context, o output, ck *statedict.Checkpoint, out string, start time.Time) (*Summary, error) {
+	switch o.(type) {
+	case safetensorsOut, pthOut:
+	default:
+		return nil, fmt.Errorf("%w: --quantize writes safetensors or .pth (GGUF has its own types: --gguf-type)", ErrOption)
+	}
+	if c.dcpOpt.part.Count > 1 {
+		return nil, fmt.Errorf("%w: --quantize and --part cannot be combined", ErrOption)
+	}
+	cfgPath := c.quantConfigPath(out)
+	if err := c.checkQuantConfig(cfgPath); err != nil {
+		return nil, err
+	}
+	qck, err := c.applyQuantize(ck)
+	if err != nil {
+		return nil, err
+	}
+	c.checks = newSourceChecks(qck)
+	sum, err := o.convert(ctx, c, qck, out, start)
+	if err != nil {
+		return nil, err
+	}
+	if cfgPath != "" {
+		if err := c.writeQuantConfig(ck, cfgPath); err != nil {
+			return nil, fmt.Errorf("convert: write %s: %w", cfgPath, err)
+		}
+		c.quantReport.Config = cfgPath
+	}
+	sum.Quantize = c.quantReport
+	return sum, nil
+}
