@@ -390,17 +390,20 @@ func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item,
 	}
 	chunk := max(row, ggufRows/row*row)
 	n := src.NumEl()
-	fs := make([]float32, min(chunk, max(n, 1)))
-	// The float32 bytes are read straight into fs (little-endian hosts;
-	// others decode in place).
-	in := unsafe.Slice((*byte)(unsafe.Pointer(&fs[0])), 4*len(fs))
-	rb, err := t.RowBytes(int64(len(fs)))
+	k0 := min(chunk, max(n, 1))
+	rb, err := t.RowBytes(k0)
 	if err != nil {
 		return 0, &TensorError{Name: it.name, Err: err}
 	}
-	out := make([]byte, rb)
+	buf := getGGUFBuf(k0, rb)
+	fs, out := buf.fs[:k0], buf.out[:rb]
+	// The float32 bytes are read straight into fs (little-endian hosts;
+	// others decode in place).
+	in := unsafe.Slice((*byte)(unsafe.Pointer(&fs[0])), 4*len(fs))
 	pr, pw := io.Pipe()
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		var err error
 		for left := n; left > 0 && err == nil; {
 			k := min(left, int64(len(fs)))
@@ -426,11 +429,39 @@ func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item,
 	}()
 	werr := gw.WriteTensor(pr)
 	pr.Close()
+	<-done // the buffers are free once the goroutine is
+	ggufBufs.Put(buf)
 	if werr != nil {
 		return 0, &TensorError{Name: it.name, Err: werr}
 	}
 	size, _ := t.RowBytes(n)
 	return size, nil
+}
+
+// ggufBuf holds one tensor's float32 rows and their quantized blocks;
+// ggufBufs keeps them between tensors (a model's many equal-sized
+// tensors would otherwise allocate, and fault in, fresh buffers each).
+type ggufBuf struct {
+	fs  []float32
+	out []byte
+}
+
+var ggufBufs sync.Pool
+
+// getGGUFBuf returns a buffer of at least n floats and ob bytes.
+func getGGUFBuf(n, ob int64) *ggufBuf {
+	b, _ := ggufBufs.Get().(*ggufBuf)
+	if b == nil {
+		b = &ggufBuf{}
+	}
+	if int64(cap(b.fs)) < n {
+		b.fs = make([]float32, n)
+	}
+	if int64(cap(b.out)) < ob {
+		b.out = make([]byte, ob)
+	}
+	b.fs, b.out = b.fs[:cap(b.fs)], b.out[:cap(b.out)]
+	return b
 }
 
 // hostLittleEndian reports whether this machine stores numbers
