@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -202,7 +204,14 @@ func (c *config) applyQuantize(ck *statedict.Checkpoint) (*statedict.Checkpoint,
 		rep.Quantized++
 	}
 	if rep.Quantized == 0 {
-		return nil, fmt.Errorf("%w: --quantize %s: no tensor to quantize (%d float tensors skipped)", ErrNothing, spec.Scheme, len(rep.Skipped))
+		var why []string
+		for _, s := range rep.Skipped[:min(len(rep.Skipped), 3)] {
+			why = append(why, strconv.Quote(s.Name)+": "+s.Reason)
+		}
+		if len(rep.Skipped) > 3 {
+			why = append(why, "...")
+		}
+		return nil, fmt.Errorf("%w: --quantize %s: no tensor to quantize (%d float tensors skipped: %s)", ErrNothing, spec.Scheme, len(rep.Skipped), strings.Join(why, "; "))
 	}
 	cp := *ck
 	cp.Root = nil
