@@ -62,7 +62,10 @@ func Detect(config []byte, tensors []Stored) (*Plan, error) {
 		raw, method = mc.Quantization, "mlx"
 	}
 	if isNull(raw) {
-		return nil, unschemed(tensors, nil)
+		if method = byNames(tensors); method == "" {
+			return nil, unschemed(tensors, nil)
+		}
+		raw = json.RawMessage("{}")
 	}
 	if method == "" {
 		var q struct {
@@ -107,13 +110,46 @@ func Detect(config []byte, tensors []Stored) (*Plan, error) {
 	return &Plan{Method: method, DType: dt, Groups: groups}, nil
 }
 
+// byNames is the scheme that tensor names alone tell, where there is no
+// config: gpt-oss's X_blocks beside X_scales (U8) and bitsandbytes'
+// self-describing quant_state; "" for none.
+func byNames(tensors []Stored) string {
+	byName := indexStored(tensors)
+	for _, t := range tensors {
+		if strings.Contains(t.Name, bnbStatePrefix) {
+			return "bitsandbytes"
+		}
+		if base, ok := strings.CutSuffix(t.Name, "_blocks"); ok && t.DType == dtype.Uint8 {
+			if s, ok := byName[base+"_scales"]; ok && (s.DType == dtype.Uint8 || s.DType == dtype.Float8E8M0FNU) {
+				return "mxfp4"
+			}
+		}
+	}
+	return ""
+}
+
+// packedNames are companions that mark an integer-packed weight whose
+// scheme needs parameters (bits, group size) only a config gives.
+var packedNames = []struct{ companion, scheme string }{
+	{"qzeros", "gptq/awq"}, {"weight_packed", "compressed-tensors"}, {"biases", "mlx"}, {"SCB", "bitsandbytes int8"},
+}
+
 // unschemed refuses a float8 tensor that no group took although a scale
 // sits beside it (X_scale_inv, X_scale): without a scheme saying how the
 // scale applies, an element-wise cast would give wrong values.
 func unschemed(tensors []Stored, used map[string]string) error {
 	byName := indexStored(tensors)
 	for _, t := range tensors {
-		if !isFloat8(t.DType) || used[t.Name] != "" {
+		if used[t.Name] != "" {
+			continue
+		}
+		for _, p := range packedNames {
+			if strings.HasSuffix(t.Name, "."+p.companion) || t.Name == p.companion {
+				return &Error{Scheme: p.scheme + " (by tensor names)", Tensor: t.Name, Err: fmt.Errorf("%w: a quantized weight's %s but no quantization_config says how to read it (give the model's config.json with --config, or --raw to keep the stored tensors)",
+					ErrMissingCompanion, p.companion)}
+			}
+		}
+		if !isFloat8(t.DType) {
 			continue
 		}
 		for _, suf := range []string{"_scale_inv", "_scale"} {
