@@ -246,6 +246,9 @@ func (c *config) convertFiles(ctx context.Context, ck *statedict.Checkpoint, out
 	if err != nil {
 		return nil, err
 	}
+	if c.modelConfig, err = outputModelConfig(ck, c.dtype); err != nil {
+		return nil, err
+	}
 	if err := o.checkPlan(c, ck, p.items); err != nil {
 		return nil, err
 	}
@@ -441,6 +444,15 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 	}
 	if l.index == "" || c.dcpOpt.part.Index != 0 {
 		return temps, total, nil
+	}
+	if c.modelConfig != nil { // beside the shards, before the index (modelconfig.go)
+		t, err := c.writeSmall(ctx, c.paths().join(l.dir, "config.json"), c.modelConfig)
+		if t != nil {
+			temps = append(temps, t)
+		}
+		if err != nil {
+			return temps, 0, err
+		}
 	}
 	b, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")
 	if err != nil {

@@ -107,6 +107,8 @@ type runState struct {
 	checks    *sourceChecks // the source's digests and CRCs to check as it is read
 	ggufKeep  *ggufKeep     // a GGUF input's header, for GGUF and safetensors outputs
 	ggufArch  *hfArch       // a GGUF output's Hugging Face architecture (gguf_llama.go)
+	// modelConfig is the config.json written beside a directory output (modelconfig.go)
+	modelConfig []byte
 }
 
 // config is one conversion: its options and its state.

@@ -79,7 +79,9 @@ func mxfp4Group(base string, blocks, scales Stored, cfg Config) (*Group, error) 
 }
 
 // codecTensor is a Stored as a codec's layout check takes it.
-func codecTensor(s Stored) CodecTensor { return CodecTensor{Name: s.Name, DType: s.DType, Shape: s.Shape} }
+func codecTensor(s Stored) CodecTensor {
+	return CodecTensor{Name: s.Name, DType: s.DType, Shape: s.Shape}
+}
 
 // codecTensorName is the tensor a *CodecLayoutError names, else def.
 func codecTensorName(err error, def string) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -256,5 +257,80 @@ func TestQuantSchemesConvert(t *testing.T) {
 				t.Error("output written despite the refusal")
 			}
 		})
+	}
+}
+
+// TestQuantDirOutputConfig: a directory output of a quantized release
+// gets its config.json without the quantization block and with
+// torch_dtype set to the dtype written; a single-file output gets none.
+func TestQuantDirOutputConfig(t *testing.T) {
+	c := schemeCases()[0] // mxfp4, with config.json
+	dir := c.build(t, "")
+	out := t.TempDir()
+	idx := filepath.Join(out, "sh", "model.safetensors.index.json")
+	if code, _, errs := runCLI(t, "convert", dir, idx, "--dtype", "float16", "--max-shard-size", "1KB"); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "sh", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["quantization_config"]; ok || m["torch_dtype"] != "float16" {
+		t.Errorf("config.json written: %s", b)
+	}
+	// The release's config.json, read again beside the output, now says
+	// nothing is quantized: the output opens as plain tensors.
+	ck, err := statedict.Open(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if ck.Quantization != nil || ck.Tensor(c.logical) == nil {
+		t.Errorf("output reopened: quantization %v", ck.Quantization)
+	}
+	single := filepath.Join(out, "one", "o.safetensors")
+	os.MkdirAll(filepath.Dir(single), 0o755)
+	if code, _, errs := runCLI(t, "convert", dir, single); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(out, "one", "config.json")); err == nil {
+		t.Error("a single-file output got a config.json")
+	}
+}
+
+// TestQuantScaleDTypesNotCast: safetensors F8_E8M0 and F4 tensors that no
+// scheme consumes are refused under --dtype (one line naming the tensor,
+// nothing written) and kept as stored without it; consumed by MXFP4 (an
+// F8_E8M0 _scales) they read as the scheme's values.
+func TestQuantScaleDTypesNotCast(t *testing.T) {
+	dir := t.TempDir()
+	writeST(t, filepath.Join(dir, "model.safetensors"), []string{"a.exp", "b.codes"}, []string{"F8_E8M0", "F4"},
+		[][]int64{{2}, {2, 4}}, [][]byte{{127, 128}, {0x21, 0x43, 0x65, 0x07}})
+	out := filepath.Join(t.TempDir(), "o.safetensors")
+	code, _, errs := runCLI(t, "convert", dir, out, "--dtype", "bf16")
+	if code != exitError || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, `a.exp`) && !strings.Contains(errs, `b.codes`) {
+		t.Fatalf("exit %d: %q", code, errs)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("output written")
+	}
+	if code, _, errs := runCLI(t, "convert", dir, out); code != exitOK {
+		t.Fatalf("without --dtype: exit %d %s", code, errs)
+	}
+	code, stdout, _ := runCLI(t, "inspect", dir)
+	if code != exitOK || !strings.Contains(stdout, "float8_e8m0fnu") || !strings.Contains(stdout, "float4_e2m1fn_x2") {
+		t.Errorf("inspect:\n%s", stdout)
+	}
+
+	// gpt-oss's scales as F8_E8M0: the same values as U8.
+	c := schemeCases()[0]
+	c.dts = map[string]string{c.tensors[1][0]: "F8_E8M0"}
+	out = filepath.Join(t.TempDir(), "m.safetensors")
+	if code, _, errs := runCLI(t, "convert", c.build(t, ""), out, "--dtype", "float32"); code != exitOK {
+		t.Fatalf("mxfp4 with F8_E8M0 scales: exit %d %s", code, errs)
 	}
 }
