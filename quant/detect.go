@@ -129,9 +129,32 @@ func byNames(tensors []Stored) string {
 }
 
 // packedNames are companions that mark an integer-packed weight whose
-// scheme needs parameters (bits, group size) only a config gives.
-var packedNames = []struct{ companion, scheme string }{
-	{"qzeros", "gptq/awq"}, {"weight_packed", "compressed-tensors"}, {"biases", "mlx"}, {"SCB", "bitsandbytes int8"},
+// scheme needs parameters (bits, group size) only a config gives: the
+// companion's name, the weight beside it and that weight's dtype
+// (Invalid: any).
+var packedNames = []struct {
+	companion, weight string
+	dt                dtype.DType
+	scheme            string
+}{
+	{"qzeros", "qweight", dtype.Int32, "gptq/awq"},
+	{"weight_packed", "weight_scale", dtype.Invalid, "compressed-tensors"},
+	{"biases", "weight", dtype.Uint32, "mlx"},
+	{"SCB", "weight", dtype.Int8, "bitsandbytes int8"},
+}
+
+// packedCompanion returns the scheme whose companion t is, by names, "" for none.
+func packedCompanion(t Stored, byName map[string]Stored) (string, string) {
+	for _, p := range packedNames {
+		prefix, ok := strings.CutSuffix(t.Name, p.companion)
+		if !ok || prefix != "" && !strings.HasSuffix(prefix, ".") {
+			continue
+		}
+		if w, ok := byName[prefix+p.weight]; ok && (p.dt == dtype.Invalid || w.DType == p.dt) {
+			return p.scheme, p.companion
+		}
+	}
+	return "", ""
 }
 
 // unschemed refuses a float8 tensor that no group took although a scale
@@ -143,11 +166,9 @@ func unschemed(tensors []Stored, used map[string]string) error {
 		if used[t.Name] != "" {
 			continue
 		}
-		for _, p := range packedNames {
-			if strings.HasSuffix(t.Name, "."+p.companion) || t.Name == p.companion {
-				return &Error{Scheme: p.scheme + " (by tensor names)", Tensor: t.Name, Err: fmt.Errorf("%w: a quantized weight's %s but no quantization_config says how to read it (give the model's config.json with --config, or --raw to keep the stored tensors)",
-					ErrMissingCompanion, p.companion)}
-			}
+		if scheme, comp := packedCompanion(t, byName); scheme != "" {
+			return &Error{Scheme: scheme + " (by tensor names)", Tensor: t.Name, Err: fmt.Errorf("%w: a quantized weight's %s but no quantization_config says how to read it (give the model's config.json with --config, or --raw to keep the stored tensors)",
+				ErrMissingCompanion, comp)}
 		}
 		if !isFloat8(t.DType) {
 			continue

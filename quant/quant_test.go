@@ -139,3 +139,32 @@ func FuzzDetect(f *testing.F) {
 		}
 	})
 }
+
+// TestDetectPackedByNames: without a config, the companions of an
+// integer-packed weight are refused (an element-wise cast of the codes
+// would be wrong values), but the same names beside a weight that is not
+// packed are a plain model's tensors.
+func TestDetectPackedByNames(t *testing.T) {
+	st := func(n string, d dtype.DType) quant.Stored { return quant.Stored{Name: n, DType: d, Shape: []int64{4, 4}} }
+	for _, c := range []struct {
+		tensors []quant.Stored
+		refused string
+	}{
+		{[]quant.Stored{st("l.qweight", dtype.Int32), st("l.qzeros", dtype.Int32), st("l.scales", dtype.Float16)}, "l.qzeros"},
+		{[]quant.Stored{st("l.weight", dtype.Uint32), st("l.scales", dtype.BFloat16), st("l.biases", dtype.BFloat16)}, "l.biases"},
+		{[]quant.Stored{st("l.weight", dtype.Int8), st("l.SCB", dtype.Float32)}, "l.SCB"},
+		{[]quant.Stored{st("l.weight_packed", dtype.Int32), st("l.weight_scale", dtype.BFloat16)}, "l.weight_packed"},
+		{[]quant.Stored{st("l.weight", dtype.Float32), st("l.biases", dtype.Float32)}, ""},
+		{[]quant.Stored{st("l.weight", dtype.BFloat16), st("l.SCB", dtype.Float32)}, ""},
+		{[]quant.Stored{st("l.xqzeros", dtype.Int32), st("l.xqweight", dtype.Int32)}, ""},
+	} {
+		p, err := quant.Detect(nil, c.tensors)
+		var e *quant.Error
+		switch {
+		case c.refused == "" && (err != nil || p != nil):
+			t.Errorf("%v: %v %v", c.tensors, p, err)
+		case c.refused != "" && (!errors.As(err, &e) || e.Tensor != c.refused || !errors.Is(err, quant.ErrMissingCompanion)):
+			t.Errorf("%v: %v, want %s refused", c.tensors, err, c.refused)
+		}
+	}
+}

@@ -334,3 +334,86 @@ func TestQuantScaleDTypesNotCast(t *testing.T) {
 		t.Fatalf("mxfp4 with F8_E8M0 scales: exit %d %s", code, errs)
 	}
 }
+
+// expectedFile writes upstream's values of c's weight under its logical
+// name, in the logical dtype, beside the pass-through tensor; flip
+// changes one bit of the first element.
+func (c schemeCase) expectedFile(t *testing.T, flip bool) string {
+	fx, err := statedict.Open(filepath.Join("..", "..", "quant", "testdata", c.fixture+".safetensors"), statedict.WithRaw())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fx.Close()
+	e := fx.Tensor(c.expected)
+	b, err := e.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flip {
+		b[0] ^= 1
+	}
+	// Upstream's bfloat16 NaNs come out of bfloat16 arithmetic (0xffff
+	// from transformers' mxfp4 for 0 * Inf); ckpt rounds float32 to
+	// bfloat16 as torch's .to(bfloat16) does, whose NaN is 0x7fc0. Only
+	// the NaN's bits differ: they are made torch's canonical ones here.
+	if e.DType == dtype.BFloat16 || e.DType == dtype.Float16 {
+		for i := 0; i+1 < len(b); i += 2 {
+			x := uint16(b[i]) | uint16(b[i+1])<<8
+			switch {
+			case e.DType == dtype.BFloat16 && x&0x7fff > 0x7f80:
+				b[i], b[i+1] = 0xc0, 0x7f
+			case e.DType == dtype.Float16 && x&0x7fff > 0x7c00:
+				b[i], b[i+1] = 0x00, 0x7e
+			}
+		}
+	}
+	st, _ := e.DType.Safetensors()
+	p := filepath.Join(t.TempDir(), "expected.safetensors")
+	writeST(t, p, []string{c.logical, "model.norm.weight"}, []string{st, "F32"}, [][]int64{e.Shape, {2}}, [][]byte{b, {0, 0, 0x80, 0x3f, 0, 0, 0, 0x40}})
+	return p
+}
+
+// TestQuantLoadVerify: ckpt verify and ckpt load of a quantized release
+// see the dequantized weight: verify finds it equal, bit for bit, to
+// upstream's values (and unequal when one bit of them differs), and the
+// digest load computes of it is the digest of upstream's values.
+func TestQuantLoadVerify(t *testing.T) {
+	digest := func(t *testing.T, path, name string) string {
+		code, stdout, errs := runCLI(t, "load", "--json", path)
+		if code != exitOK {
+			t.Fatalf("load %s: exit %d %s", path, code, errs)
+		}
+		var r struct {
+			Loaded struct {
+				Storages []struct {
+					Digest  string   `json:"digest"`
+					Tensors []string `json:"tensors"`
+				} `json:"storages"`
+			} `json:"loaded"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range r.Loaded.Storages {
+			if len(s.Tensors) == 1 && s.Tensors[0] == name {
+				return s.Digest
+			}
+		}
+		t.Fatalf("load %s: no storage of %s in %s", path, name, stdout)
+		return ""
+	}
+	for _, c := range schemeCases() {
+		t.Run(c.name, func(t *testing.T) {
+			dir := c.build(t, "")
+			if code, out, errs := runCLI(t, "verify", dir, c.expectedFile(t, false)); code != exitOK {
+				t.Errorf("verify against upstream: exit %d\n%s%s", code, out, errs)
+			}
+			if code, _, _ := runCLI(t, "verify", dir, c.expectedFile(t, true)); code != exitError {
+				t.Errorf("verify against a changed value: exit %d", code)
+			}
+			if got, want := digest(t, dir, c.logical), digest(t, c.expectedFile(t, false), c.logical); got != want {
+				t.Errorf("load digest %s, upstream's values %s", got, want)
+			}
+		})
+	}
+}
