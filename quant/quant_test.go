@@ -145,7 +145,9 @@ func FuzzDetect(f *testing.F) {
 // would be wrong values), but the same names beside a weight that is not
 // packed are a plain model's tensors.
 func TestDetectPackedByNames(t *testing.T) {
-	st := func(n string, d dtype.DType) quant.Stored { return quant.Stored{Name: n, DType: d, Shape: []int64{4, 4}} }
+	st := func(n string, d dtype.DType) quant.Stored {
+		return quant.Stored{Name: n, DType: d, Shape: []int64{4, 4}}
+	}
 	for _, c := range []struct {
 		tensors []quant.Stored
 		refused string
