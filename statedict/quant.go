@@ -1,6 +1,7 @@
 package statedict
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -315,11 +316,17 @@ func (s *quantSource) prepare() error {
 	return s.err
 }
 
+// quantWindow is how many logical bytes a stream of a quantized weight
+// asks ReadAt for at a time: enough chunks for every core, and codes
+// read once for the whole window (MXFP4's transposed rows need a whole
+// expert's codes for any of them).
+const quantWindow = 8 << 20
+
 func (s *quantSource) open(off, n int64) (io.ReadCloser, error) {
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
-	return io.NopCloser(io.NewSectionReader(s, off, n)), nil
+	return io.NopCloser(bufio.NewReaderSize(io.NewSectionReader(s, off, n), int(min(max(n, 16), quantWindow)))), nil
 }
 
 func (s *quantSource) readerAt() (io.ReaderAt, error) {
@@ -356,6 +363,20 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 		defer s.releaseWhole(int64(len(p)))
 	}
 	first, last := off/es, (off+int64(len(p))+es-1)/es
+	// The codes of the whole range are read once, each chunk decoding
+	// from its part of them.
+	var span []byte
+	spanOff := int64(0)
+	if whole == nil {
+		b, e := s.codec.CodeSpan(first, last-first)
+		span, spanOff = make([]byte, e-b), b
+		if _, err := s.codesAt.ReadAt(span, s.codesOff+b); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+	}
 	nchunks := (last - first + quantChunk - 1) / quantChunk
 	workers := min(int64(runtime.GOMAXPROCS(0)), nchunks)
 	var (
@@ -380,15 +401,11 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 				b, end := s.codec.CodeSpan(e0, n)
 				if whole != nil {
 					codes = whole[b:end]
+				} else if b < spanOff || end-spanOff > int64(len(span)) {
+					setErr(&mu, &firstErr, &Error{Tensor: s.name, Err: fmt.Errorf("%w: codes [%d, %d) outside the range's [%d, %d)", ErrMalformed, b, end, spanOff, spanOff+int64(len(span)))})
+					return
 				} else {
-					codes = grow(codes, end-b)
-					if _, err := s.codesAt.ReadAt(codes, s.codesOff+b); err != nil {
-						if err == io.EOF {
-							err = io.ErrUnexpectedEOF
-						}
-						setErr(&mu, &firstErr, err)
-						return
-					}
+					codes = span[b-spanOff : end-spanOff]
 				}
 				fs = growF(fs, n)
 				if err := s.codec.Dequantize(fs, e0, codes, s.compData); err != nil {
