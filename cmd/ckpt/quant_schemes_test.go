@@ -176,19 +176,30 @@ func (c schemeCase) build(t *testing.T, shorten string) string {
 	return dir
 }
 
-func (c schemeCase) want(t *testing.T) []float32 {
+// expectedBytes returns the fixture's tensor of upstream's values: its
+// bytes, dtype and shape.
+func (c schemeCase) expectedBytes(t *testing.T) ([]byte, dtype.DType, []int64) {
+	t.Helper()
 	fx, err := statedict.Open(filepath.Join("..", "..", "quant", "testdata", c.fixture+".safetensors"), statedict.WithRaw())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fx.Close()
 	e := fx.Tensor(c.expected)
+	if e == nil {
+		t.Fatalf("fixture %s has no %s", c.fixture, c.expected)
+	}
 	b, err := e.ReadAll()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]float32, e.NumEl())
-	dtype.DecodeFloat32(e.DType, out, b)
+	return b, e.DType, e.Shape
+}
+
+func (c schemeCase) want(t *testing.T) []float32 {
+	b, dt, _ := c.expectedBytes(t)
+	out := make([]float32, len(b)/dt.Size())
+	dtype.DecodeFloat32(dt, out, b)
 	return out
 }
 
@@ -339,16 +350,7 @@ func TestQuantScaleDTypesNotCast(t *testing.T) {
 // name, in the logical dtype, beside the pass-through tensor; flip
 // changes one bit of the first element.
 func (c schemeCase) expectedFile(t *testing.T, flip bool) string {
-	fx, err := statedict.Open(filepath.Join("..", "..", "quant", "testdata", c.fixture+".safetensors"), statedict.WithRaw())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fx.Close()
-	e := fx.Tensor(c.expected)
-	b, err := e.ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, dt, shape := c.expectedBytes(t)
 	if flip {
 		b[0] ^= 1
 	}
@@ -356,20 +358,20 @@ func (c schemeCase) expectedFile(t *testing.T, flip bool) string {
 	// from transformers' mxfp4 for 0 * Inf); ckpt rounds float32 to
 	// bfloat16 as torch's .to(bfloat16) does, whose NaN is 0x7fc0. Only
 	// the NaN's bits differ: they are made torch's canonical ones here.
-	if e.DType == dtype.BFloat16 || e.DType == dtype.Float16 {
+	if dt == dtype.BFloat16 || dt == dtype.Float16 {
 		for i := 0; i+1 < len(b); i += 2 {
 			x := uint16(b[i]) | uint16(b[i+1])<<8
 			switch {
-			case e.DType == dtype.BFloat16 && x&0x7fff > 0x7f80:
+			case dt == dtype.BFloat16 && x&0x7fff > 0x7f80:
 				b[i], b[i+1] = 0xc0, 0x7f
-			case e.DType == dtype.Float16 && x&0x7fff > 0x7c00:
+			case dt == dtype.Float16 && x&0x7fff > 0x7c00:
 				b[i], b[i+1] = 0x00, 0x7e
 			}
 		}
 	}
-	st, _ := e.DType.Safetensors()
+	st, _ := dt.Safetensors()
 	p := filepath.Join(t.TempDir(), "expected.safetensors")
-	writeST(t, p, []string{c.logical, "model.norm.weight"}, []string{st, "F32"}, [][]int64{e.Shape, {2}}, [][]byte{b, {0, 0, 0x80, 0x3f, 0, 0, 0, 0x40}})
+	writeST(t, p, []string{c.logical, "model.norm.weight"}, []string{st, "F32"}, [][]int64{shape, {2}}, [][]byte{b, {0, 0, 0x80, 0x3f, 0, 0, 0, 0x40}})
 	return p
 }
 
