@@ -23,7 +23,7 @@ func checkScaleCast(t *statedict.Tensor, c *config) error {
 		return nil
 	}
 	switch t.DType {
-	case dtype.Float8E8M0FNU, dtype.Float4E2M1FNx2:
+	case dtype.Float8E8M0FNU, dtype.Float4E2M1FNx2, dtype.Float6E2M3FNx4, dtype.Float6E3M2FNx4:
 		return &TensorError{Name: t.Name, Err: fmt.Errorf("%w: %s to %s (no quantization scheme consumed it; convert without --dtype keeps it as stored, or give the model's config.json with --config)", ErrScaleCast, t.DType, c.dtype)}
 	}
 	return nil

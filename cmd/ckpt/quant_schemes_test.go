@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -313,28 +314,54 @@ func TestQuantDirOutputConfig(t *testing.T) {
 	}
 }
 
-// TestQuantScaleDTypesNotCast: safetensors F8_E8M0 and F4 tensors that no
+// TestQuantScaleDTypesNotCast: safetensors F8_E8M0, F4 and F6 tensors that no
 // scheme consumes are refused under --dtype (one line naming the tensor,
 // nothing written) and kept as stored without it; consumed by MXFP4 (an
 // F8_E8M0 _scales) they read as the scheme's values.
 func TestQuantScaleDTypesNotCast(t *testing.T) {
 	dir := t.TempDir()
-	writeST(t, filepath.Join(dir, "model.safetensors"), []string{"a.exp", "b.codes"}, []string{"F8_E8M0", "F4"},
-		[][]int64{{2}, {2, 4}}, [][]byte{{127, 128}, {0x21, 0x43, 0x65, 0x07}})
+	names, codes := []string{"a.exp", "b.codes", "c.f6", "d.f6"}, []string{"F8_E8M0", "F4", "F6_E2M3", "F6_E3M2"}
+	in := filepath.Join(dir, "model.safetensors")
+	writeST(t, in, names, codes, [][]int64{{2}, {2, 4}, {2, 4}, {4}},
+		[][]byte{{127, 128}, {0x21, 0x43, 0x65, 0x07}, {1, 2, 3, 4, 5, 6}, {7, 8, 9}})
 	out := filepath.Join(t.TempDir(), "o.safetensors")
-	code, _, errs := runCLI(t, "convert", dir, out, "--dtype", "bf16")
-	if code != exitError || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, `a.exp`) && !strings.Contains(errs, `b.codes`) {
-		t.Fatalf("exit %d: %q", code, errs)
+	for _, only := range names {
+		code, _, errs := runCLI(t, "convert", dir, out, "--dtype", "bf16", "--only", only)
+		if code != exitError || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, only) {
+			t.Fatalf("--dtype bf16 of %s: exit %d: %q", only, code, errs)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Fatal("output written")
+		}
 	}
-	if _, err := os.Stat(out); err == nil {
-		t.Error("output written")
-	}
+	// Without --dtype: written as stored, header and bytes the same.
 	if code, _, errs := runCLI(t, "convert", dir, out); code != exitOK {
 		t.Fatalf("without --dtype: exit %d %s", code, errs)
 	}
+	ib, _ := os.ReadFile(in)
+	ob, _ := os.ReadFile(out)
+	back, err := statedict.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	for i, want := range [][]byte{{127, 128}, {0x21, 0x43, 0x65, 0x07}, {1, 2, 3, 4, 5, 6}, {7, 8, 9}} {
+		if got, err := back.Tensor(names[i]).ReadAll(); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s written as % x (%v)", names[i], got, err)
+		}
+	}
+	for i, n := range names {
+		for _, b := range [][]byte{ib, ob} {
+			if !regexp.MustCompile(`"` + regexp.QuoteMeta(n) + `":\{[^}]*"dtype":"` + codes[i] + `"`).Match(b) {
+				t.Errorf("%s not %s in %.300s", n, codes[i], b)
+			}
+		}
+	}
 	code, stdout, _ := runCLI(t, "inspect", dir)
-	if code != exitOK || !strings.Contains(stdout, "float8_e8m0fnu") || !strings.Contains(stdout, "float4_e2m1fn_x2") {
-		t.Errorf("inspect:\n%s", stdout)
+	for _, w := range []string{"float8_e8m0fnu", "float4_e2m1fn_x2", "float6_e2m3fn_x4  [2, 1]", "float6_e3m2fn_x4  [1]"} {
+		if code != exitOK || !strings.Contains(stdout, w) {
+			t.Errorf("inspect lacks %q:\n%s", w, stdout)
+		}
 	}
 
 	// gpt-oss's scales as F8_E8M0: the same values as U8.
