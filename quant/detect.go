@@ -90,6 +90,9 @@ func Detect(config []byte, tensors []Stored) (*Plan, error) {
 	}
 	used := make(map[string]string)
 	for _, g := range groups {
+		if rc, ok := g.Codec.(*rowsCodec); ok && rc.cols > maxRowElems {
+			return nil, &Error{Scheme: method, Tensor: g.Weight.Name, Err: fmt.Errorf("%w: rows of %d elements (ckpt decodes whole rows, at most %d)", ErrUnknownLayout, rc.cols, maxRowElems)}
+		}
 		names := []string{g.Weight.Name}
 		for _, c := range g.Companions {
 			names = append(names, c.Name)

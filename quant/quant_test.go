@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/dtype"
@@ -168,5 +169,27 @@ func TestDetectPackedByNames(t *testing.T) {
 		case c.refused != "" && (!errors.As(err, &e) || e.Tensor != c.refused || !errors.Is(err, quant.ErrMissingCompanion)):
 			t.Errorf("%v: %v, want %s refused", c.tensors, err, c.refused)
 		}
+	}
+}
+
+// TestDetectRowBound: a quantized weight whose rows are longer than ckpt
+// decodes at once (a 1-D bitsandbytes shape of 2^25 elements) is refused
+// before anything is read, not decoded row by whole row.
+func TestDetectRowBound(t *testing.T) {
+	state := []byte(`{"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [33554432]}`)
+	ts := []quant.Stored{
+		{Name: "m.weight", DType: dtype.Uint8, Shape: []int64{1 << 24, 1}},
+		{Name: "m.weight.absmax", DType: dtype.Float32, Shape: []int64{1 << 19}},
+		{Name: "m.weight.quant_state.bitsandbytes__nf4", DType: dtype.Uint8, Shape: []int64{int64(len(state))},
+			Read: func() ([]byte, error) { return state, nil }},
+	}
+	_, err := quant.Detect(nil, ts)
+	if !errors.Is(err, quant.ErrUnknownLayout) || !strings.Contains(err.Error(), "rows of 33554432") {
+		t.Fatalf("%v", err)
+	}
+	// The same weight as [2^12, 2^13] rows is read.
+	state = []byte(`{"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [4096, 8192]}`)
+	if p, err := quant.Detect(nil, ts); err != nil || p == nil || len(p.Groups) != 1 {
+		t.Fatalf("%v %v", p, err)
 	}
 }

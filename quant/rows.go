@@ -42,6 +42,10 @@ func (c *rowsCodec) CodeSpan(first, n int64) (int64, int64) {
 	return c.rowSpan(c.rowRange(first, n))
 }
 
+// maxRowElems bounds the row length of a rowsCodec: a range decodes the
+// whole rows it touches, so a row is the least a reader holds in float32.
+const maxRowElems = 1 << 24
+
 var rowsPool = sync.Pool{New: func() any { return new([]float32) }}
 
 // Dequantize decodes the rows the range touches.
