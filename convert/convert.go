@@ -442,10 +442,8 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 			weightMap[it.name] = path.Base(filepath.ToSlash(finals[i]))
 		}
 	}
-	if l.index == "" || c.dcpOpt.part.Index != 0 {
-		return temps, total, nil
-	}
-	if c.modelConfig != nil { // beside the shards, before the index (modelconfig.go)
+	if c.modelConfig != nil && (l.mkdir || l.index != "") && c.dcpOpt.part.Index == 0 {
+		// A directory output's config.json (modelconfig.go), before the index.
 		t, err := c.writeSmall(ctx, c.paths().join(l.dir, "config.json"), c.modelConfig)
 		if t != nil {
 			temps = append(temps, t)
@@ -453,6 +451,9 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 		if err != nil {
 			return temps, 0, err
 		}
+	}
+	if l.index == "" || c.dcpOpt.part.Index != 0 {
+		return temps, total, nil
 	}
 	b, err := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "  ")
 	if err != nil {

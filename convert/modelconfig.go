@@ -10,7 +10,7 @@ import (
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
-// A directory output (shards and their index) of a checkpoint that came
+// A directory output (OUT a directory, or shards and their index) of a checkpoint that came
 // with a config.json gets that config.json beside it, as a Hugging Face
 // model directory has one: without its quantization block
 // (quantization_config, MLX's quantization), the weights being written

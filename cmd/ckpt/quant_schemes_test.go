@@ -304,6 +304,15 @@ func TestQuantDirOutputConfig(t *testing.T) {
 	if ck.Quantization != nil || ck.Tensor(c.logical) == nil {
 		t.Errorf("output reopened: quantization %v", ck.Quantization)
 	}
+	// OUT a directory: one file and config.json in it.
+	d := filepath.Join(out, "d")
+	os.MkdirAll(d, 0o755)
+	if code, _, errs := runCLI(t, "convert", dir, d); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(d, "config.json")); err != nil || !strings.Contains(string(b), `"torch_dtype": "bfloat16"`) || strings.Contains(string(b), "quantization") {
+		t.Errorf("directory output's config.json: %s %v", b, err)
+	}
 	single := filepath.Join(out, "one", "o.safetensors")
 	os.MkdirAll(filepath.Dir(single), 0o755)
 	if code, _, errs := runCLI(t, "convert", dir, single); code != exitOK {
