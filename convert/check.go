@@ -157,9 +157,11 @@ func (sc *sourceChecks) tensorReader(ctx context.Context, t *statedict.Tensor, c
 		return nil, nil, &TensorError{Name: t.Name, Err: err}
 	}
 	want, hasDg := ds[t.Name]
-	if t.QuantStored != nil {
+	if t.QuantStored != nil || s.Derived() {
 		// A dequantized weight: the recorded digest is of its stored
-		// codes, under the same name, not of the values read.
+		// codes, under the same name, not of the values read. Codes
+		// --quantize computes: the recorded digest is of the input's
+		// values, under the same name.
 		hasDg = false
 	}
 	if hasDg && !inOrder {

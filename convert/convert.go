@@ -255,6 +255,11 @@ func (c *config) convertFiles(ctx context.Context, ck *statedict.Checkpoint, out
 	if err != nil {
 		return nil, err
 	}
+	if c.quantize == nil { // --quantize writes its own config.json (convertQuantized)
+		if c.modelConfig, err = outputModelConfig(ck, c.dtype); err != nil {
+			return nil, err
+		}
+	}
 	if err := o.checkPlan(c, ck, p.items); err != nil {
 		return nil, err
 	}
@@ -446,6 +451,16 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 		total += n
 		for _, it := range g {
 			weightMap[it.name] = path.Base(filepath.ToSlash(finals[i]))
+		}
+	}
+	if c.modelConfig != nil && (l.mkdir || l.index != "") && c.dcpOpt.part.Index == 0 {
+		// A directory output's config.json (modelconfig.go), before the index.
+		t, err := c.writeSmall(ctx, c.paths().join(l.dir, "config.json"), c.modelConfig)
+		if t != nil {
+			temps = append(temps, t)
+		}
+		if err != nil {
+			return temps, 0, err
 		}
 	}
 	if l.index == "" || c.dcpOpt.part.Index != 0 {

@@ -118,6 +118,8 @@ type runState struct {
 	// and the report of what was quantized (quantize.go).
 	quantKeep   map[*statedict.Storage]bool
 	quantReport *QuantizeReport
+	// modelConfig is the config.json written beside a directory output (modelconfig.go)
+	modelConfig []byte
 }
 
 // config is one conversion: its options and its state.

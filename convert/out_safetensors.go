@@ -34,7 +34,7 @@ func (safetensorsOut) unsupported(t *statedict.Tensor) string {
 		return "safetensors has no dtype for " + t.DType.String()
 	}
 	if _, ok := dtype.SafetensorsShape(t.DType, t.Shape); !ok {
-		return "safetensors F4 cannot hold a 0-dim " + t.DType.String() + " tensor (two values, no last dimension)"
+		return "safetensors cannot hold a 0-dim " + t.DType.String() + " tensor (packed values, no last dimension)"
 	}
 	return ""
 }

@@ -220,6 +220,9 @@ func makePlan(ck *statedict.Checkpoint, c *config, f Format) (*plan, error) {
 				return nil, err
 			}
 		}
+		if err := checkScaleCast(t, c); err != nil {
+			return nil, err
+		}
 		if d := t.DTensor; d != nil && !d.Whole(t.Shape) && c.selected(t.Name) {
 			return nil, &TensorError{Name: t.Name, Err: fmt.Errorf("%w: shard %v of %s (rank coordinate %v); "+
 				"save the model with torch.distributed.checkpoint (DCP) and convert that directory, which ckpt assembles",

@@ -44,6 +44,8 @@ const (
 	Bits2x4
 	Bits4x2
 	Bits16
+	Float6E2M3FNx4 // safetensors F6_E2M3: four 6-bit values in 3 bytes (no torch dtype)
+	Float6E3M2FNx4 // safetensors F6_E3M2: four 6-bit values in 3 bytes (no torch dtype)
 	numDTypes
 )
 
@@ -90,6 +92,8 @@ var dtypes = [numDTypes]dtypeInfo{
 	Bits2x4:        {"bits2x4", 1, "", "", false, false, false},
 	Bits4x2:        {"bits4x2", 1, "", "", false, false, false},
 	Bits16:         {"bits16", 2, "", "", false, false, false},
+	Float6E2M3FNx4: {"float6_e2m3fn_x4", 3, "", "F6_E2M3", false, false, false}, // shape: see SafetensorsShape
+	Float6E3M2FNx4: {"float6_e3m2fn_x4", 3, "", "F6_E3M2", false, false, false},
 }
 
 // String returns torch's spelling of the dtype without the "torch." prefix,
@@ -186,40 +190,55 @@ func FromStorageClass(class string) (DType, bool) {
 	return Invalid, false
 }
 
+// ValuesPerElement is how many values of a safetensors sub-byte dtype
+// one element of d packs: 2 for float4_e2m1fn_x2 (F4), 4 for the 3-byte
+// float6 elements (F6_E2M3, F6_E3M2), 1 for every other dtype.
+func ValuesPerElement(d DType) int64 {
+	switch d {
+	case Float4E2M1FNx2:
+		return 2
+	case Float6E2M3FNx4, Float6E3M2FNx4:
+		return 4
+	}
+	return 1
+}
+
 // SafetensorsShape returns the shape the safetensors header records for a
-// tensor of dtype d and torch shape: the same shape, except for
-// float4_e2m1fn_x2, whose torch element is one byte holding two fp4 values
-// while safetensors' F4 counts the 4-bit values, so the last dimension
-// doubles (torch [N, M] is F4 [N, 2M], as the reference library's torch
-// bindings write it). It reports false for a 0-dim float4_e2m1fn_x2 tensor
-// (one byte, two values, no last dimension to double) and on overflow.
+// tensor of dtype d and torch shape: the same shape, except for the packed
+// dtypes, whose element holds ValuesPerElement values while safetensors'
+// F4 and F6 count the values, so the last dimension is multiplied (torch
+// [N, M] float4_e2m1fn_x2 is F4 [N, 2M], as the reference library's torch
+// bindings write it; float6 [N, M] is F6 [N, 4M]). It reports false for a
+// 0-dim packed tensor (no last dimension to multiply) and on overflow.
 func SafetensorsShape(d DType, shape []int64) ([]int64, bool) {
-	if d != Float4E2M1FNx2 {
+	k := ValuesPerElement(d)
+	if k == 1 {
 		return shape, true
 	}
 	n := len(shape)
-	if n == 0 || shape[n-1] < 0 || shape[n-1] > math.MaxInt64/2 {
+	if n == 0 || shape[n-1] < 0 || shape[n-1] > math.MaxInt64/k {
 		return nil, false
 	}
 	out := slices.Clone(shape)
-	out[n-1] *= 2
+	out[n-1] *= k
 	return out, true
 }
 
 // TorchShape is the inverse of SafetensorsShape: the torch shape of a
 // safetensors tensor of dtype d (from FromSafetensors) and header
-// shape. An F4 tensor needs an even last dimension to pack two values per
-// float4_e2m1fn_x2 element; it reports false otherwise.
+// shape. An F4 tensor needs an even last dimension (an F6 one, a multiple
+// of 4) to pack whole elements; it reports false otherwise.
 func TorchShape(d DType, shape []int64) ([]int64, bool) {
-	if d != Float4E2M1FNx2 {
+	k := ValuesPerElement(d)
+	if k == 1 {
 		return shape, true
 	}
 	n := len(shape)
-	if n == 0 || shape[n-1]%2 != 0 {
+	if n == 0 || shape[n-1]%k != 0 {
 		return nil, false
 	}
 	out := slices.Clone(shape)
-	out[n-1] /= 2
+	out[n-1] /= k
 	return out, true
 }
 

@@ -3,6 +3,7 @@ package quant
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -57,12 +58,17 @@ func Detect(config []byte, tensors []Stored) (*Plan, error) {
 		}
 	}
 	dt := logicalDType(&mc)
+	byName := false // no config: the scheme is what the names say
 	raw, method := mc.QuantizationConfig, ""
 	if isNull(raw) && !isNull(mc.Quantization) {
 		raw, method = mc.Quantization, "mlx"
 	}
 	if isNull(raw) {
-		return nil, unschemed(tensors, nil)
+		if method = byNames(tensors); method == "" {
+			return nil, unschemed(tensors, nil)
+		}
+		raw = json.RawMessage("{}")
+		byName = true
 	}
 	if method == "" {
 		var q struct {
@@ -73,38 +79,109 @@ func Detect(config []byte, tensors []Stored) (*Plan, error) {
 		}
 		method = q.QuantMethod
 	}
+	label := method // the scheme as errors name it
+	if byName {
+		label = method + " (by tensor names)"
+	}
 	parse := lookup(method)
 	if parse == nil {
 		return nil, &Error{Scheme: quoteIfOdd(method), Tensor: firstQuantized(tensors), Err: fmt.Errorf("%w: ckpt does not dequantize quant_method %q (--raw keeps the stored tensors)", ErrUnknownScheme, method)}
 	}
 	layout, err := parse(Config{Method: method, Raw: raw, DType: dt})
 	if err != nil {
-		return nil, withScheme(err, method, firstQuantized(tensors))
+		return nil, withScheme(err, label, firstQuantized(tensors))
 	}
 	groups, err := layout.Plan(tensors)
 	if err != nil {
-		return nil, withScheme(err, method, "")
+		var e *Error
+		if byName && errors.As(err, &e) && e.Scheme == method {
+			// The layout names its scheme: say how it was found, and
+			// what would say more.
+			e.Scheme = label
+			e.Err = fmt.Errorf("%w; no config.json was found: give the model's with --config", e.Err)
+		}
+		return nil, withScheme(err, label, "")
 	}
 	used := make(map[string]string)
 	for _, g := range groups {
+		if rc, ok := g.Codec.(*rowsCodec); ok && rc.cols > maxRowElems {
+			return nil, &Error{Scheme: label, Tensor: g.Weight.Name, Err: fmt.Errorf("%w: rows of %d elements (ckpt decodes whole rows, at most %d)", ErrUnknownLayout, rc.cols, maxRowElems)}
+		}
 		names := []string{g.Weight.Name}
 		for _, c := range g.Companions {
 			names = append(names, c.Name)
 		}
 		for _, n := range append(names, g.Consumed...) {
 			if prev, dup := used[n]; dup && prev != g.Name {
-				return nil, &Error{Scheme: method, Tensor: n, Err: fmt.Errorf("%w: used by the weights %s and %s", ErrUnknownLayout, prev, g.Name)}
+				return nil, &Error{Scheme: label, Tensor: n, Err: fmt.Errorf("%w: used by the weights %s and %s", ErrUnknownLayout, prev, g.Name)}
 			}
 			used[n] = g.Name
 		}
 	}
 	if err := unschemed(tensors, used); err != nil {
-		return nil, withScheme(err, method, "")
+		return nil, withScheme(err, label, "")
 	}
 	if len(groups) == 0 {
 		return nil, nil
 	}
 	return &Plan{Method: method, DType: dt, Groups: groups}, nil
+}
+
+// byNames is the scheme that tensor names alone tell, where there is no
+// config: gpt-oss's X_blocks beside X_scales (U8), bitsandbytes'
+// self-describing quant_state, and block FP8's X_scale_inv beside a
+// float8 X; "" for none.
+func byNames(tensors []Stored) string {
+	byName := indexStored(tensors)
+	for _, t := range tensors {
+		if strings.Contains(t.Name, bnbStatePrefix) {
+			return "bitsandbytes"
+		}
+		if base, ok := strings.CutSuffix(t.Name, "_blocks"); ok && t.DType == dtype.Uint8 {
+			if s, ok := byName[base+"_scales"]; ok && (s.DType == dtype.Uint8 || s.DType == dtype.Float8E8M0FNU) {
+				return "mxfp4"
+			}
+		}
+		// DeepSeek's block FP8: a float8 weight beside a float32
+		// weight_scale_inv. The blocks are FineGrainedFP8Config's default
+		// 128x128, which the scales' shape must then fit (a weight with
+		// other blocks is refused by that check, naming it: --config).
+		if isFloat8(t.DType) {
+			if s, ok := byName[t.Name+"_scale_inv"]; ok && s.DType == dtype.Float32 {
+				return "fp8"
+			}
+		}
+	}
+	return ""
+}
+
+// packedNames are companions that mark an integer-packed weight whose
+// scheme needs parameters (bits, group size) only a config gives: the
+// companion's name, the weight beside it and that weight's dtype
+// (Invalid: any).
+var packedNames = []struct {
+	companion, weight string
+	dt                dtype.DType
+	scheme            string
+}{
+	{"qzeros", "qweight", dtype.Int32, "gptq/awq"},
+	{"weight_packed", "weight_scale", dtype.Invalid, "compressed-tensors"},
+	{"biases", "weight", dtype.Uint32, "mlx"},
+	{"SCB", "weight", dtype.Int8, "bitsandbytes int8"},
+}
+
+// packedCompanion returns the scheme whose companion t is, by names, "" for none.
+func packedCompanion(t Stored, byName map[string]Stored) (string, string) {
+	for _, p := range packedNames {
+		prefix, ok := strings.CutSuffix(t.Name, p.companion)
+		if !ok || prefix != "" && !strings.HasSuffix(prefix, ".") {
+			continue
+		}
+		if w, ok := byName[prefix+p.weight]; ok && (p.dt == dtype.Invalid || w.DType == p.dt) {
+			return p.scheme, p.companion
+		}
+	}
+	return "", ""
 }
 
 // unschemed refuses a float8 tensor that no group took although a scale
@@ -113,7 +190,14 @@ func Detect(config []byte, tensors []Stored) (*Plan, error) {
 func unschemed(tensors []Stored, used map[string]string) error {
 	byName := indexStored(tensors)
 	for _, t := range tensors {
-		if !isFloat8(t.DType) || used[t.Name] != "" {
+		if used[t.Name] != "" {
+			continue
+		}
+		if scheme, comp := packedCompanion(t, byName); scheme != "" {
+			return &Error{Scheme: scheme + " (by tensor names)", Tensor: t.Name, Err: fmt.Errorf("%w: a quantized weight's %s but no quantization_config says how to read it (give the model's config.json with --config, or --raw to keep the stored tensors)",
+				ErrMissingCompanion, comp)}
+		}
+		if !isFloat8(t.DType) {
 			continue
 		}
 		for _, suf := range []string{"_scale_inv", "_scale"} {

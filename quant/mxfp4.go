@@ -139,16 +139,28 @@ func (l MXFP4Layout) DequantTransposedRows(dst []float32, blocks, scales []byte,
 	if err := codecRows(dst, r0, r1, e*cols, r, l.bufs(blocks, scales)...); err != nil {
 		return err
 	}
-	for t := r0; t < r1; t++ {
+	// One 32-element group of the stored rows at a time: its 16 bytes
+	// give that element of up to 32 consecutive output rows, so each
+	// stored cache line is read once, not once per output row.
+	for t := r0; t < r1; {
 		ex, k := t/cols, t%cols
-		out := dst[(t-r0)*r : (t-r0+1)*r]
-		g := (ex*r)*l.Groups + k/32
-		byteOff, shift := g*16+(k%32)/2, uint(k%2)*4
-		for i := range out {
-			out[i] = fp4E2M1[(blocks[byteOff]>>shift)&0x0f] * mxfp4Scales[scales[g]]
-			g += l.Groups
-			byteOff += l.Groups * 16
+		g := k / 32
+		n := min(r1-t, (g+1)*32-k) // output rows of this group
+		for i := 0; i < r; i++ {
+			gi := (ex*r+i)*l.Groups + g
+			s := mxfp4Scales[scales[gi]]
+			blk := blocks[gi*16 : gi*16+16]
+			for j := 0; j < n; j++ {
+				e := k%32 + j
+				out := &dst[(t-r0+j)*r+i]
+				if e%2 == 0 {
+					*out = fp4E2M1[blk[e/2]&0x0f] * s
+				} else {
+					*out = fp4E2M1[blk[e/2]>>4] * s
+				}
+			}
 		}
+		t += n
 	}
 	return nil
 }

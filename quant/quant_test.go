@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/dtype"
@@ -68,7 +69,7 @@ func TestDetectRefusals(t *testing.T) {
 		ts     []quant.Stored
 		target error
 	}{
-		{"no config", "", []quant.Stored{w, sc(3, 2)}, quant.ErrMissingCompanion},
+		{"no config, blocks not 128x128", "", []quant.Stored{w, sc(5, 4)}, quant.ErrCompanionShape},
 		{"no scale", fmt.Sprintf(blockConf, 128, 128), []quant.Stored{w}, quant.ErrMissingCompanion},
 		{"scale shape", fmt.Sprintf(blockConf, 128, 128), []quant.Stored{w, sc(2, 2)}, quant.ErrCompanionShape},
 		{"scale 1-D", fmt.Sprintf(blockConf, 128, 128), []quant.Stored{w, sc(6)}, quant.ErrCompanionShape},
@@ -91,6 +92,20 @@ func TestDetectRefusals(t *testing.T) {
 				t.Errorf("names tensor %q: %v", qe.Tensor, err)
 			}
 		})
+	}
+}
+
+// TestDetectFP8ByNames: without a config, a float8 weight beside a float32
+// weight_scale_inv is DeepSeek's block FP8 with the default 128x128 blocks.
+func TestDetectFP8ByNames(t *testing.T) {
+	w := quant.Stored{Name: "m.weight", DType: dtype.Float8E4M3FN, Shape: []int64{300, 200}}
+	s := quant.Stored{Name: "m.weight_scale_inv", DType: dtype.Float32, Shape: []int64{3, 2}}
+	p, err := quant.Detect(nil, []quant.Stored{w, s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Method != "fp8" || len(p.Groups) != 1 || !strings.Contains(p.Groups[0].Scheme, "128x128 blocks") {
+		t.Fatalf("plan %+v", p)
 	}
 }
 
@@ -138,4 +153,57 @@ func FuzzDetect(f *testing.F) {
 			t.Fatal("short scales accepted")
 		}
 	})
+}
+
+// TestDetectPackedByNames: without a config, the companions of an
+// integer-packed weight are refused (an element-wise cast of the codes
+// would be wrong values), but the same names beside a weight that is not
+// packed are a plain model's tensors.
+func TestDetectPackedByNames(t *testing.T) {
+	st := func(n string, d dtype.DType) quant.Stored {
+		return quant.Stored{Name: n, DType: d, Shape: []int64{4, 4}}
+	}
+	for _, c := range []struct {
+		tensors []quant.Stored
+		refused string
+	}{
+		{[]quant.Stored{st("l.qweight", dtype.Int32), st("l.qzeros", dtype.Int32), st("l.scales", dtype.Float16)}, "l.qzeros"},
+		{[]quant.Stored{st("l.weight", dtype.Uint32), st("l.scales", dtype.BFloat16), st("l.biases", dtype.BFloat16)}, "l.biases"},
+		{[]quant.Stored{st("l.weight", dtype.Int8), st("l.SCB", dtype.Float32)}, "l.SCB"},
+		{[]quant.Stored{st("l.weight_packed", dtype.Int32), st("l.weight_scale", dtype.BFloat16)}, "l.weight_packed"},
+		{[]quant.Stored{st("l.weight", dtype.Float32), st("l.biases", dtype.Float32)}, ""},
+		{[]quant.Stored{st("l.weight", dtype.BFloat16), st("l.SCB", dtype.Float32)}, ""},
+		{[]quant.Stored{st("l.xqzeros", dtype.Int32), st("l.xqweight", dtype.Int32)}, ""},
+	} {
+		p, err := quant.Detect(nil, c.tensors)
+		var e *quant.Error
+		switch {
+		case c.refused == "" && (err != nil || p != nil):
+			t.Errorf("%v: %v %v", c.tensors, p, err)
+		case c.refused != "" && (!errors.As(err, &e) || e.Tensor != c.refused || !errors.Is(err, quant.ErrMissingCompanion)):
+			t.Errorf("%v: %v, want %s refused", c.tensors, err, c.refused)
+		}
+	}
+}
+
+// TestDetectRowBound: a quantized weight whose rows are longer than ckpt
+// decodes at once (a 1-D bitsandbytes shape of 2^25 elements) is refused
+// before anything is read, not decoded row by whole row.
+func TestDetectRowBound(t *testing.T) {
+	state := []byte(`{"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [33554432]}`)
+	ts := []quant.Stored{
+		{Name: "m.weight", DType: dtype.Uint8, Shape: []int64{1 << 24, 1}},
+		{Name: "m.weight.absmax", DType: dtype.Float32, Shape: []int64{1 << 19}},
+		{Name: "m.weight.quant_state.bitsandbytes__nf4", DType: dtype.Uint8, Shape: []int64{int64(len(state))},
+			Read: func() ([]byte, error) { return state, nil }},
+	}
+	_, err := quant.Detect(nil, ts)
+	if !errors.Is(err, quant.ErrUnknownLayout) || !strings.Contains(err.Error(), "rows of 33554432") {
+		t.Fatalf("%v", err)
+	}
+	// The same weight as [2^12, 2^13] rows is read.
+	state = []byte(`{"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [4096, 8192]}`)
+	if p, err := quant.Detect(nil, ts); err != nil || p == nil || len(p.Groups) != 1 {
+		t.Fatalf("%v %v", p, err)
+	}
 }

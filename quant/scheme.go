@@ -61,6 +61,11 @@ type Stored struct {
 	Name  string
 	DType dtype.DType
 	Shape []int64
+	// Read returns the tensor's bytes (little-endian, C order) for the
+	// few small tensors whose values a scheme needs to plan its groups:
+	// compressed-tensors' weight_shape, bitsandbytes' quant_state JSON.
+	// nil when the caller cannot read data; a scheme then refuses.
+	Read func() ([]byte, error)
 }
 
 // NumEl is the product of the shape (-1 when it overflows or a size is negative).

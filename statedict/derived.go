@@ -33,3 +33,11 @@ func (d derivedSource) open(off, n int64) (io.ReadCloser, error) {
 }
 
 func (d derivedSource) readerAt() (io.ReaderAt, error) { return d.r, nil }
+
+// Derived reports whether s holds bytes computed from other tensors
+// (NewDerivedTensor), not read from its file: no digest or CRC the file
+// records is about them.
+func (s *Storage) Derived() bool {
+	_, ok := s.src.(derivedSource)
+	return ok
+}

@@ -397,10 +397,17 @@ func looksLikeSafetensors(head []byte, size int64) bool {
 	return false
 }
 
-// isIndexJSON reports whether the content is a JSON object (a sharded index).
+// isIndexJSON reports whether the content is a JSON object (a sharded
+// index). A safetensors file whose header length's first byte happens to
+// be '{' (a header of 123 bytes, say) is not one: its byte 8 opens the
+// header and its first 8 bytes, as a length, fit the file, which text
+// (every byte 0x20 or more) never does.
 func isIndexJSON(r io.ReaderAt, size int64) bool {
 	head := make([]byte, min(size, 64))
 	n, _ := r.ReadAt(head, 0)
+	if n > 8 && head[8] == '{' && binary.LittleEndian.Uint64(head[:8]) <= uint64(size-8) {
+		return false
+	}
 	for _, b := range head[:n] {
 		switch b {
 		case ' ', '\t', '\n', '\r', 0xef, 0xbb, 0xbf:

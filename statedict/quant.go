@@ -1,6 +1,7 @@
 package statedict
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -133,7 +134,7 @@ func applyQuant(ck *Checkpoint, p string, isDir bool, cfg *config) error {
 			continue
 		}
 		byName[t.Name] = t
-		stored = append(stored, quant.Stored{Name: t.Name, DType: t.DType, Shape: t.Shape})
+		stored = append(stored, quant.Stored{Name: t.Name, DType: t.DType, Shape: t.Shape, Read: smallReader(t)})
 	}
 	plan, err := quant.Detect(conf, stored)
 	if err != nil {
@@ -201,12 +202,31 @@ func applyQuant(ck *Checkpoint, p string, isDir bool, cfg *config) error {
 	return nil
 }
 
+// maxSchemeRead bounds the bytes of a tensor a scheme reads to plan its
+// groups (a shape, a JSON state).
+const maxSchemeRead = 1 << 20
+
+// smallReader reads t whole for a scheme's planning, refusing a tensor
+// larger than maxSchemeRead.
+func smallReader(t *Tensor) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		if n := t.NBytes(); n > maxSchemeRead {
+			return nil, &Error{Tensor: t.Name, Err: fmt.Errorf("%w: %d bytes where a scheme expects at most %d", ErrMalformed, n, maxSchemeRead)}
+		}
+		return t.ReadAll()
+	}
+}
+
 // quantSource serves a quantized weight's logical elements, little-endian
 // in the logical dtype (float32 products rounded by dtype.EncodeFloat32:
 // to nearest even for bfloat16, as torch's .to(bfloat16)), decoding the
 // codes a range covers with the scheme's codec. Companions (scales) are
 // read whole once; the codes are read range by range, in chunks decoded
-// on all cores.
+// on all cores. A codec whose every range needs the whole stored weight
+// (quant's WholeCodes: GPTQ, AWQ) gets it read once and kept while the
+// weight is being read: it is let go once every logical byte has been
+// served and no read is in flight, so a convert holds the codes of the
+// weights it is writing, not of the whole model.
 type quantSource struct {
 	codes *Tensor
 	comps []*Tensor
@@ -220,6 +240,51 @@ type quantSource struct {
 	codesAt  io.ReaderAt
 	codesOff int64
 	err      error
+
+	mu     sync.Mutex
+	whole  []byte // the whole stored weight, for a WholeCodes codec
+	active int    // ReadAt calls in flight
+	served int64  // logical bytes served since whole was read
+}
+
+// wholeCodes is implemented by codecs that need the whole stored weight for every range.
+type wholeCodes interface{ WholeCodes() bool }
+
+func (s *quantSource) needsWhole() bool {
+	w, ok := s.codec.(wholeCodes)
+	return ok && w.WholeCodes()
+}
+
+// acquireWhole returns the whole stored weight (reading it when no other
+// read holds it) and counts the read in flight.
+func (s *quantSource) acquireWhole() ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.whole == nil {
+		_, end := s.codec.CodeSpan(0, s.numel)
+		b := make([]byte, end)
+		if _, err := s.codesAt.ReadAt(b, s.codesOff); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		s.whole, s.served = b, 0
+	}
+	s.active++
+	return s.whole, nil
+}
+
+// releaseWhole ends a read of n logical bytes; the whole weight is let go
+// once every byte has been served and no read is in flight.
+func (s *quantSource) releaseWhole(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active--
+	s.served += n
+	if s.active == 0 && s.served >= s.numel*int64(s.dt.Size()) {
+		s.whole, s.served = nil, 0
+	}
 }
 
 // quantChunk is how many elements one worker decodes at a time.
@@ -251,11 +316,17 @@ func (s *quantSource) prepare() error {
 	return s.err
 }
 
+// quantWindow is how many logical bytes a stream of a quantized weight
+// asks ReadAt for at a time: enough chunks for every core, and codes
+// read once for the whole window (MXFP4's transposed rows need a whole
+// expert's codes for any of them).
+const quantWindow = 8 << 20
+
 func (s *quantSource) open(off, n int64) (io.ReadCloser, error) {
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
-	return io.NopCloser(io.NewSectionReader(s, off, n)), nil
+	return io.NopCloser(bufio.NewReaderSize(io.NewSectionReader(s, off, n), int(min(max(n, 16), quantWindow)))), nil
 }
 
 func (s *quantSource) readerAt() (io.ReaderAt, error) {
@@ -283,7 +354,29 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 	if int64(want) > total-off {
 		p = p[:total-off]
 	}
+	var whole []byte
+	if s.needsWhole() {
+		var err error
+		if whole, err = s.acquireWhole(); err != nil {
+			return 0, err
+		}
+		defer s.releaseWhole(int64(len(p)))
+	}
 	first, last := off/es, (off+int64(len(p))+es-1)/es
+	// The codes of the whole range are read once, each chunk decoding
+	// from its part of them.
+	var span []byte
+	spanOff := int64(0)
+	if whole == nil {
+		b, e := s.codec.CodeSpan(first, last-first)
+		span, spanOff = make([]byte, e-b), b
+		if _, err := s.codesAt.ReadAt(span, s.codesOff+b); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+	}
 	nchunks := (last - first + quantChunk - 1) / quantChunk
 	workers := min(int64(runtime.GOMAXPROCS(0)), nchunks)
 	var (
@@ -306,13 +399,13 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 			for e0 := range next {
 				n := min(int64(quantChunk), last-e0)
 				b, end := s.codec.CodeSpan(e0, n)
-				codes = grow(codes, end-b)
-				if _, err := s.codesAt.ReadAt(codes, s.codesOff+b); err != nil {
-					if err == io.EOF {
-						err = io.ErrUnexpectedEOF
-					}
-					setErr(&mu, &firstErr, err)
+				if whole != nil {
+					codes = whole[b:end]
+				} else if b < spanOff || end-spanOff > int64(len(span)) {
+					setErr(&mu, &firstErr, &Error{Tensor: s.name, Err: fmt.Errorf("%w: codes [%d, %d) outside the range's [%d, %d)", ErrMalformed, b, end, spanOff, spanOff+int64(len(span)))})
 					return
+				} else {
+					codes = span[b-spanOff : end-spanOff]
 				}
 				fs = growF(fs, n)
 				if err := s.codec.Dequantize(fs, e0, codes, s.compData); err != nil {

@@ -28,7 +28,7 @@ func readSafetensors(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error
 		}
 		shape, ok := dtype.TorchShape(dt, ti.Shape)
 		if !ok {
-			return nil, &Error{Record: "header", Tensor: ti.Name, Err: fmt.Errorf("%w: safetensors %s tensor of shape %s: torch's %s packs two values per element and needs an even last dimension", ErrUnsupported, ti.DType, shapeText(ti.Shape), dt)}
+			return nil, &Error{Record: "header", Tensor: ti.Name, Err: fmt.Errorf("%w: safetensors %s tensor of shape %s: %s packs %d values per element and needs %s", ErrUnsupported, ti.DType, shapeText(ti.Shape), dt, dtype.ValuesPerElement(dt), lastDimRule(dt))}
 		}
 		n := ti.End - ti.Begin
 		s := &Storage{Key: ti.Name, Location: "cpu", DType: dt, NBytes: n, Record: "data",
@@ -51,4 +51,12 @@ func shapeText(shape []int64) string {
 		b = strconv.AppendInt(b, s, 10)
 	}
 	return string(append(b, ']'))
+}
+
+// lastDimRule says what last dimension a packed dtype's safetensors shape needs.
+func lastDimRule(d dtype.DType) string {
+	if k := dtype.ValuesPerElement(d); k != 2 {
+		return fmt.Sprintf("a last dimension that is a multiple of %d", k)
+	}
+	return "an even last dimension"
 }

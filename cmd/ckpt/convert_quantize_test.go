@@ -49,7 +49,16 @@ func quantizeInput(t *testing.T) (string, map[string][]float32, map[string][]int
 // input, block by block: a scale applied to the wrong block, or not at
 // all, is far outside that bound.
 func TestConvertQuantizeFP8Block(t *testing.T) {
-	in, data, shapes := quantizeInput(t)
+	src, data, shapes := quantizeInput(t)
+	// The input as ckpt writes it (digests recorded, which the quantized
+	// codes must not be checked against) with a model's config.json.
+	in := filepath.Join(t.TempDir(), "in") + string(os.PathSeparator)
+	if code, _, errs := runCLI(t, "convert", src, in); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if err := os.WriteFile(filepath.Join(in, "config.json"), []byte(`{"model_type": "llama", "torch_dtype": "float32"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(t.TempDir(), "q") + string(os.PathSeparator)
 	code, stdout, errs := runCLI(t, "convert", in, out, "--to", "safetensors", "--quantize", "fp8-block", "--json")
 	if code != 0 {
@@ -82,14 +91,20 @@ func TestConvertQuantizeFP8Block(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cfg struct {
-		QC struct {
+		ModelType string `json:"model_type"`
+		QC        struct {
 			Method string  `json:"quant_method"`
 			Fmt    string  `json:"fmt"`
 			Block  []int64 `json:"weight_block_size"`
 		} `json:"quantization_config"`
 	}
-	if err := json.Unmarshal(conf, &cfg); err != nil || cfg.QC.Method != "fp8" || cfg.QC.Fmt != "e4m3" || len(cfg.QC.Block) != 2 || cfg.QC.Block[0] != 128 || cfg.QC.Block[1] != 128 {
+	if err := json.Unmarshal(conf, &cfg); err != nil || cfg.ModelType != "llama" || cfg.QC.Method != "fp8" || cfg.QC.Fmt != "e4m3" || len(cfg.QC.Block) != 2 || cfg.QC.Block[0] != 128 || cfg.QC.Block[1] != 128 {
 		t.Fatalf("config.json %s (%v)", conf, err)
+	}
+
+	// The digests it recorded are of what it stored.
+	if code, stdout, errs := runCLI(t, "verify", out); code != 0 {
+		t.Fatalf("verify %s: exit %d: %s%s", out, code, stdout, errs)
 	}
 
 	// Stored as the layout says.
@@ -113,6 +128,21 @@ func TestConvertQuantizeFP8Block(t *testing.T) {
 	back := filepath.Join(t.TempDir(), "back.safetensors")
 	if code, _, errs := runCLI(t, "convert", out, back, "--dtype", "float32"); code != 0 {
 		t.Fatalf("read back: exit %d: %s", code, errs)
+	}
+	// Without its config.json the file reads by its tensor names
+	// (DeepSeek's default 128x128 blocks), as bfloat16, the default
+	// logical dtype (the config said float32): the same values to
+	// bfloat16's rounding.
+	bare := filepath.Join(t.TempDir(), "bare.safetensors")
+	if b, err := os.ReadFile(filepath.Join(out, "model.safetensors")); err != nil || os.WriteFile(bare, b, 0o644) != nil {
+		t.Fatal(err)
+	}
+	back2 := filepath.Join(t.TempDir(), "back2.safetensors")
+	if code, _, errs := runCLI(t, "convert", bare, back2, "--dtype", "float32"); code != 0 {
+		t.Fatalf("read back without config.json: exit %d: %s", code, errs)
+	}
+	if code, stdout, errs := runCLI(t, "verify", back, back2, "--rtol", "0.004", "--atol", "0"); code != 0 {
+		t.Fatalf("with and without config.json: exit %d: %s%s", code, stdout, errs)
 	}
 	ck, err := statedict.Open(back)
 	if err != nil {

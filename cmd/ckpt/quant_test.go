@@ -72,7 +72,7 @@ func TestQuantConvertRefusals(t *testing.T) {
 		args      []string
 		want      []string
 	}{
-		{"no config", fp8Dir(t, []int64{1, 1}, ""), nil, []string{"fp8 (by tensor names)", `"m.w.weight"`, "--raw"}},
+		{"no config, blocks not 128x128", fp8Dir(t, []int64{3, 5}, ""), nil, []string{"fp8 (by tensor names)", `"m.w.weight"`, "shape [3, 5], want [1, 1]"}},
 		{"wrong scale shape", fp8Dir(t, []int64{2, 1}, fp8Conf), nil, []string{"scheme fp8", `"m.w.weight"`, "shape [2, 1], want [1, 1]"}},
 		{"unknown method", fp8Dir(t, []int64{1, 1}, `{"quantization_config": {"quant_method": "fancy-q"}}`), nil, []string{"scheme fancy-q", `"m.w.weight"`}},
 		{"block 0", fp8Dir(t, []int64{1, 1}, `{"quantization_config": {"quant_method": "fp8", "weight_block_size": [0, 128]}}`), nil, []string{"scheme fp8", "weight_block_size [0, 128]"}},

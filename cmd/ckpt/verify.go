@@ -75,7 +75,13 @@ type verifyReport struct {
 }
 
 func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) error {
-	a, err := ckpt.Open(ctx, o.A)
+	var open []ckpt.Option
+	if o.B == "" {
+		// The saved digests are of the bytes stored: a quantized
+		// release's codes, not the values they dequantize to.
+		open = append(open, ckpt.WithRaw())
+	}
+	a, err := ckpt.Open(ctx, o.A, open...)
 	if err != nil {
 		return err
 	}

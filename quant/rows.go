@@ -1,0 +1,81 @@
+package quant
+
+import (
+	"fmt"
+	"sync"
+)
+
+// rowsCodec adapts a codec that decodes whole rows of a logical weight
+// flattened to [rows, cols] (the DequantRows of mxfp4.go, nvfp4.go,
+// packed.go, gptq.go, awq.go, bnb.go, mlx.go) to the element ranges of
+// Codec. A range that starts or ends inside a row decodes the rows it
+// touches into a pooled buffer and copies out the part asked for.
+type rowsCodec struct {
+	rows, cols int64
+	codeBytes  int64 // bytes of the stored weight
+	// rowSpan is the byte range of the stored weight that rows [r0, r1)
+	// need; nil when every row needs the whole weight (GPTQ and AWQ pack
+	// a logical row down the stored columns), which WholeCodes reports.
+	rowSpan func(r0, r1 int64) (int64, int64)
+	// dec decodes rows [r0, r1) into dst from codes (the bytes rowSpan
+	// named, or the whole weight) and the companions.
+	dec func(dst []float32, codes []byte, comps [][]byte, r0, r1 int) error
+}
+
+// WholeCodes reports whether every range needs the whole stored weight:
+// a reader then reads it once and keeps it while the weight is read,
+// instead of reading it again for every range.
+func (c *rowsCodec) WholeCodes() bool { return c.rowSpan == nil }
+
+func (c *rowsCodec) rowRange(first, n int64) (int64, int64) {
+	if c.cols == 0 {
+		return 0, 0
+	}
+	return first / c.cols, (first + n + c.cols - 1) / c.cols
+}
+
+// CodeSpan returns the bytes of the rows the range touches.
+func (c *rowsCodec) CodeSpan(first, n int64) (int64, int64) {
+	if c.rowSpan == nil {
+		return 0, c.codeBytes
+	}
+	return c.rowSpan(c.rowRange(first, n))
+}
+
+// maxRowElems bounds the row length of a rowsCodec: a range decodes the
+// whole rows it touches, so a row is the least a reader holds in float32.
+const maxRowElems = 1 << 24
+
+var rowsPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// Dequantize decodes the rows the range touches.
+func (c *rowsCodec) Dequantize(dst []float32, first int64, codes []byte, comps [][]byte) error {
+	n := int64(len(dst))
+	if first < 0 || n < 0 || first+n > c.rows*c.cols {
+		return fmt.Errorf("%w: elements [%d, %d) outside %d", ErrUnknownLayout, first, first+n, c.rows*c.cols)
+	}
+	if n == 0 {
+		return nil
+	}
+	r0, r1 := c.rowRange(first, n)
+	if first == r0*c.cols && n == (r1-r0)*c.cols {
+		return c.dec(dst, codes, comps, int(r0), int(r1))
+	}
+	p := rowsPool.Get().(*[]float32)
+	defer rowsPool.Put(p)
+	need := (r1 - r0) * c.cols
+	if int64(cap(*p)) < need {
+		*p = make([]float32, need)
+	}
+	tmp := (*p)[:need]
+	if err := c.dec(tmp, codes, comps, int(r0), int(r1)); err != nil {
+		return err
+	}
+	copy(dst, tmp[first-r0*c.cols:])
+	return nil
+}
+
+// rowBytes is a rowSpan for a weight stored row after row, bpr bytes a row.
+func rowBytes(bpr int64) func(r0, r1 int64) (int64, int64) {
+	return func(r0, r1 int64) (int64, int64) { return r0 * bpr, r1 * bpr }
+}

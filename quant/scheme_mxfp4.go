@@ -1,0 +1,106 @@
+package quant
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// gpt-oss MXFP4 (mxfp4.go has the codec): quantization_config
+// {quant_method: "mxfp4", modules_to_not_convert: [...]}; each expert
+// weight X is stored as X_blocks U8 [E, R, G, 16] and X_scales U8 [E, R, G]
+// and reads as the BF16 model's X [E, G*32, R], the transpose transformers'
+// integrations/mxfp4.py (convert_moe_packed_tensors) applies. Without a
+// config, a U8 X_blocks beside X_scales is read the same way: the pair is
+// named as only gpt-oss names it. modules_to_not_convert needs nothing
+// here: those modules are stored unquantized.
+
+func init() { Register("mxfp4", parseMXFP4) }
+
+type mxfp4Layout struct{ cfg Config }
+
+func parseMXFP4(cfg Config) (Layout, error) {
+	var q struct {
+		ModulesToNotConvert []string `json:"modules_to_not_convert"`
+	}
+	if err := json.Unmarshal(cfg.Raw, &q); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return mxfp4Layout{cfg}, nil
+}
+
+func (l mxfp4Layout) Plan(tensors []Stored) ([]*Group, error) {
+	byName := indexStored(tensors)
+	var groups []*Group
+	for _, t := range tensors {
+		base, ok := strings.CutSuffix(t.Name, "_blocks")
+		if !ok {
+			continue
+		}
+		sc, ok := byName[base+"_scales"]
+		if !ok {
+			return nil, &Error{Scheme: "mxfp4", Tensor: t.Name, Err: fmt.Errorf("%w: %s without %s_scales", ErrMissingCompanion, lastPart(t.Name), lastPart(base))}
+		}
+		g, err := mxfp4Group(base, t, sc, l.cfg)
+		if err != nil {
+			return nil, err
+		}
+		groups = append(groups, g)
+	}
+	return groups, nil
+}
+
+// mxfp4Group reads X_blocks and X_scales as the BF16 model's X.
+func mxfp4Group(base string, blocks, scales Stored, cfg Config) (*Group, error) {
+	lay, err := CheckMXFP4(codecTensor(blocks), codecTensor(scales))
+	if err != nil {
+		return nil, codecError("mxfp4", blocks.Name, err)
+	}
+	shape, ok := lay.TransformersShape()
+	if !ok {
+		return nil, &Error{Scheme: "mxfp4", Tensor: blocks.Name, Err: fmt.Errorf("%w: shape %s: gpt-oss experts are [experts, rows, groups, 16]", ErrUnknownLayout, shapeText(blocks.Shape))}
+	}
+	e, h, r := shape[0], shape[1], shape[2]
+	expert := r * int64(lay.Groups) * 16 // stored bytes of one expert
+	c := &rowsCodec{rows: e * h, cols: r, codeBytes: e * expert,
+		// Logical rows of expert x read all of x's stored rows.
+		rowSpan: func(r0, r1 int64) (int64, int64) { return r0 / h * expert, (r1 + h - 1) / h * expert },
+		dec: func(dst []float32, codes []byte, comps [][]byte, r0, r1 int) error {
+			x0, x1 := r0/int(h), (r1+int(h)-1)/int(h)
+			sub := MXFP4Layout{Prefix: []int{x1 - x0, int(r)}, Groups: lay.Groups}
+			sg := int(r) * lay.Groups // scale bytes of one expert
+			if len(comps) < 1 || len(comps[0]) != int(e)*sg {
+				return fmt.Errorf("%w: scales", ErrCodecBuffer)
+			}
+			return sub.DequantTransposedRows(dst, codes, comps[0][x0*sg:x1*sg], r0-x0*int(h), r1-x0*int(h))
+		}}
+	return &Group{Name: base, DType: cfg.DType, Shape: shape, Weight: blocks, Companions: []Stored{scales}, Codec: c,
+		Scheme: fmt.Sprintf("mxfp4 (gpt-oss), e2m1 in groups of 32, e8m0 scales in %s_scales, transposed as transformers", lastPart(base))}, nil
+}
+
+// codecTensor is a Stored as a codec's layout check takes it.
+func codecTensor(s Stored) CodecTensor {
+	return CodecTensor{Name: s.Name, DType: s.DType, Shape: s.Shape}
+}
+
+// codecTensorName is the tensor a *CodecLayoutError names, else def.
+func codecTensorName(err error, def string) string {
+	if e, ok := err.(*CodecLayoutError); ok && e.Tensor != "" {
+		return e.Tensor
+	}
+	return def
+}
+
+// reason is a *CodecLayoutError's reason alone (the scheme and the
+// tensor go into the *Error around it), else the error's text.
+func reason(err error) string {
+	if e, ok := err.(*CodecLayoutError); ok {
+		return e.Reason
+	}
+	return err.Error()
+}
+
+// codecError wraps a layout check's error as detection's *Error.
+func codecError(scheme, tensor string, err error) error {
+	return &Error{Scheme: scheme, Tensor: codecTensorName(err, tensor), Err: fmt.Errorf("%w: %v", ErrCompanionShape, reason(err))}
+}
