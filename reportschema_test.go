@@ -61,7 +61,7 @@ func TestReportsMatchCLIJSONDoc(t *testing.T) {
 		Storage: &InspectStorage{}, Stats: &InspectStats{Min: &zero, Max: &zero, Mean: &zero},
 		Quant:  map[string]any{"scheme": "per_tensor_affine", "scale": 1.0, "zero_point": 0, "axis": 0},
 		Chunks: []InspectChunk{{}}, GGML: &statedict.GGML{},
-		Stored: &statedict.QuantStored{Companions: []string{"w_scale"}, Consumed: []string{"input_scale"}},
+		Stored:  &statedict.QuantStored{Companions: []string{"w_scale"}, Consumed: []string{"input_scale"}},
 		DTensor: &statedict.DTensor{MeshDimNames: []string{"dp"}, Coordinate: []int64{0}}})
 	// Map keys are data, not fields.
 	checkSchema(t, "inspect", section(t, doc, "inspect"), rep,
