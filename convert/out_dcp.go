@@ -189,25 +189,9 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 		if err != nil {
 			return nil, err
 		}
-		t, err := dst.create(ctx, metaPath)
-		if err != nil {
+		if _, err := dst.writeSmall(ctx, metaPath, b); err != nil {
 			return nil, err
 		}
-		temps = append(temps, t)
-		bw := c.output(t)
-		if _, err := bw.Write(b); err != nil {
-			return nil, writeErr(metaPath, err)
-		}
-		if err := bw.Flush(); err != nil {
-			return nil, writeErr(metaPath, err)
-		}
-		if err := t.finish(); err != nil {
-			return nil, err
-		}
-		if err := dst.commit(ctx, t); err != nil {
-			return nil, err
-		}
-		temps = nil
 		sum.Index = c.destName(metaPath)
 	}
 	sum.tally(p, &layout{format: DCP})

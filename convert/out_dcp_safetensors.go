@@ -138,26 +138,11 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 		if err != nil {
 			return nil, err
 		}
-		t, err := dst.create(ctx, indexPath)
+		final, err := dst.writeSmall(ctx, indexPath, b)
 		if err != nil {
 			return nil, err
 		}
-		temps = append(temps, t)
-		bw := c.output(t)
-		if _, err := bw.Write(b); err != nil {
-			return nil, writeErr(indexPath, err)
-		}
-		if err := bw.Flush(); err != nil {
-			return nil, writeErr(indexPath, err)
-		}
-		if err := t.finish(); err != nil {
-			return nil, err
-		}
-		if err := dst.commit(ctx, t); err != nil {
-			return nil, err
-		}
-		temps = nil
-		sum.Index = t.final
+		sum.Index = final
 	}
 	done = true
 	sum.tally(p, &layout{format: DCP})

@@ -74,6 +74,36 @@ func (o *dcpOutputs) create(ctx context.Context, f string) (*tempFile, error) {
 	return o.c.create(ctx, f, 0)
 }
 
+// writeSmall writes b as the output f (a .metadata, an index) and commits
+// it, returning its final name; nothing of it is left on an error.
+func (o *dcpOutputs) writeSmall(ctx context.Context, f string, b []byte) (string, error) {
+	t, err := o.create(ctx, f)
+	if err != nil {
+		return "", err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			t.discard()
+		}
+	}()
+	bw := o.c.output(t)
+	if _, err := bw.Write(b); err != nil {
+		return "", writeErr(f, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return "", writeErr(f, err)
+	}
+	if err := t.finish(); err != nil {
+		return "", err
+	}
+	if err := o.commit(ctx, t); err != nil {
+		return "", err
+	}
+	committed = true
+	return t.final, nil
+}
+
 // commit puts the finished output t in place.
 func (o *dcpOutputs) commit(ctx context.Context, t *tempFile) error {
 	if t.out == nil {
