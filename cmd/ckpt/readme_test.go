@@ -68,6 +68,14 @@ var readmeExamples = map[string]readmeExample{
 		writeSafetensorsF32(t, "model.safetensors", map[string][]float32{"w": randFloats(64, 1), "norm": randFloats(32, 2)},
 			map[string][]int64{"w": {2, 32}, "norm": {32}})
 	}},
+	"ckpt convert DeepSeek-V3/ bf16/ --to safetensors": {setup: func(t *testing.T, repo string) {
+		os.Rename(fp8Dir(t, []int64{1, 1}, fp8Conf), "DeepSeek-V3")
+	}},
+	"ckpt convert bf16/ fp8/ --to safetensors --quantize fp8-block": {setup: func(t *testing.T, repo string) {
+		os.Mkdir("bf16", 0o755)
+		writeSafetensorsF32(t, "bf16/model.safetensors", map[string][]float32{"model.layers.0.mlp.up_proj.weight": randFloats(128*128, 3)},
+			map[string][]int64{"model.layers.0.mlp.up_proj.weight": {128, 128}})
+	}},
 	"ckpt convert ./step_1000/ model.safetensors": {setup: func(t *testing.T, repo string) {
 		copyREADMEFiles(t, filepath.Join(repo, "testdata/dcp/basic"), "step_1000")
 	}},
