@@ -146,9 +146,7 @@ func TestS3Cancel(t *testing.T) {
 		t.Fatalf("got %v after %v, want a prompt context.Canceled", err, time.Since(start))
 	}
 	obj.Close()
-	if n, stacks := objstoreGoroutines(); n > before {
-		t.Fatalf("%d goroutines left after Close:\n%s", n-before, stacks)
-	}
+	noGoroutinesLeft(t, before)
 }
 
 func pendingUploads(t *testing.T, bucket string) int {
