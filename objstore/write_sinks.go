@@ -47,6 +47,7 @@ type s3Sink struct {
 	replace bool
 
 	id    string
+	begun bool // an initiation was sent: the server may hold an upload
 	mu    sync.Mutex
 	etags map[int]string
 }
@@ -58,11 +59,21 @@ func (k *s3Sink) begin(ctx context.Context) error {
 	// the next upload of the same key aborts what was left pending.
 	k.s.abortStale(ctx, k.key)
 	k.etags = map[int]string{}
-	return k.s.do("write", k.key, func(context.Context) error {
+	k.begun = true
+	// The initiation itself is not cut short by ctx: a cancel (Ctrl-C)
+	// landing while the server creates the upload would leave the client
+	// without its ID and the upload pending after Abort.
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	err := k.s.do("write", k.key, func(context.Context) error {
 		var err error
-		k.id, err = k.b.core.NewMultipartUpload(ctx, k.b.bucket, k.key, minio.PutObjectOptions{ContentType: octetStream})
+		k.id, err = k.b.core.NewMultipartUpload(ictx, k.b.bucket, k.key, minio.PutObjectOptions{ContentType: octetStream})
 		return err
 	})
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
 }
 
 func (k *s3Sink) put(ctx context.Context, i int, p []byte) error {
@@ -112,6 +123,12 @@ func (k *s3Sink) single(ctx context.Context, p []byte) error {
 
 func (k *s3Sink) abort(ctx context.Context) {
 	if k.id == "" {
+		if k.begun {
+			// The initiation failed or was given up without its ID:
+			// whatever the server made for this key goes, as the next
+			// upload of the key would take it.
+			k.s.abortStale(ctx, k.key)
+		}
 		return
 	}
 	retryAbort(func() error { return k.b.core.AbortMultipartUpload(ctx, k.b.bucket, k.key, k.id) })
