@@ -121,16 +121,7 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	if err != nil {
 		return nil, err
 	}
-	var temps []*tempFile
-	done := false
-	defer func() {
-		for _, t := range temps {
-			t.discard()
-		}
-		if !done {
-			dst.undo(ctx)
-		}
-	}()
+	defer dst.release(ctx)
 	sizes := make([]int64, R) // file sizes
 	var total int64
 	for r := range R {
@@ -144,7 +135,7 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 		if err != nil {
 			return nil, err
 		}
-		temps = append(temps, t)
+		dst.track(t)
 		bw := c.output(t)
 		if sizes[r], err = w.WriteRank(ctx, r, bw, src); err != nil {
 			return nil, src.err(err)
@@ -161,13 +152,11 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	if p.nested() {
 		sum.Structure = "tree"
 	}
-	for _, t := range temps {
-		if err := dst.commit(ctx, t); err != nil {
-			return nil, err
-		}
-		sum.Files = append(sum.Files, t.final)
+	finals, err := dst.commitPending(ctx)
+	if err != nil {
+		return nil, err
 	}
-	temps = nil
+	sum.Files = append(sum.Files, finals...)
 	if writeMeta {
 		if !part.whole() {
 			var others []string
@@ -200,7 +189,7 @@ func (c *config) convertDCP(ctx context.Context, ck *statedict.Checkpoint, out s
 	}
 	sum.Bytes = total
 	sum.Synced, sum.Seconds = c.synced(), time.Since(start).Seconds()
-	done = true
+	dst.done = true
 	return sum, nil
 }
 

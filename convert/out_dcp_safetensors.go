@@ -69,16 +69,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 	if err != nil {
 		return nil, err
 	}
-	var temps []*tempFile
-	done := false
-	defer func() {
-		for _, t := range temps {
-			t.discard()
-		}
-		if !done {
-			dst.undo(ctx)
-		}
-	}()
+	defer dst.release(ctx)
 	sum := newSummary(p, &layout{format: DCP})
 	var total int64
 	weights := map[string]string{}
@@ -116,7 +107,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 		if err != nil {
 			return nil, err
 		}
-		temps = append(temps, t)
+		dst.track(t)
 		n, err := c.writeSafetensors(ctx, t, items, meta)
 		if err != nil {
 			return nil, err
@@ -126,13 +117,11 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 		}
 		total += n
 	}
-	for _, t := range temps {
-		if err := dst.commit(ctx, t); err != nil {
-			return nil, err
-		}
-		sum.Files = append(sum.Files, t.final)
+	finals, err := dst.commitPending(ctx)
+	if err != nil {
+		return nil, err
 	}
-	temps = nil
+	sum.Files = append(sum.Files, finals...)
 	if indexPath != "" {
 		b, err := dcp.SafetensorsIndexJSON(totalSize, weights)
 		if err != nil {
@@ -144,7 +133,7 @@ func (c *config) convertDCPSafetensors(ctx context.Context, ck *statedict.Checkp
 		}
 		sum.Index = final
 	}
-	done = true
+	dst.done = true
 	sum.tally(p, &layout{format: DCP})
 	sum.Bytes = total
 	sum.Synced, sum.Seconds = c.synced(), time.Since(start).Seconds()

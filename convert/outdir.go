@@ -23,6 +23,8 @@ type dcpOutputs struct {
 	// committed lists the Destination names committed by this call,
 	// removed if a later step fails (the Destination contract).
 	committed []string
+	pending   []*tempFile // written, not yet committed (commitPending)
+	done      bool        // the conversion succeeded: release keeps its outputs
 }
 
 // prepareDCP checks, before anything is written, that the outputs in
@@ -118,6 +120,38 @@ func (o *dcpOutputs) commit(ctx context.Context, t *tempFile) error {
 	t.out = nil // committed: nothing to abort
 	o.committed = append(o.committed, t.key)
 	return nil
+}
+
+// track keeps t to commit with the others (commitPending) or discard on
+// failure (release).
+func (o *dcpOutputs) track(t *tempFile) { o.pending = append(o.pending, t) }
+
+// commitPending puts every tracked output in place, in order, and returns
+// their final names.
+func (o *dcpOutputs) commitPending(ctx context.Context) ([]string, error) {
+	var finals []string
+	for len(o.pending) > 0 {
+		t := o.pending[0]
+		if err := o.commit(ctx, t); err != nil {
+			return nil, err
+		}
+		o.pending = o.pending[1:]
+		finals = append(finals, t.final)
+	}
+	return finals, nil
+}
+
+// release is deferred by a DCP conversion: it discards what was written
+// and not committed and, unless the conversion succeeded, undoes the
+// rest.
+func (o *dcpOutputs) release(ctx context.Context) {
+	for _, t := range o.pending {
+		t.discard()
+	}
+	o.pending = nil
+	if !o.done {
+		o.undo(ctx)
+	}
 }
 
 // undo takes back what a failed conversion made: the local directory if
