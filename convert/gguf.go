@@ -174,6 +174,12 @@ func (c *config) ggufOutType(it *item, keep map[string]string) (ggufPlan, error)
 	}
 	if mx := ggufMXFP4Source(src); mx != nil {
 		p.mx, p.shape = mx, mx.lay.Shape()
+		if c.ggufType == "" && c.dtype != dtype.Invalid {
+			// --dtype without --gguf-type: the values, in that dtype.
+			t, err := dtypeGGML(c.dtype)
+			p.typ = t
+			return p, err
+		}
 		p.typ, p.reason = mxfp4OutType(c.ggufType != "", want)
 		return p, nil
 	}

@@ -25,7 +25,8 @@ import (
 // nibbles are rearranged into ggml's block_mxfp4 with its exponent byte
 // in front (quant.MXFP4GGML); no value goes through a float.
 //
-// The rule for WithGGUFType: without one, or with mxfp4 or any other
+// The rule for WithGGUFType: without one (and without WithDType, which
+// asks for the values in a float dtype), or with mxfp4 or any other
 // quantized type, the blocks are copied (llama.cpp's converter keeps
 // gpt-oss's MXFP4 experts whatever its --outtype; quantizing 4-bit values
 // again would only lose more); with f32, f16 or bf16 the values are

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/ggml"
 	"github.com/ckpt-dev/ckpt/gguf"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -453,6 +454,24 @@ func TestGGUFMXFP4Copy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGGUFMXFP4DType: --dtype bfloat16 without --gguf-type asks for the
+// values: the experts are written as BF16, in the stored orientation.
+func TestGGUFMXFP4DType(t *testing.T) {
+	m := newMXFP4Release(t, false)
+	sum, f, b, err := ggufOf(t, m.path, WithDType(dtype.BFloat16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range m.experts {
+		if ti := ggufInfo(t, f, name); ti.Type != ggml.BF16 || !bytes.Equal(ggufData(f, b, name), bf16Bytes(mxfp4Expected(m.blocks[name], m.scales[name]))) {
+			t.Errorf("%s: %s, or values differ", name, ti.Type)
+		}
+	}
+	if sum.GGUFTypes.MXFP4Copied != 0 {
+		t.Errorf("report %+v", sum.GGUFTypes)
 	}
 }
 
