@@ -32,6 +32,9 @@ import (
 // stay F32, a tensor whose last dimension is not a multiple of the type's
 // block falls back to F16, and integer tensors keep their type.
 // Quantization is ggml's reference quantizer (package ggml), bit for bit.
+// A quantized release's gpt-oss MXFP4 weights are written from their
+// stored blocks (gguf_mxfp4.go); Summary.GGUFTypes says which type each
+// tensor got and why some did not get WithGGUFType's (gguf_types.go).
 //
 // Metadata: a GGUF input's entries are kept in order, then
 // WithGGUFMetadata's entries replace or extend them; general.architecture
@@ -59,8 +62,8 @@ type ggufEntry struct {
 }
 
 // WithGGUFType sets the ggml type of a GGUF output's weights: f32, f16,
-// bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (what ggml.Quantize
-// writes); see GGUF for the tensors that keep another type.
+// bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, mxfp4 (what
+// ggml.Quantize writes); see GGUF for the tensors that keep another type.
 func WithGGUFType(name string) Option { return func(c *options) { c.ggufType = name } }
 
 // WithGGUFMetadata adds (or replaces) metadata entries of a GGUF output.
