@@ -24,6 +24,11 @@ type (
 	// GGUFReport says what a GGUF output of a Hugging Face model got:
 	// llama.cpp's names, permuted q/k tensors, notes (convert.GGUFReport).
 	GGUFReport = convert.GGUFReport
+	// GGUFTypes says which ggml types a GGUF output's tensors got and, under
+	// --gguf-type, which could not get it and why (convert.GGUFTypes).
+	GGUFTypes = convert.GGUFTypes
+	// GGUFFallback is one group of GGUFTypes.Fallbacks (convert.GGUFFallback).
+	GGUFFallback = convert.GGUFFallback
 	// ConvertPart is one process's share of a conversion split over
 	// several processes; the zero ConvertPart is a whole conversion
 	// (convert.Part).

@@ -51,6 +51,9 @@ type Summary struct {
 	// GGUF says what a GGUF output of a Hugging Face model directory got
 	// (architecture, names, permutation, notes); nil otherwise.
 	GGUF *GGUFReport `json:"gguf,omitempty"`
+	// GGUFTypes says which ggml types a GGUF output's tensors got and
+	// why some are not WithGGUFType's; nil for other outputs.
+	GGUFTypes *GGUFTypes `json:"gguf_types,omitempty"`
 	// Quantize says what WithQuantize quantized and left as it was; nil
 	// without it.
 	Quantize *QuantizeReport `json:"quantize,omitempty"`
@@ -307,6 +310,7 @@ func (c *config) convertFiles(ctx context.Context, ck *statedict.Checkpoint, out
 	}
 	sum := newSummary(p, l)
 	sum.GGUF = c.ggufArch.summary()
+	sum.GGUFTypes = c.ggufTypes
 	undoDir, err := l.makeDir()
 	if err != nil {
 		return nil, err
@@ -514,6 +518,7 @@ func (c *config) convertTo(ctx context.Context, start time.Time, p *plan, l *lay
 	}
 	sum := newSummary(p, l)
 	sum.GGUF = c.ggufArch.summary()
+	sum.GGUFTypes = c.ggufTypes
 	temps, total, err := c.writeOutputs(ctx, p, l, groups, finals, finals, l.index)
 	defer func() {
 		for _, t := range temps {

@@ -32,6 +32,9 @@ import (
 // stay F32, a tensor whose last dimension is not a multiple of the type's
 // block falls back to F16, and integer tensors keep their type.
 // Quantization is ggml's reference quantizer (package ggml), bit for bit.
+// A quantized release's gpt-oss MXFP4 weights are written from their
+// stored blocks (gguf_mxfp4.go); Summary.GGUFTypes says which type each
+// tensor got and why some did not get WithGGUFType's (gguf_types.go).
 //
 // Metadata: a GGUF input's entries are kept in order, then
 // WithGGUFMetadata's entries replace or extend them; general.architecture
@@ -59,8 +62,8 @@ type ggufEntry struct {
 }
 
 // WithGGUFType sets the ggml type of a GGUF output's weights: f32, f16,
-// bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (what ggml.Quantize
-// writes); see GGUF for the tensors that keep another type.
+// bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, mxfp4 (what
+// ggml.Quantize writes); see GGUF for the tensors that keep another type.
 func WithGGUFType(name string) Option { return func(c *options) { c.ggufType = name } }
 
 // WithGGUFMetadata adds (or replaces) metadata entries of a GGUF output.
@@ -149,34 +152,77 @@ func ggufSource(ck *statedict.Checkpoint) (*ggufKeep, error) {
 	return nil, nil
 }
 
-// ggufOutType decides the ggml type an item is written as.
-func (c *config) ggufOutType(it *item, keep map[string]string) (ggml.Type, error) {
+// ggufPlan is how one item goes into a GGUF output.
+type ggufPlan struct {
+	typ   ggml.Type
+	shape []int64 // the shape written (C order)
+	// reason says why typ is not WithGGUFType's type ("" when it is, or
+	// without WithGGUFType).
+	reason string
+	// mx is set for a gpt-oss MXFP4 weight, written from its stored
+	// blocks in their orientation (gguf_mxfp4.go).
+	mx *mxfp4Source
+}
+
+// ggufOutType decides the ggml type and shape an item is written as.
+func (c *config) ggufOutType(it *item, keep map[string]string) (ggufPlan, error) {
 	src := it.src
+	p := ggufPlan{shape: src.Shape}
+	var want ggml.Type
+	if c.ggufType != "" {
+		var err error
+		if want, err = ggml.ParseType(c.ggufType); err != nil {
+			return p, err
+		}
+	}
+	if mx := ggufMXFP4Source(src); mx != nil {
+		p.mx, p.shape = mx, mx.lay.Shape()
+		if c.ggufType == "" && c.dtype != dtype.Invalid {
+			// --dtype without --gguf-type: the values, in that dtype.
+			t, err := dtypeGGML(c.dtype)
+			p.typ = t
+			return p, err
+		}
+		p.typ, p.reason = mxfp4OutType(c.ggufType != "", want)
+		return p, nil
+	}
+	var err error
 	if c.ggufType == "" {
-		if src.GGML != nil {
-			return ggml.ParseType(src.GGML.Type)
+		p.typ, err = c.ggufKeptType(it, keep)
+		return p, err
+	}
+	switch {
+	case !isFloat(it.dtype):
+		p.typ, err = dtypeGGML(it.dtype)
+		p.reason = "integer tensors keep their type"
+	case len(src.Shape) <= 1:
+		p.typ, p.reason = ggml.F32, "1-D tensors stay F32 (llama.cpp's rule)"
+	case strings.HasSuffix(it.name, "norm.weight"):
+		p.typ, p.reason = ggml.F32, "norms stay F32 (llama.cpp's rule)"
+	case want.Quantized() && src.Shape[len(src.Shape)-1]%want.BlockSize() != 0:
+		p.typ = ggml.F16
+		p.reason = fmt.Sprintf("rows of %d not a multiple of %s's %d", src.Shape[len(src.Shape)-1], want, want.BlockSize())
+	default:
+		p.typ = want
+	}
+	if p.typ == want {
+		p.reason = ""
+	}
+	return p, err
+}
+
+// ggufKeptType is the type an item is written as without WithGGUFType:
+// a GGUF input's own, or its dtype's.
+func (c *config) ggufKeptType(it *item, keep map[string]string) (ggml.Type, error) {
+	if src := it.src; src.GGML != nil {
+		return ggml.ParseType(src.GGML.Type)
+	}
+	if name, ok := keep[it.name]; ok {
+		if t, err := ggml.ParseType(name); err == nil && !t.Quantized() && ggmlDType(t) == it.dtype {
+			return t, nil
 		}
-		if name, ok := keep[it.name]; ok {
-			if t, err := ggml.ParseType(name); err == nil && !t.Quantized() && ggmlDType(t) == it.dtype {
-				return t, nil
-			}
-		}
-		return dtypeGGML(it.dtype)
 	}
-	want, err := ggml.ParseType(c.ggufType)
-	if err != nil {
-		return 0, err
-	}
-	if !isFloat(it.dtype) {
-		return dtypeGGML(it.dtype)
-	}
-	if len(src.Shape) <= 1 || strings.HasSuffix(it.name, "norm.weight") {
-		return ggml.F32, nil
-	}
-	if want.Quantized() && src.Shape[len(src.Shape)-1]%want.BlockSize() != 0 {
-		return ggml.F16, nil
-	}
-	return want, nil
+	return dtypeGGML(it.dtype)
 }
 
 func isFloat(d dtype.DType) bool {
@@ -237,7 +283,9 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 		set(kv)
 	}
 	specs := make([]gguf.TensorSpec, len(items))
+	plans := make([]ggufPlan, len(items))
 	reads := make([]*item, len(items)) // what each tensor's data is read from
+	typesRep := newGGUFTypes(c.ggufType)
 	quantized := false
 	for i, it := range items {
 		// A permuted q/k tensor reads through a view of its source.
@@ -252,19 +300,21 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 			reads[i] = &view
 			c.ggufArch.report.Permuted++
 		}
-		t, err := c.ggufOutType(it, types)
+		p, err := c.ggufOutType(it, types)
 		if err != nil {
 			return 0, &TensorError{Name: it.name, Err: err}
 		}
-		quantized = quantized || t.Quantized()
-		dims := make([]uint64, len(it.src.Shape))
-		for j, s := range it.src.Shape {
+		plans[i] = p
+		typesRep.add(it.name, p)
+		quantized = quantized || p.typ.Quantized()
+		dims := make([]uint64, len(p.shape))
+		for j, s := range p.shape {
 			dims[len(dims)-1-j] = uint64(s)
 		}
 		if len(dims) == 0 {
 			dims = []uint64{1} // a 0-dim tensor is written as one element
 		}
-		specs[i] = gguf.TensorSpec{Name: it.name, Dims: dims, Type: t}
+		specs[i] = gguf.TensorSpec{Name: it.name, Dims: dims, Type: p.typ}
 	}
 	// Tensors llama.cpp's converter adds (rope_freqs.weight), unless the
 	// input has one of that name.
@@ -274,6 +324,7 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 			if !slices.ContainsFunc(specs, func(s gguf.TensorSpec) bool { return s.Name == e.name }) {
 				extra = append(extra, e)
 				specs = append(specs, gguf.TensorSpec{Name: e.name, Dims: []uint64{uint64(len(e.data))}, Type: ggml.F32})
+				typesRep.add(e.name, ggufPlan{typ: ggml.F32})
 			}
 		}
 	}
@@ -290,13 +341,17 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 			set(gguf.KV{Key: "general.alignment", Type: gguf.TypeUint32, Value: uint32(keep.Alignment)})
 		}
 	}
+	typesRep.finish()
+	if c.ggufTypes != nil {
+		*c.ggufTypes = *typesRep
+	}
 	gw, err := gguf.NewWriter(w, kvs, specs)
 	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for i, it := range reads {
-		n, err := c.writeGGUFTensor(ctx, gw, it, specs[i].Type)
+		n, err := c.writeGGUFTensor(ctx, gw, it, plans[i])
 		total += n
 		if err != nil {
 			return total, err
@@ -344,9 +399,12 @@ func ggufOrder(items []*item, keep *ggufKeep) []*item {
 // ggufRows is how many elements one quantization step handles at most.
 const ggufRows = 1 << 20
 
-// writeGGUFTensor writes one tensor's data as type t.
-func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item, t ggml.Type) (int64, error) {
-	src := it.src
+// writeGGUFTensor writes one tensor's data as planned.
+func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item, p ggufPlan) (int64, error) {
+	if p.mx != nil {
+		return c.writeGGUFMXFP4(ctx, gw, it, p)
+	}
+	src, t := it.src, p.typ
 	// Blocks of the same type are copied as they are.
 	if src.GGML != nil && src.GGML.Type == t.String() && t.Quantized() {
 		r, err := src.GGMLRaw()
@@ -385,15 +443,20 @@ func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item,
 	if len(src.Shape) > 0 {
 		row = src.Shape[len(src.Shape)-1]
 	}
+	return ggufQuantizeStream(gw, it.name, rc, src.NumEl(), row, t)
+}
+
+// ggufQuantizeStream writes n float32 elements read from rc (little-endian,
+// rows of row elements) as type t, quantized whole rows at a time.
+func ggufQuantizeStream(gw *gguf.Writer, name string, rc io.Reader, n, row int64, t ggml.Type) (int64, error) {
 	if row <= 0 {
 		row = 1
 	}
 	chunk := max(row, ggufRows/row*row)
-	n := src.NumEl()
 	k0 := min(chunk, max(n, 1))
 	rb, err := t.RowBytes(k0)
 	if err != nil {
-		return 0, &TensorError{Name: it.name, Err: err}
+		return 0, &TensorError{Name: name, Err: err}
 	}
 	buf := getGGUFBuf(k0, rb)
 	fs, out := buf.fs[:k0], buf.out[:rb]
@@ -432,7 +495,7 @@ func (c *config) writeGGUFTensor(ctx context.Context, gw *gguf.Writer, it *item,
 	<-done // the buffers are free once the goroutine is
 	ggufBufs.Put(buf)
 	if werr != nil {
-		return 0, &TensorError{Name: it.name, Err: werr}
+		return 0, &TensorError{Name: name, Err: werr}
 	}
 	size, _ := t.RowBytes(n)
 	return size, nil

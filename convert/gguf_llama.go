@@ -385,7 +385,7 @@ func llama3RopeFactors(base float64, dim int, factor, low, high, ctx float64) []
 // ggufFileTypes are llama.cpp's llama_ftype numbers for --gguf-type (the
 // K-quants as their "S" variants: every weight of the one type).
 var ggufFileTypes = map[string]uint32{"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9,
-	"q4_k": 14, "q5_k": 16, "q6_k": 18, "bf16": 32}
+	"q4_k": 14, "q5_k": 16, "q6_k": 18, "bf16": 32, "mxfp4": 38}
 
 // ggufPermuted returns the tensor to read for an item: for a permuted
 // architecture's attn_q/attn_k, a strided view of the source whose

@@ -111,6 +111,7 @@ type runState struct {
 	checks    *sourceChecks // the source's digests and CRCs to check as it is read
 	ggufKeep  *ggufKeep     // a GGUF input's header, for GGUF and safetensors outputs
 	ggufArch  *hfArch       // a GGUF output's Hugging Face architecture (gguf_llama.go)
+	ggufTypes *GGUFTypes    // a GGUF output's types and fallbacks (gguf_types.go)
 	// transformed maps the storage of each tensor WithTransform replaces
 	// to that tensor (planTransforms).
 	transformed map[*statedict.Storage]*statedict.Tensor
@@ -259,7 +260,7 @@ func (c *options) validate() error {
 	if c.ggufType != "" {
 		t, err := ggml.ParseType(c.ggufType)
 		if err != nil || !ggml.CanQuantize(t) || t == ggml.Q8_K {
-			return fmt.Errorf("%w: GGUF type %q: want f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k", ErrOption, c.ggufType)
+			return fmt.Errorf("%w: GGUF type %q: want f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k or mxfp4", ErrOption, c.ggufType)
 		}
 	}
 	if c.dtype != dtype.Invalid && !CastTarget(c.dtype) {

@@ -42,7 +42,10 @@ func (ggufOut) value(any, bool) (any, string) {
 
 func (ggufOut) aliases() aliasing { return aliasDedupe }
 
-func (ggufOut) prepare(c *config, ck *statedict.Checkpoint) error { return c.ggufPrepare(ck) }
+func (ggufOut) prepare(c *config, ck *statedict.Checkpoint) error {
+	c.ggufTypes = &GGUFTypes{}
+	return c.ggufPrepare(ck)
+}
 
 func (ggufOut) write(ctx context.Context, c *config, t *tempFile, items []*item, _ []value, _ *tree, _ map[string]string) (int64, error) {
 	bw := c.output(t)

@@ -179,6 +179,7 @@ func printConvert(w io.Writer, r *convertReport) {
 		fmt.Fprintln(w, "not synced: the kernel finishes writing it out, as after cp (--sync waits for the disk)")
 	}
 	printGGUFReport(w, r.GGUF)
+	printGGUFTypes(w, r.GGUFTypes)
 	printQuantize(w, r.Quantize)
 	for _, f := range r.Files {
 		fmt.Fprintf(w, "wrote %s\n", clean(f))

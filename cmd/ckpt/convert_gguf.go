@@ -81,3 +81,29 @@ func printGGUFReport(w io.Writer, r *ckpt.GGUFReport) {
 		fmt.Fprintf(w, "gguf: note: %s\n", clean(n))
 	}
 }
+
+// printGGUFTypes prints, for a GGUF output, the MXFP4 blocks copied and,
+// under --gguf-type, how many tensors got the type and which did not, and
+// why.
+func printGGUFTypes(w io.Writer, r *ckpt.GGUFTypes) {
+	if r == nil {
+		return
+	}
+	if r.Requested != "" {
+		fmt.Fprintf(w, "gguf: %d tensors as %s", r.Written[r.Requested], clean(r.Requested))
+		n := 0
+		for _, f := range r.Fallbacks {
+			n += f.Tensors
+		}
+		if n > 0 {
+			fmt.Fprintf(w, ", %d not (--gguf-type could not apply):", n)
+		}
+		fmt.Fprintln(w)
+		for _, f := range r.Fallbacks {
+			fmt.Fprintf(w, "gguf:   %d tensors as %s: %s (first: %s)\n", f.Tensors, clean(f.Type), clean(f.Reason), displayName(f.First))
+		}
+	}
+	if r.MXFP4Copied > 0 {
+		fmt.Fprintf(w, "gguf: %d MXFP4 tensors copied block for block into ggml's mxfp4, as stored [experts, rows, cols] (no float round trip)\n", r.MXFP4Copied)
+	}
+}
