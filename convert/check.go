@@ -221,6 +221,11 @@ func (sc *sourceChecks) storageReader(ctx context.Context, s *statedict.Storage)
 		rc.Close()
 		return nil, nil, &TensorError{Name: s.Record, Err: err}
 	}
+	if s.Derived() {
+		// Computed (--quantize's codes and scales): a digest the file
+		// recorded under the same name is of the input's values.
+		ds = nil
+	}
 	for _, t := range sc.users[s] {
 		want, ok := ds[t.Name]
 		if !ok {

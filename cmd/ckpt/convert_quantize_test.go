@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -217,5 +219,61 @@ func TestConvertQuantizeRefusals(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "quantized: 1 weights to fp8-block") || !strings.Contains(stdout, "kept model.layers.0.self_attn.q_proj.weight") {
 		t.Errorf("--ignore: %s", stdout)
+	}
+}
+
+// TestConvertQuantizeDamagedInput: under --quantize the weights are read
+// through the checked read every convert read goes through: one byte
+// flipped in a weight the scheme quantizes (its recorded digest then
+// disagrees) is refused with the line a plain convert gives, and nothing
+// is written, for each scheme.
+func TestConvertQuantizeDamagedInput(t *testing.T) {
+	src, _, _ := quantizeInput(t)
+	in := filepath.Join(t.TempDir(), "in.safetensors")
+	if code, _, errs := runCLI(t, "convert", src, in); code != 0 { // records digests
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	// Clean, every output takes it: the codes written under a weight's
+	// name are not held to the digest the input recorded for its values.
+	for _, out := range []string{"c.safetensors", "c.pth"} {
+		if code, _, errs := runCLI(t, "convert", in, filepath.Join(t.TempDir(), out), "--quantize", "fp8-channel"); code != 0 {
+			t.Fatalf("clean input to %s: exit %d: %s", out, code, errs)
+		}
+	}
+	data, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := safetensors.Parse(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "model.layers.0.mlp.up_proj.weight"
+	ti, ok := h.Lookup(name)
+	if !ok {
+		t.Fatal(name + " not found")
+	}
+	// A byte near the end: the damage is found once the whole tensor has
+	// streamed by, not from its first rows.
+	data[h.DataOffset+ti.End-3] ^= 0x10
+	if err := os.WriteFile(in, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	code, _, plain := runCLI(t, "convert", in, filepath.Join(dir, "plain.safetensors"))
+	if code != 1 || !strings.Contains(plain, name) || !strings.Contains(plain, "digest") || strings.Count(plain, "\n") != 1 {
+		t.Fatalf("plain convert of the damaged input: exit %d, %q", code, plain)
+	}
+	for _, scheme := range []string{"fp8-block", "fp8-channel", "nvfp4"} {
+		for _, out := range []string{"q.safetensors", "q.pth", "q.safetensors.index.json"} {
+			o := filepath.Join(dir, out)
+			code, _, errs := runCLI(t, "convert", in, o, "--quantize", scheme)
+			if code != 1 || errs != strings.ReplaceAll(plain, filepath.Join(dir, "plain.safetensors"), o) {
+				t.Errorf("--quantize %s to %s: exit %d, %q; want the plain convert's %q", scheme, out, code, errs, plain)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+				t.Errorf("--quantize %s to %s: left %d entries", scheme, out, len(ents))
+			}
+		}
 	}
 }
