@@ -122,6 +122,9 @@ func NewQuantizer(spec QuantizeSpec, name string, dt dtype.DType, shape []int64,
 	if spec.Scheme == SchemeMXFP4 {
 		return newMXFP4Quantizer(name, shape)
 	}
+	if spec.Scheme == SchemeFP8Block && fusedExperts(name, shape) {
+		return newStackedFP8Block(name, shape, spec.Block)
+	}
 	if why := linearSkip(name); why != "" {
 		return nil, why
 	}

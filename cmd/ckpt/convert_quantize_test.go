@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -275,5 +276,47 @@ func TestConvertQuantizeDamagedInput(t *testing.T) {
 				t.Errorf("--quantize %s to %s: left %d entries", scheme, out, len(ents))
 			}
 		}
+	}
+}
+
+// TestConvertQuantizeFusedExperts: --quantize fp8-block takes fused MoE
+// experts [E, out, in] (transformers' FP8Experts layout: the scale keeps
+// the expert dimension), and the output reads back, dequantized, as the
+// input's shape and values within e4m3's half step (and bfloat16's, the
+// logical dtype without a torch_dtype), or the largest block's subnormal
+// half step (11/448 * 2^-10 < 3e-5); the experts differ in magnitude by
+// 16x, so a scale applied to the wrong expert is far
+// outside that bound.
+func TestConvertQuantizeFusedExperts(t *testing.T) {
+	const name = "model.layers.0.mlp.experts.gate_up_proj"
+	rng := rand.New(rand.NewPCG(5, 6))
+	v := make([]float32, 3*256*128)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64()) * 0.01 * float32(math.Pow(16, float64(i/(256*128))))
+	}
+	in := filepath.Join(t.TempDir(), "in.safetensors")
+	writeSafetensorsF32(t, in, map[string][]float32{name: v}, map[string][]int64{name: {3, 256, 128}})
+	out := filepath.Join(t.TempDir(), "q") + string(os.PathSeparator)
+	if code, _, errs := runCLI(t, "convert", in, out, "--to", "safetensors", "--quantize", "fp8-block"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	raw, err := statedict.Open(out, statedict.WithRaw())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	w, s := raw.Tensor(name), raw.Tensor(name+"_scale_inv")
+	if w == nil || s == nil || w.DType.String() != "float8_e4m3fn" || fmt.Sprint(w.Shape) != "[3 256 128]" || fmt.Sprint(s.Shape) != "[3 2 1]" {
+		t.Fatalf("stored %v, scale %v", w, s)
+	}
+	if code, stdout, errs := runCLI(t, "verify", out); code != 0 {
+		t.Fatalf("verify: exit %d: %s%s", code, stdout, errs)
+	}
+	back := filepath.Join(t.TempDir(), "back.safetensors")
+	if code, _, errs := runCLI(t, "convert", out, back, "--dtype", "float32"); code != 0 {
+		t.Fatalf("read back: exit %d: %s", code, errs)
+	}
+	if code, stdout, errs := runCLI(t, "verify", back, in, "--rtol", "0.067", "--atol", "3e-5"); code != 0 {
+		t.Fatalf("read back vs input: exit %d: %s%s", code, stdout, errs)
 	}
 }
