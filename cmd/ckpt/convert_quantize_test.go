@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -318,5 +319,56 @@ func TestConvertQuantizeFusedExperts(t *testing.T) {
 	}
 	if code, stdout, errs := runCLI(t, "verify", back, in, "--rtol", "0.067", "--atol", "3e-5"); code != 0 {
 		t.Fatalf("read back vs input: exit %d: %s%s", code, stdout, errs)
+	}
+}
+
+// TestConvertDequantizeChecksStored: converting a quantized release ckpt
+// wrote (digests recorded of its codes and scales) reads each weight
+// dequantized, checking its stored tensors against those digests: clean,
+// every output takes it; one byte flipped in a code or in a scale is
+// refused naming that stored tensor, nothing written.
+func TestConvertDequantizeChecksStored(t *testing.T) {
+	src, _, _ := quantizeInput(t)
+	q := filepath.Join(t.TempDir(), "q") + string(os.PathSeparator)
+	if code, _, errs := runCLI(t, "convert", src, q, "--to", "safetensors", "--quantize", "fp8-block"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, out := range []string{"c.safetensors", "c.pth"} {
+		if code, _, errs := runCLI(t, "convert", q, filepath.Join(t.TempDir(), out)); code != 0 {
+			t.Fatalf("clean release to %s: exit %d: %s", out, code, errs)
+		}
+	}
+	file := filepath.Join(q, "model.safetensors")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := safetensors.Parse(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.up_proj.weight_scale_inv"} {
+		ti, ok := h.Lookup(name)
+		if !ok {
+			t.Fatal(name + " not stored")
+		}
+		bad := bytes.Clone(data)
+		bad[h.DataOffset+ti.Begin+2] ^= 0x01
+		if err := os.WriteFile(file, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, out := range []string{"d.safetensors", "d.pth"} {
+			dir := t.TempDir()
+			code, _, errs := runCLI(t, "convert", q, filepath.Join(dir, out))
+			if code != 1 || !strings.Contains(errs, strconv.Quote(name)+": convert: input is damaged") || strings.Count(errs, "\n") != 1 {
+				t.Errorf("%s flipped, to %s: exit %d, %q", name, out, code, errs)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+				t.Errorf("%s flipped, to %s: left %d entries", name, out, len(ents))
+			}
+		}
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
