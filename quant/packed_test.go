@@ -21,30 +21,39 @@ func TestPackedIntUpstream(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := name + "."
-			var w CodecTensor
-			var shape []int64
-			if c["packed"].(bool) {
-				w = f.ct(p + "weight_packed")
-				sb := f.get(p + "weight_shape").Data
-				shape = []int64{int64(binary.LittleEndian.Uint64(sb)), int64(binary.LittleEndian.Uint64(sb[8:]))}
-			} else {
-				w = f.ct(p + "weight")
-			}
-			var zp *CodecTensor
-			var zpData []byte
-			if _, ok := f.tensors[p+"weight_zero_point"]; ok {
-				z := f.ct(p + "weight_zero_point")
-				zp, zpData = &z, f.get(p+"weight_zero_point").Data
-			}
-			l, err := CheckPackedInt(w, shape, int(c["bits"].(float64)), f.ct(p+"weight_scale"), zp)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l, w, zpData := packedFixtureCase(t, f, p, c)
 			wd, sd := f.get(w.Name).Data, f.get(p+"weight_scale").Data
 			got := dequantAll(t, l.Rows, l.Cols, func(dst []float32, r0, r1 int) error { return l.DequantRows(dst, wd, sd, zpData, r0, r1) })
 			checkExact(t, f, p, got)
 		})
 	}
+}
+
+// packedFixtureCase checks the layout of a packed or packed_gidx fixture
+// case (tensors under prefix p) and returns it, the stored weight and the
+// zero points' data (nil when symmetric).
+func packedFixtureCase(t *testing.T, f *fixture, p string, c map[string]any) (PackedIntLayout, CodecTensor, []byte) {
+	t.Helper()
+	var w CodecTensor
+	var shape []int64
+	if c["packed"].(bool) {
+		w = f.ct(p + "weight_packed")
+		sb := f.get(p + "weight_shape").Data
+		shape = []int64{int64(binary.LittleEndian.Uint64(sb)), int64(binary.LittleEndian.Uint64(sb[8:]))}
+	} else {
+		w = f.ct(p + "weight")
+	}
+	var zp *CodecTensor
+	var zpData []byte
+	if _, ok := f.tensors[p+"weight_zero_point"]; ok {
+		z := f.ct(p + "weight_zero_point")
+		zp, zpData = &z, f.get(p+"weight_zero_point").Data
+	}
+	l, err := CheckPackedInt(w, shape, int(c["bits"].(float64)), f.ct(p+"weight_scale"), zp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, w, zpData
 }
 
 func TestPackedIntLayoutErrors(t *testing.T) {
@@ -168,25 +177,7 @@ func TestPackedIntGIdxUpstream(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := name + "."
-			var w CodecTensor
-			var shape []int64
-			if c["packed"].(bool) {
-				w = f.ct(p + "weight_packed")
-				sb := f.get(p + "weight_shape").Data
-				shape = []int64{int64(binary.LittleEndian.Uint64(sb)), int64(binary.LittleEndian.Uint64(sb[8:]))}
-			} else {
-				w = f.ct(p + "weight")
-			}
-			var zp *CodecTensor
-			var zpData []byte
-			if _, ok := f.tensors[p+"weight_zero_point"]; ok {
-				z := f.ct(p + "weight_zero_point")
-				zp, zpData = &z, f.get(p+"weight_zero_point").Data
-			}
-			l, err := CheckPackedInt(w, shape, int(c["bits"].(float64)), f.ct(p+"weight_scale"), zp)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l, w, zpData := packedFixtureCase(t, f, p, c)
 			if err := l.CheckGIdx(f.ct(p + "weight_g_idx")); err != nil {
 				t.Fatal(err)
 			}
