@@ -156,6 +156,13 @@ func load(ctx context.Context, ck *statedict.Checkpoint, cfg *config) (*Model, e
 	if err != nil {
 		return nil, err
 	}
+	// A weight read dequantized: the digest saved under its name is of
+	// its stored codes (ckpt.Check checks those), not of the values loaded.
+	for _, t := range ck.Tensors {
+		if t.QuantStored != nil {
+			delete(saved, t.Name)
+		}
+	}
 	var cpu, gpu bool
 	for _, u := range plan.Devices() {
 		switch u.Device.Type {

@@ -164,6 +164,9 @@ func (sc *sourceChecks) tensorReader(ctx context.Context, t *statedict.Tensor, c
 		// values, under the same name.
 		hasDg = false
 	}
+	if err := sc.checkStored(ctx, t); err != nil {
+		return nil, nil, err
+	}
 	if hasDg && !inOrder {
 		// Not a layout ckpt writes digests for; check it apart.
 		if err := checkDigestApart(ctx, t, want); err != nil {
@@ -190,6 +193,31 @@ func (sc *sourceChecks) tensorReader(ctx context.Context, t *statedict.Tensor, c
 		io.Reader
 		io.Closer
 	}{cr, rc}, cr, nil
+}
+
+// checkStored verifies the stored tensors a dequantized weight is read
+// from (codes, scales: QuantStored.StoredTensors) against their CRC32s
+// and recorded digests, by reading them apart before the weight's values
+// are read: the dequantizer reads the codes by ranges, not in one stream.
+func (sc *sourceChecks) checkStored(ctx context.Context, t *statedict.Tensor) error {
+	for _, st := range t.QuantStored.StoredTensors() {
+		if st.Storage == nil {
+			continue
+		}
+		if err := sc.checkStorageCRC(ctx, st.Storage, st.Name); err != nil {
+			return err
+		}
+		ds, err := verify.FileDigests(sc.ck, st.Storage, sc.digests)
+		if err != nil {
+			return &TensorError{Name: st.Name, Err: err}
+		}
+		if want, ok := ds[st.Name]; ok {
+			if err := checkDigestApart(ctx, st, want); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // storageReader returns a storage's bytes little-endian
@@ -221,7 +249,21 @@ func (sc *sourceChecks) storageReader(ctx context.Context, s *statedict.Storage)
 		rc.Close()
 		return nil, nil, &TensorError{Name: s.Record, Err: err}
 	}
+	if s.Derived() {
+		// Computed (--quantize's codes and scales): a digest the file
+		// recorded under the same name is of the input's values.
+		ds = nil
+	}
 	for _, t := range sc.users[s] {
+		if t.QuantStored != nil {
+			// A dequantized weight: the digest recorded under its name
+			// is of its codes; those are checked apart.
+			if err := sc.checkStored(ctx, t); err != nil {
+				rc.Close()
+				return nil, nil, err
+			}
+			continue
+		}
 		want, ok := ds[t.Name]
 		if !ok {
 			continue

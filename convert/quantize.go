@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -119,46 +120,153 @@ func (r companionAt) ReadAt(p []byte, off int64) (int, error) {
 	return bytes.NewReader(r.j.q.Companion(r.i)).ReadAt(p, off)
 }
 
-// rowReader reads rows of a contiguous little-endian float tensor.
-func rowReader(t *statedict.Tensor, cols int64) (quant.RowReader, string) {
+// sourceRows reads the rows of a weight --quantize quantizes, as float32:
+// the first pass (the quantizer's Prepare, which asks for every row once,
+// in ascending ranges) streams the tensor through the checked read every
+// convert read goes through (sourceChecks.tensorReader: the input's
+// CRC32 and recorded digest computed as the bytes pass, compared at the
+// end), so damaged input fails the conversion with the error a plain
+// convert gives; the second pass (the codes, in chunks, any order) reads
+// the same rows in place through the storage's ReaderAt. Neither holds
+// more than the rows asked for.
+type sourceRows struct {
+	ctx    context.Context
+	t      *statedict.Tensor
+	sc     *sourceChecks
+	cols   int64
+	es     int64
+	rows   int64
+	bufs   sync.Pool
+	mu     sync.Mutex
+	cond   *sync.Cond
+	next   int64 // the first row the stream has not given
+	rc     io.ReadCloser
+	cr     *checkedReader
+	done   bool // the stream was read to its end and verified
+	err    error
+	raOnce sync.Once
+	ra     io.ReaderAt
+	raErr  error
+}
+
+// rowReader returns the RowReader of a contiguous little-endian float
+// tensor, or why it cannot be read by rows.
+func rowReader(ctx context.Context, sc *sourceChecks, t *statedict.Tensor, cols int64) (quant.RowReader, string) {
 	if !t.IsContiguous() || t.Storage == nil || t.Storage.BigEndian && t.DType.Size() > 1 {
 		return nil, "not a contiguous little-endian tensor"
 	}
-	var (
-		once sync.Once
-		ra   io.ReaderAt
-		err  error
-	)
-	es := int64(t.DType.Size())
-	begin, _ := t.Span()
-	bufs := sync.Pool{New: func() any { return new([]byte) }}
-	return func(dst []float32, r0, r1 int64) error {
-		once.Do(func() { ra, err = t.Storage.ReaderAt() })
+	s := &sourceRows{ctx: ctx, t: t, sc: sc, cols: cols, es: int64(t.DType.Size()), rows: t.NumEl() / max(cols, 1)}
+	s.cond = sync.NewCond(&s.mu)
+	s.bufs.New = func() any { return new([]byte) }
+	return s.read, ""
+}
+
+func (s *sourceRows) read(dst []float32, r0, r1 int64) error {
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	n := (r1 - r0) * s.cols * s.es
+	if int64(cap(*bp)) < n {
+		*bp = make([]byte, n)
+	}
+	b := (*bp)[:n]
+	streamed, err := s.stream(b, r0, r1)
+	if err != nil {
+		return err
+	}
+	if !streamed {
+		if err := s.readAt(b, r0); err != nil {
+			return err
+		}
+	}
+	dtype.DecodeFloat32(s.t.DType, dst, b)
+	return nil
+}
+
+// stream fills b with rows [r0, r1) from the checked stream when they are
+// its next rows (waiting for the ranges before them), and reports false
+// once the stream is done or for rows it has passed.
+func (s *sourceRows) stream(b []byte, r0, r1 int64) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.done && s.err == nil && r0 > s.next {
+		s.cond.Wait()
+	}
+	if s.err != nil {
+		return false, s.err
+	}
+	if s.done || r0 < s.next {
+		return false, nil
+	}
+	defer s.cond.Broadcast()
+	if s.rc == nil {
+		rc, cr, err := s.sc.tensorReader(s.ctx, s.t, true)
 		if err != nil {
-			return &TensorError{Name: t.Name, Err: err}
+			s.err = err
+			return false, err
 		}
-		bp := bufs.Get().(*[]byte)
-		defer bufs.Put(bp)
-		n := (r1 - r0) * cols * es
-		if int64(cap(*bp)) < n {
-			*bp = make([]byte, n)
+		s.rc, s.cr = rc, cr
+	}
+	if _, err := io.ReadFull(ctxReader{s.ctx, s.rc}, b); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
 		}
-		b := (*bp)[:n]
-		if _, err := ra.ReadAt(b, begin+r0*cols*es); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return &TensorError{Name: t.Name, Err: err}
+		s.rc.Close()
+		s.err = &TensorError{Name: s.t.Name, Err: err}
+		return false, s.err
+	}
+	s.next = r1
+	if s.next >= s.rows {
+		s.rc.Close()
+		// Opened as a cast: the reader computed the digest itself.
+		if err := s.cr.verify(0); err != nil {
+			s.err = err
+			return false, err
 		}
-		dtype.DecodeFloat32(t.DType, dst, b)
+		s.done = true
+	}
+	return true, nil
+}
+
+// damagedInput returns the input's ErrDamaged error (the tensor whose
+// checksum failed) when err, a failure to write an output tensor, came
+// from it: --quantize reads its input while it computes a stored tensor
+// the writer is reading, and the refusal should read as a plain
+// convert's, not as a failure to write that tensor. nil otherwise.
+func damagedInput(err error) error {
+	var te *TensorError
+	if !errors.Is(err, ErrDamaged) || !errors.As(err, &te) {
 		return nil
-	}, ""
+	}
+	for {
+		var inner *TensorError
+		if !errors.As(te.Err, &inner) {
+			return te
+		}
+		te = inner
+	}
+}
+
+// readAt reads rows from r0 in place (the second pass).
+func (s *sourceRows) readAt(b []byte, r0 int64) error {
+	s.raOnce.Do(func() { s.ra, s.raErr = s.t.Storage.ReaderAt() })
+	if s.raErr != nil {
+		return &TensorError{Name: s.t.Name, Err: s.raErr}
+	}
+	begin, _ := s.t.Span()
+	if _, err := s.ra.ReadAt(b, begin+r0*s.cols*s.es); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return &TensorError{Name: s.t.Name, Err: err}
+	}
+	return nil
 }
 
 // applyQuantize returns a copy of ck whose quantizable weights are
 // replaced by the scheme's stored tensors, and the report. The copy has no
 // object tree (a .pth output is a flat state dict).
-func (c *config) applyQuantize(ck *statedict.Checkpoint) (*statedict.Checkpoint, error) {
+func (c *config) applyQuantize(ctx context.Context, ck *statedict.Checkpoint) (*statedict.Checkpoint, error) {
+	src := c.checks // the input's checks, which the source rows stream through
 	spec := *c.quantize
 	rep := &QuantizeReport{Scheme: spec.Scheme, Skipped: []Dropped{}}
 	names := map[string]bool{}
@@ -176,7 +284,7 @@ func (c *config) applyQuantize(ck *statedict.Checkpoint) (*statedict.Checkpoint,
 		var read quant.RowReader
 		if why == "" {
 			var w string
-			if read, w = rowReader(t, q.Cols()); w != "" {
+			if read, w = rowReader(ctx, src, t, q.Cols()); w != "" {
 				why = quant.Skip(w)
 			}
 		}
@@ -340,7 +448,7 @@ func (c *config) convertQuantized(ctx context.Context, o output, ck *statedict.C
 	if err := c.checkQuantConfig(cfgPath); err != nil {
 		return nil, err
 	}
-	qck, err := c.applyQuantize(ck)
+	qck, err := c.applyQuantize(ctx, ck)
 	if err != nil {
 		return nil, err
 	}

@@ -244,6 +244,9 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 		rc.Close()
 		total += n
 		if err != nil {
+			if d := damagedInput(err); d != nil {
+				return 0, d
+			}
 			return 0, writeErr(tmp.final, err)
 		}
 		v, err := dg.Sum()
@@ -386,6 +389,9 @@ func (c *config) writePth(ctx context.Context, w io.Writer, items []*item, value
 		err = zw.WriteRecord("data/"+s.key, s.nbytes(), rc)
 		rc.Close()
 		if err != nil {
+			if d := damagedInput(err); d != nil {
+				return 0, d
+			}
 			return 0, err
 		}
 		if err := cr.verify(0); err != nil {

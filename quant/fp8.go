@@ -79,7 +79,7 @@ func (l *fp8Layout) Plan(tensors []Stored) ([]*Group, error) {
 		if l.fmt != dtype.Invalid && t.DType != l.fmt {
 			return nil, &Error{Scheme: "fp8", Tensor: t.Name, Err: fmt.Errorf("%w: stored as %s, the config says %s", ErrUnknownLayout, t.DType, l.fmt)}
 		}
-		c, err := newGrid(t, sc, l.block[0], l.block[1], dtype.Float32)
+		c, err := newStackedGrid(t, sc, l.block[0], l.block[1], dtype.Float32)
 		if err != nil {
 			return nil, &Error{Scheme: "fp8", Tensor: t.Name, Err: err}
 		}

@@ -1,6 +1,9 @@
 package quant
 
 import (
+	"encoding/binary"
+	"fmt"
+
 	"github.com/ckpt-dev/ckpt/dtype"
 )
 
@@ -27,8 +30,14 @@ import (
 // compressors/pack_quantized/base.py decompress, pack_quantized/helpers.py
 // pack_to_int32 / unpack_from_int32, compressors/naive_quantized/base.py,
 // quantization/lifecycle/forward_helpers.py _process_group / _dequantize.
-// Not handled: `weight_g_idx` (activation ordering) — a caller that finds
-// one must refuse the tensor.
+// Activation ordering: `weight_g_idx` I32 or I64 [in] gives each input
+// column its group (forward.py _process_quantization: the columns are
+// taken in argsort(g_idx) order, cut into groups of group_size, and put
+// back), so column c uses scale[row, g_idx[c]] (and that zero point); a
+// g_idx holding -1 is column order, as upstream's is_column_order, and a
+// channel or tensor-wide scale ignores it (dequantize infers no groups
+// from it). Every group must hold group_size columns (upstream's
+// equal-size groups); CheckGIdx and DequantRowsGIdx check it.
 
 // PackedIntLayout is a checked compressed-tensors integer weight.
 type PackedIntLayout struct {
@@ -39,6 +48,7 @@ type PackedIntLayout struct {
 	TensorWide bool // one scale (and zero point) for the whole tensor
 	ZeroPoint  int  // 0: symmetric; 1: int32 packed down the rows; 2: int8 as is
 	ScaleDType dtype.DType
+	GIdx       dtype.DType // weight_g_idx's dtype (Int32 or Int64); Invalid without one
 }
 
 const (
@@ -123,10 +133,82 @@ func equalInts(a, b []int) bool {
 // Shape is the logical weight's shape [Rows, Cols].
 func (l PackedIntLayout) Shape() []int64 { return []int64{int64(l.Rows), int64(l.Cols)} }
 
+// CheckGIdx validates weight_g_idx (activation ordering) for a checked
+// layout: I32 or I64 of shape [Cols]; its values are checked as they are
+// decoded (DequantRowsGIdx).
+func (l *PackedIntLayout) CheckGIdx(gIdx CodecTensor) error {
+	d, err := codecShape("compressed-tensors", gIdx, 1, dtype.Int32, dtype.Int64)
+	if err != nil {
+		return err
+	}
+	if d[0] != l.Cols {
+		return codecErr("compressed-tensors", gIdx, "shape %v, want [%d] (one group index per input column)", gIdx.Shape, l.Cols)
+	}
+	l.GIdx = gIdx.DType
+	return nil
+}
+
+// groupMap decodes weight_g_idx into each column's group, nil for column
+// order (no g_idx, a -1 in it, or a scale without groups). An index
+// outside [0, Groups), or a group not of Cols/Groups columns, is an
+// ErrCodecBuffer.
+func (l PackedIntLayout) groupMap(gIdx []byte) ([]int32, error) {
+	if l.GIdx == dtype.Invalid || l.TensorWide || l.Groups <= 1 {
+		return nil, nil
+	}
+	es := l.GIdx.Size()
+	if len(gIdx) != l.Cols*es {
+		return nil, fmt.Errorf("%w: weight_g_idx has %d bytes, want %d", ErrCodecBuffer, len(gIdx), l.Cols*es)
+	}
+	at := func(c int) int64 {
+		if es == 8 {
+			return int64(binary.LittleEndian.Uint64(gIdx[8*c:]))
+		}
+		return int64(int32(binary.LittleEndian.Uint32(gIdx[4*c:])))
+	}
+	for c := 0; c < l.Cols; c++ {
+		if at(c) == -1 {
+			return nil, nil // not set: column order, as upstream's is_column_order
+		}
+	}
+	m := make([]int32, l.Cols)
+	count := make([]int, l.Groups)
+	for c := range m {
+		g := at(c)
+		if g < 0 || g >= int64(l.Groups) {
+			return nil, fmt.Errorf("%w: weight_g_idx[%d] = %d, outside the %d groups", ErrCodecBuffer, c, g, l.Groups)
+		}
+		m[c] = int32(g)
+		count[g]++
+	}
+	for g, n := range count {
+		if n != l.Cols/l.Groups {
+			return nil, fmt.Errorf("%w: weight_g_idx gives group %d %d columns, want %d (groups of group_size)", ErrCodecBuffer, g, n, l.Cols/l.Groups)
+		}
+	}
+	return m, nil
+}
+
+// DequantRowsGIdx is DequantRows with weight_g_idx's data (activation
+// ordering; the layout's CheckGIdx set its dtype).
+func (l PackedIntLayout) DequantRowsGIdx(dst []float32, weight, scale, zeroPoint, gIdx []byte, r0, r1 int) error {
+	m, err := l.groupMap(gIdx)
+	if err != nil {
+		return err
+	}
+	return l.dequantRows(dst, weight, scale, zeroPoint, m, r0, r1)
+}
+
 // DequantRows decodes rows [r0, r1) into dst ((r1-r0)*Cols float32s)
 // from the whole weight, scale and zero-point data (zeroPoint nil when
-// symmetric).
+// symmetric), the columns' groups in order.
 func (l PackedIntLayout) DequantRows(dst []float32, weight, scale, zeroPoint []byte, r0, r1 int) error {
+	return l.dequantRows(dst, weight, scale, zeroPoint, nil, r0, r1)
+}
+
+// dequantRows decodes rows with each column's group from groupOf (nil:
+// column order).
+func (l PackedIntLayout) dequantRows(dst []float32, weight, scale, zeroPoint []byte, groupOf []int32, r0, r1 int) error {
 	wordsPerRow := codecCeilDiv(l.Cols*l.Bits, 32)
 	wantW := l.Rows * wordsPerRow * 4
 	if !l.Packed {
@@ -158,24 +240,27 @@ func (l PackedIntLayout) DequantRows(dst []float32, weight, scale, zeroPoint []b
 		}
 		sc := codecFloats(l.ScaleDType, scale[si*l.ScaleDType.Size():], l.Groups)
 		out := dst[(r-r0)*l.Cols : (r-r0+1)*l.Cols]
-		for g := 0; g < l.Groups; g++ {
-			var zp int32
+		zps := make([]int32, l.Groups)
+		for g := range zps {
 			switch l.ZeroPoint {
 			case zpInt8:
-				zp = int32(int8(zeroPoint[si+g]))
+				zps[g] = int32(int8(zeroPoint[si+g]))
 			case zpPacked:
-				zp = int32(codecField(zeroPoint, g*4, 4*l.Groups, r*l.Bits, l.Bits)) - off
+				zps[g] = int32(codecField(zeroPoint, g*4, 4*l.Groups, r*l.Bits, l.Bits)) - off
 			}
-			s := sc[g]
-			for c := g * gs; c < (g+1)*gs; c++ {
-				var q int32
-				if l.Packed {
-					q = int32(codecField(weight, r*wordsPerRow*4, 4, c*l.Bits, l.Bits)) - off
-				} else {
-					q = int32(int8(weight[r*l.Cols+c]))
-				}
-				out[c] = float32(q-zp) * s
+		}
+		for c := range out {
+			g := c / gs
+			if groupOf != nil {
+				g = int(groupOf[c])
 			}
+			var q int32
+			if l.Packed {
+				q = int32(codecField(weight, r*wordsPerRow*4, 4, c*l.Bits, l.Bits)) - off
+			} else {
+				q = int32(int8(weight[r*l.Cols+c]))
+			}
+			out[c] = float32(q-zps[g]) * sc[g]
 		}
 	}
 	return nil

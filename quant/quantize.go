@@ -67,6 +67,11 @@ func ParseQuantize(s string) (QuantizeSpec, error) {
 
 // RowReader reads rows [r0, r1) of a weight, seen as a 2-D matrix of
 // Rows x Cols (leading dimensions folded into rows), as float32 into dst.
+// It may be called from several goroutines. Prepare asks for every row
+// once, in ranges handed out in ascending order, each read by the
+// goroutine that took it before anything else it does: a reader may serve
+// that pass from one stream, in order (convert checks the input's
+// checksums so), making a range wait for the ranges before it.
 type RowReader func(dst []float32, r0, r1 int64) error
 
 // WeightQuantizer quantizes one weight into a scheme's stored tensors.
@@ -117,6 +122,9 @@ func NewQuantizer(spec QuantizeSpec, name string, dt dtype.DType, shape []int64,
 	if spec.Scheme == SchemeMXFP4 {
 		return newMXFP4Quantizer(name, shape)
 	}
+	if spec.Scheme == SchemeFP8Block && fusedExperts(name, shape) {
+		return newStackedFP8Block(name, shape, spec.Block)
+	}
 	if why := linearSkip(name); why != "" {
 		return nil, why
 	}
@@ -163,9 +171,10 @@ func linearSkip(name string) Skip {
 // ModuleOf is the module name of a weight ("a.b.weight" -> "a.b").
 func ModuleOf(name string) string { return strings.TrimSuffix(name, ".weight") }
 
-// PrepareParallel runs q.Prepare's per-chunk work on all cores: fn is
-// called for aligned row ranges covering [0, rows), each worker with its
-// own buffer of source values.
+// forRowChunks runs q.Prepare's per-chunk work on all cores: fn is
+// called for aligned row ranges covering [0, rows), handed out in
+// ascending order, each read (as RowReader says) before fn runs on it,
+// each worker with its own buffer of source values.
 func forRowChunks(q WeightQuantizer, read RowReader, fn func(src []float32, r0, r1 int64)) error {
 	rows, cols, align := q.Rows(), q.Cols(), q.RowAlign()
 	// chunk: whole aligned blocks, about 4 MiB of float32 each.

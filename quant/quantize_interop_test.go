@@ -18,8 +18,9 @@ import (
 // in torch (testdata/quantize_ref.py, sources cited there), on the same
 // bfloat16 input and requires ckpt's codes and scales to be the same
 // bytes; and the upstream dequantization of ckpt's output (DeepSeek's
-// weight_dequant, transformers' convert_moe_packed_tensors) to give the
-// float32 values of ckpt's own dequantizer, bit for bit.
+// weight_dequant, transformers' convert_moe_packed_tensors and, for fused
+// experts [E, out, in], Fp8Dequantize) to give the float32 values of
+// ckpt's own dequantizer, bit for bit.
 func TestQuantizeInteropUpstream(t *testing.T) {
 	const R, C = 128, 96
 	m := randMatrix(R*C, 7, dtype.BFloat16)
@@ -67,6 +68,7 @@ func TestQuantizeInteropUpstream(t *testing.T) {
 		{"fp8channel", QuantizeSpec{Scheme: SchemeFP8Channel}, "a.weight", []int64{R, C}},
 		{"nvfp4", QuantizeSpec{Scheme: SchemeNVFP4}, "a.weight", []int64{R, C}},
 		{"mxfp4", QuantizeSpec{Scheme: SchemeMXFP4}, "mlp.experts.down_proj", []int64{2, R / 2, C}},
+		{"fp8block3d", QuantizeSpec{Scheme: SchemeFP8Block, Block: [2]int64{32, 32}}, "model.layers.0.mlp.experts.gate_up_proj", []int64{4, R / 4, C}},
 	} {
 		q, skip := NewQuantizer(c.spec, c.name, dtype.BFloat16, c.shape, nil)
 		if skip != "" {
@@ -92,6 +94,7 @@ func TestQuantizeInteropUpstream(t *testing.T) {
 	for _, c := range []struct{ key, part string }{
 		{"fp8block", "codes"}, {"fp8block", "scale"}, {"fp8channel", "codes"}, {"fp8channel", "scale"},
 		{"nvfp4", "codes"}, {"nvfp4", "scale"}, {"mxfp4", "codes"}, {"mxfp4", "scale"},
+		{"fp8block3d", "codes"}, {"fp8block3d", "scale"},
 	} {
 		ours := mine[c.key][0]
 		if c.part == "scale" {
@@ -115,6 +118,17 @@ func TestQuantizeInteropUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	compareF32(t, "fp8block dequantized", got, read("fp8block_deq"))
+	// Fused experts [4, R/4, C], 32x32 blocks per expert, read back by
+	// the stacked codec: transformers' Fp8Dequantize of ckpt's output.
+	g3, err := newStackedGrid(Stored{Name: "e", DType: dtype.Float8E4M3FN, Shape: []int64{4, R / 4, C}},
+		Stored{Name: "e_scale_inv", DType: dtype.Float32, Shape: []int64{4, R / 4 / 32, C / 32}}, 32, 32, dtype.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g3.Dequantize(got, 0, mine["fp8block3d"][0], mine["fp8block3d"][1:]); err != nil {
+		t.Fatal(err)
+	}
+	compareF32(t, "fp8block3d dequantized", got, read("fp8block3d_deq"))
 	l := MXFP4Layout{Prefix: []int{2, C}, Groups: R / 2 / 32}
 	if err := l.DequantTransposedRows(got, mine["mxfp4"][0], mine["mxfp4"][1], 0, R); err != nil {
 		t.Fatal(err)

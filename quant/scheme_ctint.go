@@ -21,7 +21,8 @@ import (
 //
 // The integer value is (q - zp) * scale in the scale's dtype, as
 // forward_helpers.py _dequantize computes it. M.weight_g_idx (activation
-// ordering) is refused: ckpt does not reorder groups for these formats.
+// ordering, I32 or I64 [in]) gives each input column its group, as
+// forward.py's _process_quantization reorders them (packed.go).
 
 func init() {
 	RegisterCompressed("nvfp4-pack-quantized", nvfp4Quantized)
@@ -78,9 +79,6 @@ func packQuantized(m CompressedModule) (*Group, error) {
 	if a.Type != "" && a.Type != "int" {
 		return nil, fmt.Errorf("%w: %s with %s weights (integer weights are read)", ErrUnknownLayout, m.Format, a.Type)
 	}
-	if _, ok := m.Tensors[m.Prefix+"weight_g_idx"]; ok {
-		return nil, fmt.Errorf("%w: %s weight with weight_g_idx (activation ordering): ckpt does not reorder its groups (--raw keeps the stored tensors)", ErrUnknownLayout, m.Format)
-	}
 	scheme := "compressed-tensors " + m.Format
 	wname, consumed := "weight", []string(nil)
 	if m.Format == "pack-quantized" {
@@ -117,6 +115,20 @@ func packQuantized(m CompressedModule) (*Group, error) {
 	if err != nil {
 		return nil, codecError(scheme, w.Name, err)
 	}
+	gi := -1 // weight_g_idx's place among the companions
+	if g, ok := m.Tensors[m.Prefix+"weight_g_idx"]; ok {
+		if err := lay.CheckGIdx(codecTensor(g)); err != nil {
+			return nil, codecError(scheme, w.Name, err)
+		}
+		gi = len(comps)
+		comps = append(comps, g)
+	}
+	gIdx := func(comps [][]byte) []byte {
+		if gi < 0 || gi >= len(comps) {
+			return nil
+		}
+		return comps[gi]
+	}
 	bpr := int64(lay.Cols)
 	if lay.Packed {
 		bpr = int64(codecCeilDiv(lay.Cols*lay.Bits, 32) * 4)
@@ -130,14 +142,14 @@ func packQuantized(m CompressedModule) (*Group, error) {
 			if len(comps) < 2 {
 				return fmt.Errorf("%w: weight_zero_point", ErrCodecBuffer)
 			}
-			return roundRowsTo(round, dst, lay.DequantRows(dst, codes, comps[0], comps[1], r0, r1))
+			return roundRowsTo(round, dst, lay.DequantRowsGIdx(dst, codes, comps[0], comps[1], gIdx(comps), r0, r1))
 		}
 	} else {
 		c.dec = func(dst []float32, codes []byte, comps [][]byte, r0, r1 int) error {
 			sub := lay
 			sub.Rows = r1 - r0
 			sc, z := comps[0], []byte(nil)
-			if len(comps) > 1 {
+			if zp != nil && len(comps) > 1 {
 				z = comps[1]
 			}
 			if !lay.TensorWide {
@@ -150,7 +162,7 @@ func packQuantized(m CompressedModule) (*Group, error) {
 					z = z[r0*lay.Groups : r1*lay.Groups]
 				}
 			}
-			return roundRowsTo(round, dst, sub.DequantRows(dst, codes, sc, z, 0, r1-r0))
+			return roundRowsTo(round, dst, sub.DequantRowsGIdx(dst, codes, sc, z, gIdx(comps), 0, r1-r0))
 		}
 	}
 	desc := "per channel"
@@ -163,6 +175,9 @@ func packQuantized(m CompressedModule) (*Group, error) {
 	sym := "symmetric"
 	if zp != nil {
 		sym = "zero points in weight_zero_point"
+	}
+	if gi >= 0 {
+		desc += ", activation order in weight_g_idx"
 	}
 	return &Group{Name: m.Prefix + "weight", DType: m.DType, Shape: lay.Shape(), Weight: w, Companions: comps, Consumed: consumed, Codec: c,
 		Scheme: fmt.Sprintf("%s int%d, %s, %s, scales in weight_scale", scheme, lay.Bits, desc, sym)}, nil

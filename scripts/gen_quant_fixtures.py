@@ -231,6 +231,83 @@ def gen_packed():
     save("packed", t, cases=json.dumps(meta))
 
 
+# --- compressed-tensors activation ordering (weight_g_idx) ------------------
+# quantization/lifecycle/forward.py _process_quantization, GROUP strategy
+# with g_idx (no -1 in it): perm = argsort(g_idx), the columns taken in
+# that order, unflattened into groups of group_size, _dequantize per group
+# (x_q - zp in the scale's dtype, times the scale), flattened, cast to the
+# output dtype, and put back by index_select(-1, argsort(perm)). dequantize
+# infers the GROUP strategy from a scale [out, G] with G > 1 (args=None, as
+# pack-quantized's and int-quantized's decompress_weight call it, passing
+# weight_g_idx). A g_idx holding -1 is column order (is_column_order).
+# Quantized as GPTQ's act-order leaves it (llm-compressor's GPTQModifier
+# with actorder): the i-th column in activation order goes to group i //
+# group_size.
+def ct_dequantize_gidx(x_q, scale, zero_point, g_idx, group_size, dtype):
+    if (g_idx == -1).any():
+        return ct_dequantize(x_q, scale, zero_point, dtype=dtype, group_size=group_size)
+    perm = torch.argsort(g_idx)
+    x = x_q.index_select(-1, perm).unflatten(-1, (x_q.shape[-1] // group_size, group_size))
+    v = x.to(scale.dtype)
+    if zero_point is not None:
+        v = v - zero_point.unsqueeze(-1).to(scale.dtype)
+    v = (v * scale.unsqueeze(-1)).flatten(start_dim=-2).to(dtype)
+    return v.index_select(-1, torch.argsort(perm))
+
+
+def gen_packed_gidx():
+    torch.manual_seed(3211)
+    cases = [
+        # name, bits, group, symmetric, scale dtype, packed, g_idx dtype, column order (-1)
+        ("w4g16asym", 4, 16, False, torch.bfloat16, True, torch.int32, False),
+        ("w4g32sym", 4, 32, True, torch.float16, True, torch.int64, False),
+        ("w8g16int", 8, 16, False, torch.bfloat16, False, torch.int32, False),
+        ("w4g16unset", 4, 16, True, torch.bfloat16, True, torch.int32, True),
+    ]
+    out, inn = 7, 64
+    t, meta = {}, {}
+    for name, bits, gs, sym, sdt, packed, gdt, unset in cases:
+        w = torch.randn(out, inn)
+        order = torch.randperm(inn)  # activation order: the column taken k-th is order[k]
+        g_idx = torch.empty(inn, dtype=torch.int64)
+        g_idx[order] = torch.arange(inn) // gs
+        if unset:
+            g_idx = torch.full((inn,), -1, dtype=torch.int64)
+        grp = g_idx if not unset else torch.arange(inn) // gs
+        G = inn // gs
+        wg = torch.stack([w[:, grp == g] for g in range(G)], dim=1)  # [out, G, gs]
+        qmin, qmax = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        if sym:
+            scale = (wg.abs().amax(-1) / qmax).to(sdt)
+            zp = torch.zeros_like(scale, dtype=torch.int8)
+        else:
+            lo, hi = wg.amin(-1).clamp(max=0), wg.amax(-1).clamp(min=0)
+            scale = ((hi - lo) / (qmax - qmin)).to(sdt)
+            zp = torch.clamp(torch.round(qmin - lo / scale.float()), qmin, qmax).to(torch.int8)
+        q = torch.clamp(torch.round(w / scale.float()[:, grp] + zp[:, grp]), qmin, qmax).to(torch.int8)
+        off = 1 << (bits - 1)
+        if packed:
+            t[name + ".weight_packed"] = pack_le(q.to(torch.int64) + off, bits)
+            t[name + ".weight_shape"] = torch.tensor([out, inn], dtype=torch.int64)
+            zpu = None
+            if not sym:
+                t[name + ".weight_zero_point"] = pack_le((zp.to(torch.int64) + off).t(), bits).t()
+                zpu = (unpack_le(t[name + ".weight_zero_point"].t(), bits, out) - off).t().to(torch.int8)
+            qu = (unpack_le(t[name + ".weight_packed"], bits, inn) - off).to(torch.int8)
+        else:
+            t[name + ".weight"] = q
+            qu, zpu = q, None
+            if not sym:
+                t[name + ".weight_zero_point"] = zp
+                zpu = zp
+        t[name + ".weight_scale"] = scale
+        t[name + ".weight_g_idx"] = g_idx.to(gdt)
+        t[name + ".expected"] = ct_dequantize_gidx(qu, scale.float(), zpu, g_idx, gs, torch.float32)
+        t[name + ".expected_native"] = ct_dequantize_gidx(qu, scale, zpu, g_idx, gs, scale.dtype)
+        meta[name] = json.dumps({"bits": bits, "group_size": gs, "symmetric": sym, "packed": packed})
+    save("packed_gidx", t, cases=json.dumps(meta))
+
+
 # --- GPTQ ---------------------------------------------------------------------
 # AutoGPTQ auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py (pack; the torch
 # dequantization of forward: zeros + 1, scales[g_idx] * (weight - zeros[g_idx]))
@@ -470,3 +547,4 @@ if __name__ == "__main__":
     gen_awq()
     gen_bnb()
     gen_mlx()
+    gen_packed_gidx()  # seeds itself: the fixtures above stay as they were

@@ -27,6 +27,21 @@ type QuantStored struct {
 	Shape      []int64     `json:"shape"`              // the stored codes' shape
 	Companions []string    `json:"companions"`         // scales (and zero points), consumed
 	Consumed   []string    `json:"consumed,omitempty"` // other stored tensors used up (activation scales)
+
+	stored []*Tensor // the codes, the companions, then the consumed tensors, as stored
+}
+
+// StoredTensors returns the tensors as the checkpoint stores them that
+// the dequantized weight stands for: the codes first, then the
+// companions, then the other tensors it consumed (activation scales),
+// each read as stored (Tensor.Raw, Open). A checksum the file records for
+// them (a zip record's CRC32, ckpt's per-tensor digest) is of these
+// bytes, not of the values the weight reads as.
+func (q *QuantStored) StoredTensors() []*Tensor {
+	if q == nil {
+		return nil
+	}
+	return append([]*Tensor(nil), q.stored...)
 }
 
 // QuantizationInfo is what a checkpoint's quantization scheme made of it.
@@ -157,13 +172,18 @@ func applyQuant(ck *Checkpoint, p string, isDir bool, cfg *config) error {
 	for _, g := range plan.Groups {
 		w := byName[g.Weight.Name]
 		src := &quantSource{codes: w, codec: g.Codec, dt: g.DType, numel: quant.Stored{Shape: g.Shape}.NumEl(), name: g.Name}
-		qs := &QuantStored{Scheme: g.Scheme, Method: plan.Method, DType: w.DType, DTypeName: w.DType.String(), Shape: w.Shape, Consumed: g.Consumed}
+		qs := &QuantStored{Scheme: g.Scheme, Method: plan.Method, DType: w.DType, DTypeName: w.DType.String(), Shape: w.Shape, Consumed: g.Consumed,
+			stored: []*Tensor{w}}
 		for _, c := range g.Companions {
 			src.comps = append(src.comps, byName[c.Name])
 			qs.Companions = append(qs.Companions, c.Name)
+			qs.stored = append(qs.stored, byName[c.Name])
 			drop[c.Name] = true
 		}
 		for _, c := range g.Consumed {
+			if t := byName[c]; t != nil {
+				qs.stored = append(qs.stored, t)
+			}
 			drop[c] = true
 		}
 		if src.numel < 0 || src.numel > (1<<62)/int64(g.DType.Size()) {

@@ -9,9 +9,9 @@ import (
 )
 
 // checkChunks recomputes the CRC32 of every chunk of a DCP checkpoint's
-// tensors (Tensor.VerifyChunks), adding them to rep.
-func checkChunks(ctx context.Context, ck *statedict.Checkpoint, rep *CheckReport, covered map[string]bool) error {
-	for _, t := range ck.Tensors {
+// tensors (Check's stored units) (Tensor.VerifyChunks), adding them to rep.
+func checkChunks(ctx context.Context, tensors []*statedict.Tensor, rep *CheckReport, covered map[string]bool) error {
+	for _, t := range tensors {
 		if t.Chunks() == nil {
 			continue
 		}

@@ -68,27 +68,31 @@ func FileDigests(ck *statedict.Checkpoint, s *statedict.Storage, cache map[strin
 // directory, the record of each chunk), and the
 // xxh64c digest ckpt records for each tensor of a safetensors file. A
 // mismatch is reported by tensor name; tensors no checksum covers are
-// listed as unverified. The error is for failures to read, not for
-// mismatches.
+// listed as unverified. A weight of a quantized release, read as its
+// dequantized values, is checked by the tensors it is stored as
+// (statedict.QuantStored.StoredTensors: codes, scales), whose bytes the
+// checksums are of, and reported under their stored names. The error is
+// for failures to read, not for mismatches.
 func Check(ctx context.Context, ck *statedict.Checkpoint, opts ...CheckOption) (*CheckReport, error) {
 	var cfg checkConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
 	rep := &CheckReport{Unverified: []string{}, Mismatches: []Mismatch{}}
-	report, err := checkProgress(ck, cfg.progress)
+	tensors, storages := storedUnits(ck)
+	report, err := checkProgress(ck, tensors, storages, cfg.progress)
 	if err != nil {
 		return nil, err
 	}
 	users := map[*statedict.Storage][]string{}
-	for _, t := range ck.Tensors {
+	for _, t := range tensors {
 		if t.Storage != nil {
 			users[t.Storage] = append(users[t.Storage], t.Name)
 		}
 	}
 	covered := map[string]bool{}
 	cache := map[string]map[string]digest.Value{}
-	for _, s := range ck.Storages {
+	for _, s := range storages {
 		if !s.HasCRC {
 			continue
 		}
@@ -107,7 +111,7 @@ func Check(ctx context.Context, ck *statedict.Checkpoint, opts ...CheckOption) (
 			}
 		}
 	}
-	for _, t := range ck.Tensors {
+	for _, t := range tensors {
 		if t.Storage == nil {
 			continue
 		}
@@ -135,10 +139,10 @@ func Check(ctx context.Context, ck *statedict.Checkpoint, opts ...CheckOption) (
 				Detail: fmt.Sprintf("recorded %s, computed %s", want, got)})
 		}
 	}
-	if err := checkChunks(ctx, ck, rep, covered); err != nil {
+	if err := checkChunks(ctx, tensors, rep, covered); err != nil {
 		return nil, err
 	}
-	for _, t := range ck.Tensors {
+	for _, t := range tensors {
 		if !covered[t.Name] {
 			rep.Unverified = append(rep.Unverified, t.Name)
 		}
@@ -163,18 +167,18 @@ func WithCheckProgress(fn func(done, total int64)) CheckOption {
 // checkProgress returns the function Check reports bytes read to: a no-op
 // without fn, otherwise one that adds to a running count of the total
 // Check will read.
-func checkProgress(ck *statedict.Checkpoint, fn func(done, total int64)) (func(int64), error) {
+func checkProgress(ck *statedict.Checkpoint, tensors []*statedict.Tensor, storages []*statedict.Storage, fn func(done, total int64)) (func(int64), error) {
 	if fn == nil {
 		return func(int64) {}, nil
 	}
 	var total int64
-	for _, s := range ck.Storages {
+	for _, s := range storages {
 		if s.HasCRC {
 			total += max(s.NBytes, 0)
 		}
 	}
 	cache := map[string]map[string]digest.Value{}
-	for _, t := range ck.Tensors {
+	for _, t := range tensors {
 		if t.Storage == nil {
 			continue
 		}

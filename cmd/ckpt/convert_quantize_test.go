@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -217,5 +221,154 @@ func TestConvertQuantizeRefusals(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "quantized: 1 weights to fp8-block") || !strings.Contains(stdout, "kept model.layers.0.self_attn.q_proj.weight") {
 		t.Errorf("--ignore: %s", stdout)
+	}
+}
+
+// TestConvertQuantizeDamagedInput: under --quantize the weights are read
+// through the checked read every convert read goes through: one byte
+// flipped in a weight the scheme quantizes (its recorded digest then
+// disagrees) is refused with the line a plain convert gives, and nothing
+// is written, for each scheme.
+func TestConvertQuantizeDamagedInput(t *testing.T) {
+	src, _, _ := quantizeInput(t)
+	in := filepath.Join(t.TempDir(), "in.safetensors")
+	if code, _, errs := runCLI(t, "convert", src, in); code != 0 { // records digests
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	// Clean, every output takes it: the codes written under a weight's
+	// name are not held to the digest the input recorded for its values.
+	for _, out := range []string{"c.safetensors", "c.pth"} {
+		if code, _, errs := runCLI(t, "convert", in, filepath.Join(t.TempDir(), out), "--quantize", "fp8-channel"); code != 0 {
+			t.Fatalf("clean input to %s: exit %d: %s", out, code, errs)
+		}
+	}
+	data, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := safetensors.Parse(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "model.layers.0.mlp.up_proj.weight"
+	ti, ok := h.Lookup(name)
+	if !ok {
+		t.Fatal(name + " not found")
+	}
+	// A byte near the end: the damage is found once the whole tensor has
+	// streamed by, not from its first rows.
+	data[h.DataOffset+ti.End-3] ^= 0x10
+	if err := os.WriteFile(in, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	code, _, plain := runCLI(t, "convert", in, filepath.Join(dir, "plain.safetensors"))
+	if code != 1 || !strings.Contains(plain, name) || !strings.Contains(plain, "digest") || strings.Count(plain, "\n") != 1 {
+		t.Fatalf("plain convert of the damaged input: exit %d, %q", code, plain)
+	}
+	for _, scheme := range []string{"fp8-block", "fp8-channel", "nvfp4"} {
+		for _, out := range []string{"q.safetensors", "q.pth", "q.safetensors.index.json"} {
+			o := filepath.Join(dir, out)
+			code, _, errs := runCLI(t, "convert", in, o, "--quantize", scheme)
+			if code != 1 || errs != strings.ReplaceAll(plain, filepath.Join(dir, "plain.safetensors"), o) {
+				t.Errorf("--quantize %s to %s: exit %d, %q; want the plain convert's %q", scheme, out, code, errs, plain)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+				t.Errorf("--quantize %s to %s: left %d entries", scheme, out, len(ents))
+			}
+		}
+	}
+}
+
+// TestConvertQuantizeFusedExperts: --quantize fp8-block takes fused MoE
+// experts [E, out, in] (transformers' FP8Experts layout: the scale keeps
+// the expert dimension), and the output reads back, dequantized, as the
+// input's shape and values within e4m3's half step (and bfloat16's, the
+// logical dtype without a torch_dtype), or the largest block's subnormal
+// half step (11/448 * 2^-10 < 3e-5); the experts differ in magnitude by
+// 16x, so a scale applied to the wrong expert is far
+// outside that bound.
+func TestConvertQuantizeFusedExperts(t *testing.T) {
+	const name = "model.layers.0.mlp.experts.gate_up_proj"
+	rng := rand.New(rand.NewPCG(5, 6))
+	v := make([]float32, 3*256*128)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64()) * 0.01 * float32(math.Pow(16, float64(i/(256*128))))
+	}
+	in := filepath.Join(t.TempDir(), "in.safetensors")
+	writeSafetensorsF32(t, in, map[string][]float32{name: v}, map[string][]int64{name: {3, 256, 128}})
+	out := filepath.Join(t.TempDir(), "q") + string(os.PathSeparator)
+	if code, _, errs := runCLI(t, "convert", in, out, "--to", "safetensors", "--quantize", "fp8-block"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	raw, err := statedict.Open(out, statedict.WithRaw())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	w, s := raw.Tensor(name), raw.Tensor(name+"_scale_inv")
+	if w == nil || s == nil || w.DType.String() != "float8_e4m3fn" || fmt.Sprint(w.Shape) != "[3 256 128]" || fmt.Sprint(s.Shape) != "[3 2 1]" {
+		t.Fatalf("stored %v, scale %v", w, s)
+	}
+	if code, stdout, errs := runCLI(t, "verify", out); code != 0 {
+		t.Fatalf("verify: exit %d: %s%s", code, stdout, errs)
+	}
+	back := filepath.Join(t.TempDir(), "back.safetensors")
+	if code, _, errs := runCLI(t, "convert", out, back, "--dtype", "float32"); code != 0 {
+		t.Fatalf("read back: exit %d: %s", code, errs)
+	}
+	if code, stdout, errs := runCLI(t, "verify", back, in, "--rtol", "0.067", "--atol", "3e-5"); code != 0 {
+		t.Fatalf("read back vs input: exit %d: %s%s", code, stdout, errs)
+	}
+}
+
+// TestConvertDequantizeChecksStored: converting a quantized release ckpt
+// wrote (digests recorded of its codes and scales) reads each weight
+// dequantized, checking its stored tensors against those digests: clean,
+// every output takes it; one byte flipped in a code or in a scale is
+// refused naming that stored tensor, nothing written.
+func TestConvertDequantizeChecksStored(t *testing.T) {
+	src, _, _ := quantizeInput(t)
+	q := filepath.Join(t.TempDir(), "q") + string(os.PathSeparator)
+	if code, _, errs := runCLI(t, "convert", src, q, "--to", "safetensors", "--quantize", "fp8-block"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, out := range []string{"c.safetensors", "c.pth"} {
+		if code, _, errs := runCLI(t, "convert", q, filepath.Join(t.TempDir(), out)); code != 0 {
+			t.Fatalf("clean release to %s: exit %d: %s", out, code, errs)
+		}
+	}
+	file := filepath.Join(q, "model.safetensors")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := safetensors.Parse(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.up_proj.weight_scale_inv"} {
+		ti, ok := h.Lookup(name)
+		if !ok {
+			t.Fatal(name + " not stored")
+		}
+		bad := bytes.Clone(data)
+		bad[h.DataOffset+ti.Begin+2] ^= 0x01
+		if err := os.WriteFile(file, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, out := range []string{"d.safetensors", "d.pth"} {
+			dir := t.TempDir()
+			code, _, errs := runCLI(t, "convert", q, filepath.Join(dir, out))
+			if code != 1 || !strings.Contains(errs, strconv.Quote(name)+": convert: input is damaged") || strings.Count(errs, "\n") != 1 {
+				t.Errorf("%s flipped, to %s: exit %d, %q", name, out, code, errs)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+				t.Errorf("%s flipped, to %s: left %d entries", name, out, len(ents))
+			}
+		}
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

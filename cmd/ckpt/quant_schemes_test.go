@@ -98,6 +98,11 @@ func schemeCases() []schemeCase {
 	}
 	pg := "model.layers.0.mlp.gate_proj."
 	aw := "model.layers.0.mlp.down_proj."
+	// Activation ordering (compressed-tensors weight_g_idx): the
+	// packed_gidx fixture's cases.
+	act := func(c, format string) [][2]string {
+		return append(pk(c, format), [2]string{pg + "weight_g_idx", c + ".weight_g_idx"})
+	}
 	return []schemeCase{
 		{name: "mxfp4", fixture: "mxfp4", tensors: mxT, logical: mx, expected: "expected_native", scheme: "mxfp4 (gpt-oss)", bad: mx + "_scales",
 			config: `{"torch_dtype": "bfloat16", "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}}`},
@@ -114,6 +119,12 @@ func schemeCases() []schemeCase {
 			logical: pg + "weight", expected: "w8chsym.expected_native", scheme: "pack-quantized int8, per channel", bad: pg + "weight_scale"},
 		{name: "int-quantized w8", fixture: "packed", config: ctPacked("bfloat16", "int-quantized", 8, "channel", 0, false), tensors: pk("w8int", "int"),
 			logical: pg + "weight", expected: "w8int.expected_native", scheme: "int-quantized int8, per channel, zero points", bad: pg + "weight_zero_point"},
+		{name: "pack-quantized w4 g16 asym act-order", fixture: "packed_gidx", config: ctPacked("bfloat16", "pack-quantized", 4, "group", 16, false), tensors: act("w4g16asym", ""),
+			logical: pg + "weight", expected: "w4g16asym.expected_native", scheme: "pack-quantized int4, groups of 16, activation order in weight_g_idx, zero points", bad: pg + "weight_g_idx"},
+		{name: "pack-quantized w4 g32 sym act-order int64", fixture: "packed_gidx", config: ctPacked("float16", "pack-quantized", 4, "group", 32, true), tensors: act("w4g32sym", ""),
+			logical: pg + "weight", expected: "w4g32sym.expected_native", scheme: "pack-quantized int4, groups of 32, activation order in weight_g_idx, symmetric", bad: pg + "weight_g_idx"},
+		{name: "int-quantized w8 g16 act-order", fixture: "packed_gidx", config: ctPacked("bfloat16", "int-quantized", 8, "group", 16, false), tensors: act("w8g16int", "int"),
+			logical: pg + "weight", expected: "w8g16int.expected_native", scheme: "int-quantized int8, groups of 16, activation order in weight_g_idx, zero points", bad: pg + "weight_g_idx"},
 		gptqCase("b4v1", 4, false), gptqCase("b4v1act", 4, false), gptqCase("b3v1", 3, false), gptqCase("b2v2", 2, true), gptqCase("b8v2", 8, true),
 		{name: "awq", fixture: "awq", config: `{"torch_dtype": "float16", "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": true, "version": "gemm"}}`,
 			tensors: [][2]string{{aw + "qweight", "qweight"}, {aw + "qzeros", "qzeros"}, {aw + "scales", "scales"}},

@@ -77,8 +77,11 @@ type verifyReport struct {
 func runVerify(ctx context.Context, s *streams, o *verifyOptions, tol bool) error {
 	var open []ckpt.Option
 	if o.B == "" {
-		// The saved digests are of the bytes stored: a quantized
-		// release's codes, not the values they dequantize to.
+		// Check checks a dequantized weight by its stored codes and
+		// scales (QuantStored.StoredTensors), so an ordinary open gives
+		// the same report; the raw open is kept so that a release whose
+		// scheme ckpt refuses to dequantize still has its checksums
+		// verified.
 		open = append(open, ckpt.WithRaw())
 	}
 	a, err := ckpt.Open(ctx, o.A, open...)

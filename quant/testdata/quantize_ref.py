@@ -5,7 +5,9 @@ scales as upstream computes them, and the upstream dequantization of
 ckpt's own outputs (ckpt_*.bin) where given. Sources (read, not copied):
   fp8-block:   transformers src/transformers/integrations/finegrained_fp8.py,
                Fp8Quantize._quantize_one; dequant: DeepSeek-V3
-               inference/kernel.py weight_dequant (x.float() * s per block)
+               inference/kernel.py weight_dequant (x.float() * s per block);
+               fused experts [E, out, in]: the same file's FP8Experts
+               layout, Fp8Quantize (leading dims kept), Fp8Dequantize
   fp8-channel: compressed-tensors quantization/utils/helpers.py
                calculate_qparams; lifecycle/forward.py _quantize
   nvfp4:       compressed-tensors helpers.py generate_gparam and
@@ -46,6 +48,22 @@ save("fp8block_scale", (1.0 / sc).to(torch.float32))
 q = load("ckpt_fp8block_codes", F8, (R, C)).to(torch.float32).reshape(R // bm, bm, C // bn, bn)
 s = load("ckpt_fp8block_scale", torch.float32, (R // bm, C // bn))
 save("fp8block_deq", (q * s.unsqueeze(-1).unsqueeze(1)).reshape(R, C))
+
+# fp8-block of fused experts [4, R/4, C] (FP8Experts), 32x32 blocks per
+# expert: Fp8Quantize._quantize_one keeps the leading dimension; dequant:
+# Fp8Dequantize.convert (reshape(-1, rows/bm, bm, cols/bn, bn) times the
+# scales reshaped to (-1, rows/bm, cols/bn)).
+E, r3 = 4, R // 4
+v = x.to(torch.float32).reshape(E, r3, C).reshape(E, r3 // bm, bm, C // bn, bn)
+amax = v.abs().amax(dim=(-3, -1))
+safe = torch.where(amax > 0, amax, torch.ones_like(amax))
+sc = M / safe
+sc = torch.where(amax > 0, sc, torch.ones_like(sc))
+save("fp8block3d_codes", torch.clamp(v * sc.unsqueeze(-1).unsqueeze(-3), min=-M, max=M).to(F8).reshape(E, r3, C))
+save("fp8block3d_scale", (1.0 / sc).to(torch.float32))
+q = load("ckpt_fp8block3d_codes", F8, (E, r3, C)).to(torch.float32).reshape(-1, r3 // bm, bm, C // bn, bn)
+s = load("ckpt_fp8block3d_scale", torch.float32, (E, r3 // bm, C // bn)).reshape(-1, r3 // bm, C // bn)
+save("fp8block3d_deq", (q * s.unsqueeze(-1).unsqueeze(2)).reshape(E, r3, C))
 
 # fp8-channel
 mn = torch.min(torch.amin(x, dim=1, keepdim=True), torch.zeros(1, dtype=x.dtype))
