@@ -100,6 +100,7 @@ pair() {
 
 declare -A GB
 for g in $SIZES; do
+  has convert || has s3 || break
   bench_gen_pt "$PY" "$WORK/big-$g.pt" "$g"
   "$CK" convert "$WORK/big-$g.pt" "$WORK/big-$g.safetensors" >/dev/null
   GB[$g]=$(printf %.2f "$(echo "$(stat -c %s "$WORK/big-$g.pt") / 1000000000" | bc -l)")
@@ -175,6 +176,10 @@ if has gguf; then
   pair "safetensors -> GGUF Q8_0, 1.07 GB of float32" prep_gguf "C quantize_row_q8_0_ref loop" -- \
     "$CK" convert --sync "$IN" "$OUT/out.gguf" --gguf-type q8_0 --gguf-meta general.architecture=llama -- \
     "$WORK/ggufref" q q8_0 "$IN" "$off" "$OUT/out.q8"
+  # Each prep removed the other's output: both once more, then compared.
+  fresh
+  "$CK" convert "$IN" "$OUT/out.gguf" --gguf-type q8_0 --gguf-meta general.architecture=llama >/dev/null
+  "$WORK/ggufref" q q8_0 "$IN" "$off" "$OUT/out.q8"
   goff=$("$CK" inspect --json "$OUT/out.gguf" | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["gguf"]["data_offset"])')
   cmp -s -i "$goff:0" "$OUT/out.gguf" "$OUT/out.q8" || { echo "Q8_0: ckpt's data differs from the C loop's" >&2; exit 1; }
   GGUF_ROWS=("${ROWS[@]}")

@@ -70,13 +70,16 @@ func update(doc, block string, threshold float64) (string, []string, error) {
 		return "", nil, errNoMarkers
 	}
 	prev := doc[i+len(beginMark) : j]
-	regs := compare(ratios(prev), ratios(block), threshold)
+	before := ratios(prev)
+	regs := compare(before, ratios(block), threshold)
 	var b strings.Builder
 	b.WriteString(doc[:i+len(beginMark)])
 	b.WriteString("\n")
 	b.WriteString(strings.TrimSpace(block))
 	b.WriteString("\n\n")
-	if len(regs) == 0 {
+	if len(before) == 0 {
+		b.WriteString("No previous guard figures to compare with.\n")
+	} else if len(regs) == 0 {
 		fmt.Fprintf(&b, "No ratio more than %.0f%% above the previous guard run's.\n", threshold*100)
 	}
 	for _, r := range regs {

@@ -60,6 +60,10 @@ func TestUpdate(t *testing.T) {
 	if err != nil || len(regs) != 0 || !strings.Contains(out2, "No ratio more than 15% above") {
 		t.Errorf("same figures again: %q, %v\n%s", regs, err, out2)
 	}
+	first := "x\n" + beginMark + "\n(no run yet)\n" + endMark + "\n"
+	if out, regs, err := update(first, slower, 0.15); err != nil || len(regs) != 0 || !strings.Contains(out, "No previous guard figures") {
+		t.Errorf("first run: %q, %v\n%s", regs, err, out)
+	}
 	if _, _, err := update("# no section\n", prevBlock, 0.15); err != errNoMarkers {
 		t.Errorf("doc without markers: %v", err)
 	}
