@@ -55,15 +55,7 @@ func TestFileWriterBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := newWriter(f, budget)
-		if _, err := w.ReadFrom(bytes.NewReader(data)); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.finish(); err != nil {
-			t.Fatal(err)
-		}
-		got, _ := os.ReadFile(f.Name())
-		f.Close()
-		if !bytes.Equal(got, data) {
+		if !writeBack(t, w, f, data, true) {
 			t.Errorf("budget %d: the file differs", c.budget)
 		}
 		if w.inCache.Load() != c.cached || budget.Load() != c.left {
@@ -109,19 +101,32 @@ func TestFileWriterCachedPieces(t *testing.T) {
 		forceBuffered = false
 		rec := &pieces{f: f}
 		w.cached = rec
-		if _, err := w.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.finish(); err != nil {
-			t.Fatal(err)
-		}
-		got, _ := os.ReadFile(f.Name())
-		f.Close()
-		if !bytes.Equal(got, data) {
+		if !writeBack(t, w, f, data, false) {
 			t.Errorf("%s: the file differs", c.name)
 		}
 		if rec.longest > cachedPiece || rec.n < len(data)/cachedPiece {
 			t.Errorf("%s: %d writes through the page cache, the longest %d bytes; want at least %d of at most %d", c.name, rec.n, rec.longest, len(data)/cachedPiece, cachedPiece)
 		}
 	}
+}
+
+// writeBack writes data through w (ReadFrom or Write), finishes it,
+// closes f and reports whether f holds data.
+func writeBack(t *testing.T, w *Writer, f *os.File, data []byte, readFrom bool) bool {
+	t.Helper()
+	var err error
+	if readFrom {
+		_, err = w.ReadFrom(bytes.NewReader(data))
+	} else {
+		_, err = w.Write(data)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.finish(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(f.Name())
+	f.Close()
+	return bytes.Equal(got, data)
 }
