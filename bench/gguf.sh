@@ -35,28 +35,8 @@ WORK=$(mktemp -d "$PARENT/ckpt-bench-gguf.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
 go build -o "$WORK/ckpt" "$ROOT/cmd/ckpt"
-GGML=$(cd "$WORK" && go mod download -json github.com/ollama/ollama@v0.17.4 |
-  "$PY" -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')/ml/backend/ggml/ggml
-${CC:-gcc} -O3 -DNDEBUG -std=gnu11 -Wno-unused-function -I "$GGML/src" -I "$GGML/include" -I "$GGML/src/ggml-cpu" \
-  -o "$WORK/ggufref" "$ROOT/bench/ggufref/ggufref.c" "$GGML/src/ggml-quants.c" -lm
-
-"$PY" - "$WORK/in.safetensors" "$SIZE_MB" <<'PYEOF'
-import json, struct, sys
-import numpy as np
-path, mb = sys.argv[1], int(sys.argv[2])
-n = max(1, mb // 64)                     # [4096, 4096] float32 = 64 MiB each
-rng = np.random.default_rng(0)
-hdr, off = {}, 0
-for i in range(n):
-    hdr["w.%04d" % i] = {"dtype": "F32", "shape": [4096, 4096], "data_offsets": [off, off + (64 << 20)]}
-    off += 64 << 20
-h = json.dumps(hdr).encode()
-h += b" " * (-len(h) % 8)
-with open(path, "wb") as f:
-    f.write(struct.pack("<Q", len(h)) + h)
-    for i in range(n):
-        f.write(rng.standard_normal(4096 * 4096, dtype=np.float32).tobytes())
-PYEOF
+bench_build_ggufref "$PY" "$WORK"
+bench_gen_st "$PY" "$WORK/in.safetensors" "$SIZE_MB"
 IN=$WORK/in.safetensors
 F32_BYTES=$(( $(stat -c %s "$IN") - 8 - $(od -An -tu8 -N8 "$IN" | tr -d ' ') ))
 st_off() { echo $(( 8 + $(od -An -tu8 -N8 "$1" | tr -d ' ') )); }
@@ -67,7 +47,7 @@ done
 cat "$IN" "$WORK"/*.gguf > /dev/null   # warm the page cache for every command alike
 
 bench_before() { rm -f "$WORK"/out.*; sync; }
-reset() { LABELS=(); unset WALLS RSS; declare -gA WALLS RSS; }
+reset() { LABELS=(); unset WALLS RSS CPUS; declare -gA WALLS RSS CPUS; }
 header() {
   echo
   echo "$1 ($(( F32_BYTES / 1000000 )) MB of float32; rounds: $ROUNDS)"

@@ -9,10 +9,15 @@
 #   bench_table BASE_LABEL BYTES   one markdown row per label: median/min/max s, GB/s of the
 #                            median over BYTES, ratio to BASE_LABEL's median, peak RSS MiB
 #   bench_gen_pt PY OUT GB   a torch.save state dict of float32 tensors of 256 MiB, >= GB GB
+#   bench_gen_st PY OUT MB   a safetensors file of MB MiB of float32 [4096, 4096] tensors
+#                            w.0000, w.0001, ... (random normal, numpy)
+#   bench_build_ggufref PY DIR   compiles bench/ggufref against ggml's C (ollama v0.17.4's
+#                            vendored copy, from the Go module cache) into DIR/ggufref
+# bench_run also keeps each run's user+sys CPU seconds (CPUS, per label).
 # Needs $WORK (a scratch directory) set before use.
 
 LABELS=()
-declare -A WALLS RSS
+declare -A WALLS RSS CPUS
 
 bench_run() { # label, command...
   local label=$1; shift
@@ -22,6 +27,7 @@ bench_run() { # label, command...
   wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$WORK/time.txt" |
     awk -F: '{ if (NF == 3) print $1*3600 + $2*60 + $3; else print $1*60 + $2 }')
   rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$WORK/time.txt")
+  CPUS[$label]+="$(awk -F': ' '/(User|System) time \(seconds\)/ {s += $2} END {print s}' "$WORK/time.txt") "
   [[ -v "WALLS[$label]" ]] || LABELS+=("$label")
   WALLS[$label]+="$wall "
   if (( ${RSS[$label]:-0} < rss )); then RSS[$label]=$rss; fi
@@ -52,4 +58,32 @@ g = torch.Generator().manual_seed(0)
 sd = {f"layers.{i}.weight": torch.randn(per // 4, generator=g) for i in range(n)}
 torch.save(sd, path)
 PYEOF
+}
+
+bench_gen_st() { # python, out, MB
+  "$1" - "$2" "$3" <<'PYEOF'
+import json, struct, sys
+import numpy as np
+path, mb = sys.argv[1], int(sys.argv[2])
+n = max(1, mb // 64)                     # [4096, 4096] float32 = 64 MiB each
+rng = np.random.default_rng(0)
+hdr, off = {}, 0
+for i in range(n):
+    hdr["w.%04d" % i] = {"dtype": "F32", "shape": [4096, 4096], "data_offsets": [off, off + (64 << 20)]}
+    off += 64 << 20
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+with open(path, "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h)
+    for i in range(n):
+        f.write(rng.standard_normal(4096 * 4096, dtype=np.float32).tobytes())
+PYEOF
+}
+
+bench_build_ggufref() { # python, dir
+  local ggml
+  ggml=$(cd "$2" && go mod download -json github.com/ollama/ollama@v0.17.4 |
+    "$1" -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')/ml/backend/ggml/ggml
+  ${CC:-gcc} -O3 -DNDEBUG -std=gnu11 -Wno-unused-function -I "$ggml/src" -I "$ggml/include" -I "$ggml/src/ggml-cpu" \
+    -o "$2/ggufref" "$ROOT/bench/ggufref/ggufref.c" "$ggml/src/ggml-quants.c" -lm
 }

@@ -110,6 +110,8 @@ func TestLayers(t *testing.T) {
 		"bench/hostload": {rootPkg + "$"},
 		// Counts the bytes a tensor-parallel rank reads (bench/dcp.sh).
 		"bench/rankread": {mod + "statedict"},
+		// The regression guard's doc updater (bench/guard.sh; standard library only).
+		"bench/guardcmp": {},
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", mod+"...").Output()
 	if err != nil {

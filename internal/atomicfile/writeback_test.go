@@ -55,19 +55,78 @@ func TestFileWriterBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := newWriter(f, budget)
-		if _, err := w.ReadFrom(bytes.NewReader(data)); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.finish(); err != nil {
-			t.Fatal(err)
-		}
-		got, _ := os.ReadFile(f.Name())
-		f.Close()
-		if !bytes.Equal(got, data) {
+		if !writeBack(t, w, f, data, true) {
 			t.Errorf("budget %d: the file differs", c.budget)
 		}
-		if w.cached.Load() != c.cached || budget.Load() != c.left {
-			t.Errorf("budget %d: %d bytes through the page cache, %d left; want %d, %d", c.budget, w.cached.Load(), budget.Load(), c.cached, c.left)
+		if w.inCache.Load() != c.cached || budget.Load() != c.left {
+			t.Errorf("budget %d: %d bytes through the page cache, %d left; want %d, %d", c.budget, w.inCache.Load(), budget.Load(), c.cached, c.left)
 		}
 	}
+}
+
+// pieces records the lengths of the writes through the page cache.
+type pieces struct {
+	f       *os.File
+	longest int
+	n       int
+}
+
+func (p *pieces) WriteAt(b []byte, off int64) (int, error) {
+	p.longest = max(p.longest, len(b))
+	p.n++
+	return p.f.WriteAt(b, off)
+}
+
+// TestFileWriterCachedPieces: whatever goes through the page cache (the
+// budget's share, the tail, a filesystem without direct I/O) is written
+// in pieces of at most cachedPiece bytes, so that the kernel makes small
+// folios (see writer.go), and the file is still right.
+func TestFileWriterCachedPieces(t *testing.T) {
+	data := make([]byte, 2*outputBlock+directAlign+5)
+	fill(data, 11)
+	for _, c := range []struct {
+		name     string
+		budget   *atomic.Int64
+		buffered bool
+	}{
+		{"budget", Unlimited(), false},
+		{"no direct I/O", nil, true},
+	} {
+		f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		forceBuffered = c.buffered
+		w := newWriter(f, c.budget)
+		forceBuffered = false
+		rec := &pieces{f: f}
+		w.cached = rec
+		if !writeBack(t, w, f, data, false) {
+			t.Errorf("%s: the file differs", c.name)
+		}
+		if rec.longest > cachedPiece || rec.n < len(data)/cachedPiece {
+			t.Errorf("%s: %d writes through the page cache, the longest %d bytes; want at least %d of at most %d", c.name, rec.n, rec.longest, len(data)/cachedPiece, cachedPiece)
+		}
+	}
+}
+
+// writeBack writes data through w (ReadFrom or Write), finishes it,
+// closes f and reports whether f holds data.
+func writeBack(t *testing.T, w *Writer, f *os.File, data []byte, readFrom bool) bool {
+	t.Helper()
+	var err error
+	if readFrom {
+		_, err = w.ReadFrom(bytes.NewReader(data))
+	} else {
+		_, err = w.Write(data)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.finish(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(f.Name())
+	f.Close()
+	return bytes.Equal(got, data)
 }
