@@ -55,7 +55,10 @@ func benchMXFP4Codec(b *testing.B) (Codec, []byte, [][]byte, int64) {
 
 const benchChunk = 1 << 18
 
-func benchDequant(b *testing.B, mk func(*testing.B) (Codec, []byte, [][]byte, int64), dt dtype.DType) {
+// benchDequant decodes the whole weight to dt: float32 through Dequantize,
+// other dtypes through DequantizeTo, or (staged) through Dequantize and
+// dtype.EncodeFloat32 as before the one-pass paths.
+func benchDequant(b *testing.B, mk func(*testing.B) (Codec, []byte, [][]byte, int64), dt dtype.DType, staged ...bool) {
 	c, codes, comps, n := mk(b)
 	out := make([]byte, benchChunk*dt.Size())
 	f32 := make([]float32, benchChunk)
@@ -66,9 +69,14 @@ func benchDequant(b *testing.B, mk func(*testing.B) (Codec, []byte, [][]byte, in
 			k := min(benchChunk, n-e)
 			cb, ce := c.CodeSpan(e, k)
 			var err error
-			if dt == dtype.Float32 {
+			switch {
+			case dt == dtype.Float32:
 				err = c.Dequantize(f32[:k], e, codes[cb:ce], comps)
-			} else {
+			case len(staged) > 0:
+				if err = c.Dequantize(f32[:k], e, codes[cb:ce], comps); err == nil {
+					dtype.EncodeFloat32(dt, out[:k*int64(dt.Size())], f32[:k])
+				}
+			default:
 				err = DequantizeTo(c, dt, out[:k*int64(dt.Size())], e, codes[cb:ce], comps)
 			}
 			if err != nil {
@@ -82,3 +90,9 @@ func BenchmarkDequantFP8BlockF32(b *testing.B)  { benchDequant(b, benchFP8Codec,
 func BenchmarkDequantFP8BlockBF16(b *testing.B) { benchDequant(b, benchFP8Codec, dtype.BFloat16) }
 func BenchmarkDequantMXFP4F32(b *testing.B)     { benchDequant(b, benchMXFP4Codec, dtype.Float32) }
 func BenchmarkDequantMXFP4BF16(b *testing.B)    { benchDequant(b, benchMXFP4Codec, dtype.BFloat16) }
+func BenchmarkDequantFP8BlockBF16Staged(b *testing.B) {
+	benchDequant(b, benchFP8Codec, dtype.BFloat16, true)
+}
+func BenchmarkDequantMXFP4BF16Staged(b *testing.B) {
+	benchDequant(b, benchMXFP4Codec, dtype.BFloat16, true)
+}
