@@ -12,7 +12,9 @@
 #   bench/quant_deq.sh [GB] [ROUNDS] [QGB]
 #     GB:   size of the FP8 shard (default 1); the MXFP4 shard is one layer
 #     QGB:  size of the BF16 model quantized (default 1; 0: no quantize runs)
-#   TORCH=0 leaves the torch runs out (at 4 GB torch holds ~20 GB).
+#   TORCH=N runs torch in the first N rounds only (default: every round;
+#   0: none; at 4 GB torch holds ~20 GB). Its last output is kept for the
+#   bitwise check against ckpt's.
 #   WORK (default /tmp/ckpt-quant-bench) must be under /tmp: the chroot sees it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +22,7 @@ source bench/lib.sh
 GB=${1:-1}
 ROUNDS=${2:-3}
 QGB=${3:-1}
-TORCH=${TORCH:-1}
+TORCH=${TORCH:-$ROUNDS}
 WORK=${WORK:-/tmp/ckpt-quant-bench}
 mkdir -p "$WORK"
 PY=${CKPT_PYTHON:-$PWD/scripts/torch2-python}
@@ -32,7 +34,7 @@ chmod +x "$WORK/torchpy"
 torchpy() { "$WORK/torchpy" "$@"; }
 [[ -f $WORK/in/fp8/model.safetensors ]] || torchpy gen "$WORK/in" "$GB"
 if [[ $QGB != 0 && ! -f $WORK/in/bf16/model.safetensors ]]; then torchpy genbf16 "$WORK/in" "$QGB"; fi
-bench_before() { rm -f "$WORK"/out.safetensors "$WORK"/ref.safetensors "$WORK"/cp.bin; sync; }
+bench_before() { rm -f "$WORK"/out.safetensors "$WORK"/cp.bin; sync; }
 declare -A CPU LOADS
 # run LABEL CMD...: bench_run, plus CPU seconds and the 1-minute load average.
 run() {
@@ -64,19 +66,19 @@ for kind in fp8 mxfp4; do
   "$WORK/ckpt" convert "$WORK/in/$kind" "$WORK/size.safetensors" --force --quiet
   size=$(stat -c %s "$WORK/size.safetensors")
   cat "$WORK/in/$kind/model.safetensors" > /dev/null
-  for _ in $(seq "$ROUNDS"); do
+  rm -f "$WORK/ref.safetensors"
+  for round in $(seq "$ROUNDS"); do
     run "cp of the output's size" cp "$WORK/size.safetensors" "$WORK/cp.bin"
     run "ckpt convert (dequantize to bf16)" "$WORK/ckpt" convert "$WORK/in/$kind" "$WORK/out.safetensors" --force --quiet
-    if [[ $TORCH != 0 ]]; then
+    if (( round <= TORCH )); then
       run "torch 2.6 CPU, upstream dequantization" "$WORK/torchpy" "$kind" "$WORK/in/$kind" "$WORK/ref.safetensors"
     fi
   done
   echo "### $kind: $(stat -c %s "$WORK/in/$kind/model.safetensors") bytes in, $size bytes out"
   table "cp of the output's size" "$size"
-  if [[ $TORCH != 0 ]]; then
+  if [[ -f $WORK/ref.safetensors ]]; then
     # The same bits as upstream's (NaN-free inputs): ckpt verify, bitwise.
     "$WORK/ckpt" convert "$WORK/in/$kind" "$WORK/out.safetensors" --force --quiet
-    torchpy "$kind" "$WORK/in/$kind" "$WORK/ref.safetensors"
     "$WORK/ckpt" verify "$WORK/out.safetensors" "$WORK/ref.safetensors" | tail -1
   fi
   rm -f "$WORK/size.safetensors" "$WORK/out.safetensors" "$WORK/ref.safetensors"
