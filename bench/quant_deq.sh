@@ -15,6 +15,7 @@
 #   TORCH=N runs torch in the first N rounds only (default: every round;
 #   0: none; at 4 GB torch holds ~20 GB). Its last output is kept for the
 #   bitwise check against ckpt's.
+#   KINDS (default "fp8 mxfp4") picks the dequantization runs.
 #   WORK (default /tmp/ckpt-quant-bench) must be under /tmp: the chroot sees it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,7 +61,7 @@ table() {
 }
 reset() { LABELS=(); WALLS=(); RSS=(); CPU=(); LOADS=(); }
 echo "$(date -u +%F) $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), commit $(git rev-parse --short HEAD)"
-for kind in fp8 mxfp4; do
+for kind in ${KINDS:-fp8 mxfp4}; do
   reset
   bench_before
   "$WORK/ckpt" convert "$WORK/in/$kind" "$WORK/size.safetensors" --force --quiet
