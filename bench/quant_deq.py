@@ -7,6 +7,8 @@
 #                    DIR/mxfp4: one gpt-oss-20b layer's experts (gate_up_proj_blocks
 #                    [32, 5760, 90, 16], down_proj_blocks [32, 2880, 90, 16] and their
 #                    _scales, config.json quant_method mxfp4).
+#   genbf16 DIR GB   DIR/bf16: a BF16 model of about GB decimal gigabytes for the
+#                    quantize runs (bfloat16 [7168, 2048] weights, N(0, 0.02)).
 #   fp8 DIR OUT      DeepSeek's weight_dequant (inference/kernel.py), as its CPU
 #                    equivalent: x.float() * s per 128x128 block, to bfloat16, saved.
 #   mxfp4 DIR OUT    transformers' convert_moe_packed_tensors (integrations/mxfp4.py)
@@ -42,6 +44,16 @@ def gen(d, gb):
               open(d + "/mxfp4/config.json", "w"))
 
 
+def gen_bf16(d, gb):
+    g = torch.Generator().manual_seed(1)
+    os.makedirs(d + "/bf16", exist_ok=True)
+    per = 7168 * 2048 * 2
+    sd = {f"model.layers.{i}.mlp.w.weight": (torch.randn(7168, 2048, generator=g) * 0.02).to(torch.bfloat16)
+          for i in range(max(1, int(gb * 1e9 / per)))}
+    save_file(sd, d + "/bf16/model.safetensors")
+    json.dump({"torch_dtype": "bfloat16"}, open(d + "/bf16/config.json", "w"))
+
+
 def weight_dequant(x, s, bs=128):
     m, n = x.shape
     s = s.repeat_interleave(bs, 0)[:m].repeat_interleave(bs, 1)[:, :n]
@@ -75,6 +87,9 @@ def main():
     torch.set_num_threads(os.cpu_count())
     if cmd == "gen":
         gen(d, float(sys.argv[3]))
+        return
+    if cmd == "genbf16":
+        gen_bf16(d, float(sys.argv[3]))
         return
     sd = load_file(d + "/model.safetensors")
     out = {}

@@ -32,20 +32,11 @@ func (c *gridCodec) CodeSpan(first, n int64) (int64, int64) { return first, firs
 // Dequantize walks the range row segment by row segment and, within a
 // row, block by block, decoding each block's scale once.
 func (c *gridCodec) Dequantize(dst []float32, first int64, codes []byte, comps [][]byte) error {
-	if len(codes) != len(dst) {
-		return fmt.Errorf("%w: %d code bytes for %d elements", ErrUnknownLayout, len(codes), len(dst))
+	scales, err := c.check(int64(len(dst)), first, codes, comps)
+	if err != nil {
+		return err
 	}
-	if len(comps) < 1 {
-		return fmt.Errorf("%w: no scales", ErrMissingCompanion)
-	}
-	scales, ssz := comps[0], int64(c.scale.Size())
-	sr := (c.rows + c.bh - 1) / c.bh
-	if int64(len(scales)) != sr*c.sc*ssz {
-		return fmt.Errorf("%w: %d bytes of scales, want %d", ErrCompanionShape, len(scales), sr*c.sc*ssz)
-	}
-	if first < 0 || first+int64(len(dst)) > c.rows*c.cols {
-		return fmt.Errorf("%w: elements [%d, %d) outside %d", ErrUnknownLayout, first, first+int64(len(dst)), c.rows*c.cols)
-	}
+	ssz := int64(c.scale.Size())
 	lut := c.lut
 	i := int64(0)
 	for i < int64(len(dst)) {

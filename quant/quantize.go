@@ -208,9 +208,10 @@ func parallelRows(rows, per int64, fn func(r0, r1 int64, buf *[]float32) error) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf []float32
+			buf := f32Pool.Get().(*[]float32)
+			defer f32Pool.Put(buf)
 			for r0 := range next {
-				if err := fn(r0, min(rows, r0+per), &buf); err != nil {
+				if err := fn(r0, min(rows, r0+per), buf); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = err
@@ -302,15 +303,18 @@ func clamp(x, lo, hi float32) float32 {
 // absMax is the largest magnitude of v, NaN when v holds a NaN (torch's
 // amax propagates NaN).
 func absMax(v []float32) float32 {
-	var m float32
+	// On the bits with the sign cleared, unsigned order is magnitude
+	// order and every NaN is above +Inf: an integer max, no branches.
+	var m uint32
 	for _, x := range v {
-		a := float32(math.Abs(float64(x)))
-		if a > m || a != a {
-			m = a
-			if a != a {
-				return a
+		m = max(m, math.Float32bits(x)&0x7fffffff)
+	}
+	if m > 0x7f800000 { // a NaN: the first one, as a scan that stops at it
+		for _, x := range v {
+			if x != x {
+				return float32(math.Abs(float64(x)))
 			}
 		}
 	}
-	return m
+	return math.Float32frombits(m)
 }

@@ -91,9 +91,11 @@ func (q *fp8BlockQuantizer) Codes(dst []byte, src []float32, r0, r1 int64) {
 	for r := r0; r < r1; r++ {
 		srow := src[(r-r0)*q.cols:][:q.cols]
 		drow := dst[(r-r0)*q.cols:][:q.cols]
-		sc := q.scales[(r/q.bh)*nb:][:nb]
-		for c, x := range srow {
-			drow[c] = e4m3FromF32(clamp(x*sc[int64(c)/q.bw], -fp8Max, fp8Max))
+		for bc, s := range q.scales[(r/q.bh)*nb:][:nb] {
+			sb, db := srow[int64(bc)*q.bw:][:q.bw], drow[int64(bc)*q.bw:][:q.bw]
+			for c, x := range sb {
+				db[c] = e4m3FromF32(clamp(x*s, -fp8Max, fp8Max))
+			}
 		}
 	}
 }

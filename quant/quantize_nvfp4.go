@@ -137,32 +137,21 @@ func (q *nvfp4Quantizer) Codes(dst []byte, src []float32, r0, r1 int64) {
 }
 
 // castFP4 is cast_to_fp4 followed by pack_fp4_to_uint8's index: the
-// E2M1 code of x rounded to nearest, ties to even, saturating at 6.
+// E2M1 code of x rounded to nearest, ties to even, saturating at 6. The
+// code is the number of rounding thresholds (0.25, 0.75, 1.25, 1.75, 2.5,
+// 3.5, 5; a tie goes to the even code) |x| passes, counted without
+// branches (random data mispredicts a chain of them); NaN passes none.
 func castFP4(x float32) byte {
 	a := float32(math.Abs(float64(x)))
-	var c byte
-	switch {
-	case a != a:
-		c = 0
-	case a <= 0.25:
-		c = 0
-	case a < 0.75:
-		c = 1
-	case a <= 1.25:
-		c = 2
-	case a < 1.75:
-		c = 3
-	case a <= 2.5:
-		c = 4
-	case a < 3.5:
-		c = 5
-	case a <= 5:
-		c = 6
-	default:
-		c = 7
+	c := b2u(a > 0.25) + b2u(a >= 0.75) + b2u(a > 1.25) + b2u(a >= 1.75) + b2u(a > 2.5) + b2u(a >= 3.5) + b2u(a > 5)
+	// torch.sign(-0.0) is +0: -0.0 gives +0.
+	return c | byte(math.Float32bits(x)>>31)&b2u(x != 0)<<3
+}
+
+// b2u is 1 for true, 0 for false.
+func b2u(b bool) byte {
+	if b {
+		return 1
 	}
-	if math.Signbit(float64(x)) && x != 0 { // torch.sign(-0.0) is +0: -0.0 gives +0
-		c |= 8
-	}
-	return c
+	return 0
 }

@@ -3,6 +3,8 @@ package quant
 import (
 	"fmt"
 	"sync"
+
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // rowsCodec adapts a codec that decodes whole rows of a logical weight
@@ -20,6 +22,10 @@ type rowsCodec struct {
 	// dec decodes rows [r0, r1) into dst from codes (the bytes rowSpan
 	// named, or the whole weight) and the companions.
 	dec func(dst []float32, codes []byte, comps [][]byte, r0, r1 int) error
+	// enc, when set, writes elements [first, first+n) in dt straight
+	// from the codes (DequantizeTo's one-pass path); done is false for a
+	// dtype it does not write.
+	enc func(dt dtype.DType, dst, codes []byte, comps [][]byte, first, n int64) (done bool, err error)
 }
 
 // WholeCodes reports whether every range needs the whole stored weight:
@@ -51,8 +57,8 @@ var rowsPool = sync.Pool{New: func() any { return new([]float32) }}
 // Dequantize decodes the rows the range touches.
 func (c *rowsCodec) Dequantize(dst []float32, first int64, codes []byte, comps [][]byte) error {
 	n := int64(len(dst))
-	if first < 0 || n < 0 || first+n > c.rows*c.cols {
-		return fmt.Errorf("%w: elements [%d, %d) outside %d", ErrUnknownLayout, first, first+n, c.rows*c.cols)
+	if err := c.checkRange(first, n); err != nil {
+		return err
 	}
 	if n == 0 {
 		return nil
@@ -73,6 +79,27 @@ func (c *rowsCodec) Dequantize(dst []float32, first int64, codes []byte, comps [
 	}
 	copy(dst, tmp[first-r0*c.cols:])
 	return nil
+}
+
+func (c *rowsCodec) checkRange(first, n int64) error {
+	if first < 0 || n < 0 || first+n > c.rows*c.cols {
+		return fmt.Errorf("%w: elements [%d, %d) outside %d", ErrUnknownLayout, first, first+n, c.rows*c.cols)
+	}
+	return nil
+}
+
+func (c *rowsCodec) dequantizeTo(dt dtype.DType, dst []byte, first int64, codes []byte, comps [][]byte) (bool, error) {
+	if c.enc == nil {
+		return false, nil
+	}
+	n := int64(len(dst) / dt.Size())
+	if err := c.checkRange(first, n); err != nil {
+		return true, err
+	}
+	if n == 0 {
+		return true, nil
+	}
+	return c.enc(dt, dst, codes, comps, first, n)
 }
 
 // rowBytes is a rowSpan for a weight stored row after row, bpr bytes a row.

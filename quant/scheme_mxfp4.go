@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // gpt-oss MXFP4 (mxfp4.go has the codec): quantization_config
@@ -74,6 +76,21 @@ func mxfp4Group(base string, blocks, scales Stored, cfg Config) (*Group, error) 
 			}
 			return sub.DequantTransposedRows(dst, codes, comps[0][x0*sg:x1*sg], r0-x0*int(h), r1-x0*int(h))
 		}}
+	c.enc = func(dt dtype.DType, dst, codes []byte, comps [][]byte, first, n int64) (bool, error) {
+		tab := mxfp4Table(dt)
+		if tab == nil {
+			return false, nil
+		}
+		r0, r1 := c.rowRange(first, n)
+		x0, x1 := r0/h, (r1+h-1)/h
+		sg := r * int64(lay.Groups) // scale bytes of one expert
+		if len(comps) < 1 || int64(len(comps[0])) != e*sg || int64(len(codes)) != (x1-x0)*expert || int64(len(dst)) != 2*n {
+			return true, fmt.Errorf("%w: codes, scales or output of %d elements", ErrCodecBuffer, n)
+		}
+		sub := MXFP4Layout{Prefix: []int{int(x1 - x0), int(r)}, Groups: lay.Groups}
+		sub.encodeTransposed(dst, tab, codes, comps[0][x0*sg:x1*sg], int(first-x0*h*r), int(n))
+		return true, nil
+	}
 	return &Group{Name: base, DType: cfg.DType, Shape: shape, Weight: blocks, Companions: []Stored{scales}, Codec: c,
 		Scheme: fmt.Sprintf("mxfp4 (gpt-oss), e2m1 in groups of 32, e8m0 scales in %s_scales, transposed as transformers", lastPart(base))}, nil
 }

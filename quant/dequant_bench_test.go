@@ -1,0 +1,98 @@
+package quant
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/dtype"
+)
+
+// Benchmarks of the codecs' decode alone, one goroutine, data in memory:
+// a DeepSeek-V3 block-FP8 weight [7168, 2048] and one gpt-oss-20b
+// expert's MXFP4 gate_up_proj ([1, 5760, 90, 16] read as [1, 2880,
+// 5760]), each to float32 and to bfloat16 (DequantizeTo), 256 Ki
+// elements a call as statedict's reader asks. SetBytes is the output's
+// bytes, so MB/s compares with cp of the output.
+
+func benchFP8Codec(b *testing.B) (Codec, []byte, [][]byte, int64) {
+	b.Helper()
+	rows, cols := int64(7168), int64(2048)
+	w := Stored{Name: "w", DType: dtype.Float8E4M3FN, Shape: []int64{rows, cols}}
+	s := Stored{Name: "w_scale_inv", DType: dtype.Float32, Shape: []int64{56, 16}}
+	c, err := newGrid(w, s, 128, 128, dtype.Float32)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewSource(1))
+	codes := make([]byte, rows*cols)
+	r.Read(codes)
+	scales := make([]float32, 56*16)
+	for i := range scales {
+		scales[i] = r.Float32() / 448
+	}
+	sb := make([]byte, 4*len(scales))
+	dtype.EncodeFloat32(dtype.Float32, sb, scales)
+	return c, codes, [][]byte{sb}, rows * cols
+}
+
+func benchMXFP4Codec(b *testing.B) (Codec, []byte, [][]byte, int64) {
+	b.Helper()
+	blocks := Stored{Name: "x_blocks", DType: dtype.Uint8, Shape: []int64{1, 5760, 90, 16}}
+	scales := Stored{Name: "x_scales", DType: dtype.Uint8, Shape: []int64{1, 5760, 90}}
+	g, err := mxfp4Group("x", blocks, scales, Config{DType: dtype.BFloat16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewSource(1))
+	codes := make([]byte, 5760*90*16)
+	r.Read(codes)
+	sc := make([]byte, 5760*90)
+	for i := range sc {
+		sc[i] = byte(118 + r.Intn(12))
+	}
+	return g.Codec, codes, [][]byte{sc}, 5760 * 90 * 32
+}
+
+const benchChunk = 1 << 18
+
+// benchDequant decodes the whole weight to dt: float32 through Dequantize,
+// other dtypes through DequantizeTo, or (staged) through Dequantize and
+// dtype.EncodeFloat32 as before the one-pass paths.
+func benchDequant(b *testing.B, mk func(*testing.B) (Codec, []byte, [][]byte, int64), dt dtype.DType, staged ...bool) {
+	c, codes, comps, n := mk(b)
+	out := make([]byte, benchChunk*dt.Size())
+	f32 := make([]float32, benchChunk)
+	b.SetBytes(n * int64(dt.Size()))
+	b.ResetTimer()
+	for range b.N {
+		for e := int64(0); e < n; e += benchChunk {
+			k := min(benchChunk, n-e)
+			cb, ce := c.CodeSpan(e, k)
+			var err error
+			switch {
+			case dt == dtype.Float32:
+				err = c.Dequantize(f32[:k], e, codes[cb:ce], comps)
+			case len(staged) > 0:
+				if err = c.Dequantize(f32[:k], e, codes[cb:ce], comps); err == nil {
+					dtype.EncodeFloat32(dt, out[:k*int64(dt.Size())], f32[:k])
+				}
+			default:
+				err = DequantizeTo(c, dt, out[:k*int64(dt.Size())], e, codes[cb:ce], comps)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func BenchmarkDequantFP8BlockF32(b *testing.B)  { benchDequant(b, benchFP8Codec, dtype.Float32) }
+func BenchmarkDequantFP8BlockBF16(b *testing.B) { benchDequant(b, benchFP8Codec, dtype.BFloat16) }
+func BenchmarkDequantMXFP4F32(b *testing.B)     { benchDequant(b, benchMXFP4Codec, dtype.Float32) }
+func BenchmarkDequantMXFP4BF16(b *testing.B)    { benchDequant(b, benchMXFP4Codec, dtype.BFloat16) }
+func BenchmarkDequantFP8BlockBF16Staged(b *testing.B) {
+	benchDequant(b, benchFP8Codec, dtype.BFloat16, true)
+}
+func BenchmarkDequantMXFP4BF16Staged(b *testing.B) {
+	benchDequant(b, benchMXFP4Codec, dtype.BFloat16, true)
+}

@@ -1,0 +1,309 @@
+package statedict
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+
+	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/quant"
+)
+
+// quantSource serves a quantized weight's logical elements, little-endian
+// in the logical dtype (float32 products rounded as dtype.EncodeFloat32
+// rounds: to nearest even for bfloat16, as torch's .to(bfloat16)),
+// decoding the codes a range covers with the scheme's codec
+// (quant.DequantizeTo: block FP8 and MXFP4 straight into the caller's
+// bytes, other codecs through a float32 buffer). Companions (scales) are
+// read whole once. The codes of a read are read once for the whole
+// range, in chunks decoded on all cores, into a span that is kept for
+// the next read when it covers it: MXFP4's transposed rows need a whole
+// expert's codes for any of them, and a codec whose every range needs
+// the whole stored weight (quant's WholeCodes: GPTQ, AWQ) has it read
+// once. The span is let go once every logical byte has been served and
+// no read is in flight, so a convert holds the codes of the weights it
+// is writing, not of the whole model.
+type quantSource struct {
+	codes *Tensor
+	comps []*Tensor
+	codec quant.Codec
+	dt    dtype.DType
+	numel int64
+	name  string
+
+	once     sync.Once
+	compData [][]byte
+	codesAt  io.ReaderAt
+	codesOff int64
+	err      error
+
+	mu     sync.Mutex
+	span   *codeSpan // the codes last read, while they may serve another read
+	served int64     // logical bytes served since a span was last let go
+}
+
+// codeSpan is bytes [b, e) of the stored weight, held by refs reads.
+type codeSpan struct {
+	b, e int64
+	buf  *[]byte
+	refs int
+}
+
+// wholeCodes is implemented by codecs that need the whole stored weight for every range.
+type wholeCodes interface{ WholeCodes() bool }
+
+var spanPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// acquireSpan returns a span holding codes [b, e), the kept one when it
+// covers them, else one read now (which is kept instead).
+func (s *quantSource) acquireSpan(b, e int64) (*codeSpan, error) {
+	if w, ok := s.codec.(wholeCodes); ok && w.WholeCodes() {
+		_, end := s.codec.CodeSpan(0, s.numel)
+		b, e = 0, end
+	}
+	s.mu.Lock()
+	if sp := s.span; sp != nil && sp.b <= b && e <= sp.e {
+		sp.refs++
+		s.mu.Unlock()
+		return sp, nil
+	}
+	s.mu.Unlock()
+	buf := spanPool.Get().(*[]byte)
+	if int64(cap(*buf)) < e-b {
+		*buf = make([]byte, e-b)
+	}
+	*buf = (*buf)[:e-b]
+	if _, err := s.codesAt.ReadAt(*buf, s.codesOff+b); err != nil {
+		spanPool.Put(buf)
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	sp := &codeSpan{b: b, e: e, buf: buf, refs: 1}
+	s.mu.Lock()
+	if old := s.span; old != nil && old.refs == 0 {
+		spanPool.Put(old.buf)
+	}
+	s.span = sp
+	s.mu.Unlock()
+	return sp, nil
+}
+
+// releaseSpan ends a read of n logical bytes from sp. A span no longer
+// kept goes back to the pool once no read holds it; the kept one once
+// as many bytes as the weight has have been served and no read holds it.
+func (s *quantSource) releaseSpan(sp *codeSpan, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sp.refs--
+	if sp != s.span && sp.refs == 0 {
+		spanPool.Put(sp.buf)
+	}
+	s.served += n
+	if k := s.span; k != nil && k.refs == 0 && s.served >= s.numel*int64(s.dt.Size()) {
+		s.span, s.served = nil, 0
+		spanPool.Put(k.buf)
+	}
+}
+
+// quantChunk is how many elements one worker decodes at a time.
+const quantChunk = 1 << 18
+
+func (s *quantSource) prepare() error {
+	s.once.Do(func() {
+		for _, c := range s.comps {
+			b, err := c.ReadAll()
+			if err != nil {
+				s.err = fmt.Errorf("companion %s: %w", c.Name, err)
+				return
+			}
+			s.compData = append(s.compData, b)
+		}
+		t := s.codes
+		if !t.IsContiguous() || t.Storage.BigEndian && t.DType.Size() > 1 {
+			s.err = fmt.Errorf("%w: stored codes of %s are not a contiguous little-endian tensor", ErrUnsupported, t.Name)
+			return
+		}
+		r, err := t.Storage.ReaderAt()
+		if err != nil {
+			s.err = err
+			return
+		}
+		s.codesAt = r
+		s.codesOff, _ = t.Span()
+	})
+	return s.err
+}
+
+// quantWindow is the most logical bytes a stream of a quantized weight
+// decodes at a time: enough chunks for every core.
+const quantWindow = 8 << 20
+
+func (s *quantSource) open(off, n int64) (io.ReadCloser, error) {
+	if err := s.prepare(); err != nil {
+		return nil, err
+	}
+	return io.NopCloser(&quantStream{s: s, off: off, end: off + n}), nil
+}
+
+func (s *quantSource) readerAt() (io.ReaderAt, error) {
+	if err := s.prepare(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// quantStream reads [off, end) of a quantSource in order: a Read of at
+// least quantDirect bytes (a writer's buffer) is decoded straight into
+// the caller's bytes, a smaller one through a window of its own.
+type quantStream struct {
+	s        *quantSource
+	off, end int64
+	buf      []byte
+	pending  []byte
+}
+
+// quantDirect is the least Read that decodes into the caller's buffer.
+const quantDirect = 1 << 20
+
+func (q *quantStream) Read(p []byte) (int, error) {
+	if len(q.pending) > 0 {
+		n := copy(p, q.pending)
+		q.pending = q.pending[n:]
+		return n, nil
+	}
+	if q.off >= q.end {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if len(p) >= quantDirect {
+		n := int(min(int64(len(p)), q.end-q.off, quantWindow))
+		n, err := q.s.ReadAt(p[:n], q.off)
+		q.off += int64(n)
+		if err == io.EOF && n > 0 {
+			err = nil
+		}
+		return n, err
+	}
+	n := min(q.end-q.off, quantWindow)
+	if int64(cap(q.buf)) < n {
+		q.buf = make([]byte, n)
+	}
+	k, err := q.s.ReadAt(q.buf[:n], q.off)
+	q.off += int64(k)
+	if err == io.EOF && k > 0 {
+		err = nil
+	}
+	q.pending = q.buf[:k]
+	m := copy(p, q.pending)
+	q.pending = q.pending[m:]
+	return m, err
+}
+
+// ReadAt fills p with the logical bytes at off, decoding chunks of
+// elements in parallel.
+func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
+	if err := s.prepare(); err != nil {
+		return 0, err
+	}
+	es := int64(s.dt.Size())
+	total := s.numel * es
+	if off < 0 {
+		return 0, fmt.Errorf("negative offset")
+	}
+	if off >= total {
+		return 0, io.EOF
+	}
+	want := len(p)
+	if int64(want) > total-off {
+		p = p[:total-off]
+	}
+	first, last := off/es, (off+int64(len(p))+es-1)/es
+	// The codes of the whole range are read once (or kept from the read
+	// before), each chunk decoding from its part of them.
+	b, e := s.codec.CodeSpan(first, last-first)
+	sp, err := s.acquireSpan(b, e)
+	if err != nil {
+		return 0, err
+	}
+	defer s.releaseSpan(sp, int64(len(p)))
+	nchunks := (last - first + quantChunk - 1) / quantChunk
+	workers := min(int64(runtime.GOMAXPROCS(0)), nchunks)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		next     = make(chan int64, nchunks)
+	)
+	for c := int64(0); c < nchunks; c++ {
+		next <- first + c*quantChunk
+	}
+	close(next)
+	decode := func() {
+		var enc []byte
+		for e0 := range next {
+			n := min(int64(quantChunk), last-e0)
+			if err := s.decodeChunk(p, off, e0, n, sp, &enc); err != nil {
+				setErr(&mu, &firstErr, &Error{Tensor: s.name, Err: err})
+				return
+			}
+		}
+	}
+	for w := int64(1); w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			decode()
+		}()
+	}
+	decode()
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	if len(p) < want {
+		return len(p), io.EOF
+	}
+	return len(p), nil
+}
+
+// decodeChunk writes the part of logical elements [e0, e0+n) that p
+// (logical bytes from off) holds: straight into p when it holds them
+// all, else through enc.
+func (s *quantSource) decodeChunk(p []byte, off, e0, n int64, sp *codeSpan, enc *[]byte) error {
+	es := int64(s.dt.Size())
+	b, end := s.codec.CodeSpan(e0, n)
+	if b < sp.b || end > sp.e {
+		return fmt.Errorf("%w: codes [%d, %d) outside the range's [%d, %d)", ErrMalformed, b, end, sp.b, sp.e)
+	}
+	codes := (*sp.buf)[b-sp.b : end-sp.b]
+	lo, hi := max(e0*es, off), min((e0+n)*es, off+int64(len(p)))
+	if lo == e0*es && hi == (e0+n)*es {
+		return quant.DequantizeTo(s.codec, s.dt, p[lo-off:hi-off], e0, codes, s.compData)
+	}
+	*enc = grow(*enc, n*es)
+	if err := quant.DequantizeTo(s.codec, s.dt, *enc, e0, codes, s.compData); err != nil {
+		return err
+	}
+	copy(p[lo-off:hi-off], (*enc)[lo-e0*es:hi-e0*es])
+	return nil
+}
+
+func setErr(mu *sync.Mutex, dst *error, err error) {
+	mu.Lock()
+	if *dst == nil {
+		*dst = err
+	}
+	mu.Unlock()
+}
+
+func grow(b []byte, n int64) []byte {
+	if int64(cap(b)) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
