@@ -41,7 +41,25 @@ func (c *stackedCodec) CodeSpan(first, n int64) (int64, int64) {
 
 // Dequantize decodes the range slice by slice.
 func (c *stackedCodec) Dequantize(dst []float32, first int64, codes []byte, comps [][]byte) error {
-	n := int64(len(dst))
+	return c.eachSlice(first, int64(len(dst)), codes, comps, func(i, k, local int64, codes []byte, comps [][]byte) error {
+		return c.inner.Dequantize(dst[i:i+k], local, codes, comps)
+	})
+}
+
+// dequantizeTo decodes the range slice by slice in one pass to dt where
+// the inner codec has one (DequantizeTo stages in float32 where not).
+func (c *stackedCodec) dequantizeTo(dt dtype.DType, dst []byte, first int64, codes []byte, comps [][]byte) (bool, error) {
+	es := int64(dt.Size())
+	return true, c.eachSlice(first, int64(len(dst))/es, codes, comps, func(i, k, local int64, codes []byte, comps [][]byte) error {
+		return DequantizeTo(c.inner, dt, dst[i*es:(i+k)*es], local, codes, comps)
+	})
+}
+
+// eachSlice checks the buffers for elements [first, first+n) and calls
+// fn for each slice's part of the range: i and k its offset in the range
+// and length, local its first element within the slice, with that
+// slice's codes and companions.
+func (c *stackedCodec) eachSlice(first, n int64, codes []byte, comps [][]byte, fn func(i, k, local int64, codes []byte, comps [][]byte) error) error {
 	if first < 0 || first+n > c.n*c.elems {
 		return fmt.Errorf("%w: elements [%d, %d) outside %d", ErrUnknownLayout, first, first+n, c.n*c.elems)
 	}
@@ -67,7 +85,7 @@ func (c *stackedCodec) Dequantize(dst []float32, first int64, codes []byte, comp
 		for j, b := range comps {
 			sub[j] = b[s*c.compBytes[j] : (s+1)*c.compBytes[j]]
 		}
-		if err := c.inner.Dequantize(dst[i:i+k], local, codes[off:off+ce-cb], sub); err != nil {
+		if err := fn(i, k, local, codes[off:off+ce-cb], sub); err != nil {
 			return err
 		}
 		i += k

@@ -58,6 +58,9 @@ func TestStackedGrid(t *testing.T) {
 			}
 		}
 	}
+	// The one-pass path (DequantizeTo, slice by slice into the grid's
+	// tables) gives the staged path's bytes, ranges across experts too.
+	checkEncode(t, c, E*R*C, codes, [][]byte{scales}, rng)
 	// Scales whose leading dimensions are not the weight's, or of the
 	// wrong rank, are refused as a companion of the wrong shape; so are
 	// companions of the wrong size at decode time.
