@@ -62,7 +62,9 @@ func (s *acc) addF32(x, y []float32, tol tolerance, h *hist2) {
 		sumB2 += b * b
 		sumAB += a * b
 		ad, ab := math.Abs(d), math.Abs(b)
-		maxAbs = max(maxAbs, ad)
+		if ad > maxAbs { // not max(): ad is a number, and max's NaN and -0 rules cost registers
+			maxAbs = ad
+		}
 		if ad > relThr*ab {
 			if ab == 0 {
 				maxRel, relThr = math.Inf(1), math.Inf(1)
