@@ -104,7 +104,6 @@ func (s *acc) flush(h *hist2) {
 
 // addEqualF32 is addEqual for float32 values.
 func (s *acc) addEqualF32(x []float32) {
-	s.n += int64(len(x))
 	var sum float64
 	var finite int64
 	for _, f := range x {
@@ -114,6 +113,13 @@ func (s *acc) addEqualF32(x []float32) {
 			finite++
 		}
 	}
+	s.equal(int64(len(x)), sum, finite)
+}
+
+// equal accumulates n elements equal on both sides, finite of them finite
+// with squares summing to sum.
+func (s *acc) equal(n int64, sum float64, finite int64) {
+	s.n += n
 	s.sumA2 += sum
 	s.sumB2 += sum
 	s.sumAB += sum
