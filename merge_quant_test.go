@@ -1,8 +1,10 @@
 package ckpt
 
 import (
+	"bytes"
 	"context"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,4 +95,62 @@ func TestInteropMergeFP8Base(t *testing.T) {
 		t.Errorf("%d merged (report %d), %d untouched quantized weights; want 4 and 4", merged, rep.Merged, untouched)
 	}
 	t.Logf("%d of %d merged elements equal to the reference's bits, the rest one bfloat16 step away", exact, elems)
+}
+
+// TestMergeQuantizeRoundTrip: merging with --quantize (a convert option
+// passed through Merge) quantizes each merged weight with its delta: the
+// output is byte for byte ckpt's quantizer applied to the merged dense
+// output, and not the base's own quantization (a quantizer reading the
+// stored weights would drop the delta, silently).
+func TestMergeQuantizeRoundTrip(t *testing.T) {
+	testenv.Require(t, "torch", "safetensors.torch")
+	dir := t.TempDir()
+	refPy(t, dir, "make", dir)
+	ctx := context.Background()
+	base := filepath.Join(dir, "model.safetensors")
+	adapter := []MergeAdapter{{filepath.Join(dir, "plain", "a0"), 1}}
+	for _, scheme := range []string{"fp8-block:8x8", "fp8-channel"} {
+		spec, err := ParseQuantize(scheme)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := filepath.Join(dir, strings.ReplaceAll(scheme, ":", "_"))
+		direct := filepath.Join(sub, "direct") + "/"
+		if _, err := Merge(ctx, base, direct, adapter, MergeWithConvertOptions(ConvertWithQuantize(spec))); err != nil {
+			t.Fatal(err)
+		}
+		dense := filepath.Join(sub, "dense.safetensors")
+		if _, err := Merge(ctx, base, dense, adapter); err != nil {
+			t.Fatal(err)
+		}
+		quantize := func(in, out string) []byte {
+			ck, err := Open(ctx, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ck.Close()
+			if _, err := Convert(ctx, ck, out, ConvertWithQuantize(spec)); err != nil {
+				t.Fatal(err)
+			}
+			return readFile(t, filepath.Join(out, "model.safetensors"))
+		}
+		want := quantize(dense, filepath.Join(sub, "roundtrip")+"/")
+		unmerged := quantize(base, filepath.Join(sub, "base")+"/")
+		got := readFile(t, filepath.Join(direct, "model.safetensors"))
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: merge --quantize differs from quantizing the merged output", scheme)
+		}
+		if bytes.Equal(got, unmerged) {
+			t.Errorf("%s: merge --quantize wrote the base's own quantization: the delta was dropped", scheme)
+		}
+	}
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

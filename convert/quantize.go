@@ -176,7 +176,7 @@ func (c *config) applyQuantize(ck *statedict.Checkpoint) (*statedict.Checkpoint,
 		var read quant.RowReader
 		if why == "" {
 			var w string
-			if read, w = rowReader(t, q.Cols()); w != "" {
+			if read, w = c.quantRows(t, q.Cols()); w != "" {
 				why = quant.Skip(w)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/par"
+	"github.com/ckpt-dev/ckpt/quant"
 	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -274,4 +275,50 @@ func storageSources(c *config, storages []*pthStorage) []*statedict.Tensor {
 		ts[i] = c.transformed[s.src]
 	}
 	return ts
+}
+
+// quantRows is the quantizer's row reader for t: its stored values, or,
+// for a tensor the transform replaces, the transformed ones (a merged
+// weight is quantized with its delta, not as the base stored it).
+func (c *config) quantRows(t *statedict.Tensor, cols int64) (quant.RowReader, string) {
+	if c.transform == nil || c.transformed[t.Storage] != t {
+		return rowReader(t, cols)
+	}
+	return (&transformedRows{c: c, t: t, cols: cols}).read, ""
+}
+
+// transformedRows serves rows of a transformed tensor, computed whole on
+// the first read. The quantizer reads every row twice (its scales, then
+// its codes): the values are let go after that, and computed again if
+// asked for once more.
+type transformedRows struct {
+	c      *config
+	t      *statedict.Tensor
+	cols   int64
+	mu     sync.Mutex
+	vals   []float32
+	served int64
+}
+
+func (r *transformedRows) read(dst []float32, r0, r1 int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.vals == nil {
+		j, err := r.c.startTransform(context.Background(), r.t)
+		if err != nil {
+			return err
+		}
+		<-j.done
+		j.cancel()
+		if j.err != nil {
+			return j.err
+		}
+		r.vals = append([]float32(nil), j.vals...)
+		transformBufs.Put(j.buf)
+	}
+	copy(dst, r.vals[r0*r.cols:r1*r.cols])
+	if r.served += r1 - r0; r.served >= 2*int64(len(r.vals))/max(r.cols, 1) {
+		r.vals, r.served = nil, 0
+	}
+	return nil
 }
