@@ -310,8 +310,15 @@ func (r *transformedRows) read(dst []float32, r0, r1 int64) error {
 		}
 		<-j.done
 		j.cancel()
-		if j.err != nil {
-			return j.err
+		err = j.err
+		if err == nil {
+			err = j.cr.verify(0) // the input's CRC32 and digest, as the writer checks the others
+		}
+		if err != nil {
+			if j.buf != nil {
+				transformBufs.Put(j.buf)
+			}
+			return err
 		}
 		r.vals = append([]float32(nil), j.vals...)
 		transformBufs.Put(j.buf)
