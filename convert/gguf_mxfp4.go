@@ -193,10 +193,3 @@ func (r *mxfp4Reader) next() error {
 	r.c.progressAdd(32 * ng * r.logical)
 	return nil
 }
-
-func growBytes(b []byte, n int64) []byte {
-	if int64(cap(b)) < n {
-		return make([]byte, n)
-	}
-	return b[:n]
-}

@@ -115,6 +115,7 @@ type runState struct {
 	// transformed maps the storage of each tensor WithTransform replaces
 	// to that tensor (planTransforms).
 	transformed map[*statedict.Storage]*statedict.Tensor
+	ahead       *transformAhead // the transformed tensors computed ahead (transform.go)
 	// WithQuantize: the storages of the quantized tensors (never cast)
 	// and the report of what was quantized (quantize.go).
 	quantKeep   map[*statedict.Storage]bool

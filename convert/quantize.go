@@ -284,7 +284,7 @@ func (c *config) applyQuantize(ctx context.Context, ck *statedict.Checkpoint) (*
 		var read quant.RowReader
 		if why == "" {
 			var w string
-			if read, w = rowReader(ctx, src, t, q.Cols()); w != "" {
+			if read, w = c.quantRows(ctx, src, t, q.Cols()); w != "" {
 				why = quant.Skip(w)
 			}
 		}

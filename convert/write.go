@@ -227,7 +227,9 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 		return 0, writeErr(tmp.final, err)
 	}
 	var total int64
-	for _, wt := range sw.Order() {
+	order := sw.Order()
+	defer c.aheadOrder(orderedSources(order, byName))()
+	for _, wt := range order {
 		it := byName[wt.Name]
 		rc, cr, err := c.itemReader(ctx, it)
 		if err != nil {
@@ -381,6 +383,7 @@ func (c *config) writePth(ctx context.Context, w io.Writer, items []*item, value
 		return 0, err
 	}
 	var total int64
+	defer c.aheadOrder(storageSources(c, storages))()
 	for _, s := range storages {
 		rc, cr, err := c.storageReader(ctx, s)
 		if err != nil {

@@ -2,82 +2,82 @@ package lora
 
 import "github.com/ckpt-dev/ckpt/internal/par"
 
-// colBlock is the number of columns AddMatMulT works on at a time: their
-// rows of rt (colBlock * r float32s, 32 KiB at rank 16) stay in the
-// first-level cache while every row of c goes by.
-const colBlock = 512
+// tileCols is the width of the delta tile the portable kernel sums in
+// (1 KiB of float32, on the stack).
+const tileCols = 256
 
-// AddMatMulT adds s * l @ rt.T to c: c is (m, n), l is (m, r), rt is
-// (n, r), all row-major float32. Each element is
-// c[i,j] += s * (sum over k in order of l[i,k]*rt[j,k]), the sum in
-// float32; rows are split over all CPUs and columns blocked so that rt's
-// block stays in cache.
-func AddMatMulT(c, l, rt []float32, m, n, r int, s float32) {
+// blockBytes bounds the bytes of rm's column block (r rows of it) that the
+// kernel keeps in the first-level cache while the rows of c go by.
+const blockBytes = 16 << 10
+
+// AddMatMul adds s * l @ rm to c: c is (m, n), l is (m, r), rm is (r, n),
+// all row-major float32. Each element is
+//
+//	c[i,j] += s * d, d = sum over k = 0..r-1, in order, of l[i,k]*rm[k,j]
+//
+// every product, sum and the final multiply-add rounded to float32 (no
+// fused multiply-add), whatever the CPU: the vector kernel (AVX2 on amd64)
+// and the portable one give the same bits. The delta is summed a tile of
+// one row at a time (never materialised whole), as r saxpys over a row
+// of rm that stays in cache; rows are split over all CPUs.
+func AddMatMul(c, l, rm []float32, m, n, r int, s float32) {
 	if m == 0 || n == 0 || r == 0 {
 		return
 	}
 	_ = c[m*n-1]
 	_ = l[m*r-1]
-	_ = rt[n*r-1]
+	_ = rm[r*n-1]
+	block := max(blockBytes/4/r/vecCols*vecCols, vecCols)
+	nv := 0
+	if haveVec {
+		nv = n / vecCols * vecCols
+	}
 	parallel(m, func(lo, hi int) {
-		for jb := 0; jb < n; jb += colBlock {
-			je := min(jb+colBlock, n)
-			i := lo
-			for ; i+2 <= hi; i += 2 {
-				addRows2(c[i*n:(i+2)*n], l[i*r:(i+2)*r], rt, n, r, jb, je, s)
+		for jb := 0; jb < nv; jb += block {
+			w := min(block, nv-jb)
+			for i := lo; i < hi; i++ {
+				addRowVec(&c[i*n+jb], &l[i*r], &rm[jb], n, r, w, s)
 			}
-			for ; i < hi; i++ {
-				addRow(c[i*n:(i+1)*n], l[i*r:(i+1)*r], rt, r, jb, je, s)
-			}
+		}
+		if nv == n {
+			return
+		}
+		for i := lo; i < hi; i++ {
+			addRowGo(c[i*n:(i+1)*n], l[i*r:(i+1)*r], rm, n, nv, n, s)
 		}
 	})
 }
 
-// addRows2 does two rows of c at once, columns jb to je, four at a time:
-// each element of rt loaded serves both rows.
-func addRows2(c, l, rt []float32, n, r, jb, je int, s float32) {
-	l0, l1 := l[:r:r], l[r:2*r:2*r]
-	c0, c1 := c[:n:n], c[n:2*n:2*n]
-	j := jb
-	for ; j+4 <= je; j += 4 {
-		q := rt[j*r : (j+4)*r : (j+4)*r]
-		r0, r1, r2, r3 := q[:r:r], q[r:2*r:2*r], q[2*r:3*r:3*r], q[3*r:]
-		var a0, a1, a2, a3, b0, b1, b2, b3 float32
-		for k := range l0 {
-			x, y := l0[k], l1[k]
-			a0 += x * r0[k]
-			a1 += x * r1[k]
-			a2 += x * r2[k]
-			a3 += x * r3[k]
-			b0 += y * r0[k]
-			b1 += y * r1[k]
-			b2 += y * r2[k]
-			b3 += y * r3[k]
-		}
-		c0[j] += s * a0
-		c0[j+1] += s * a1
-		c0[j+2] += s * a2
-		c0[j+3] += s * a3
-		c1[j] += s * b0
-		c1[j+1] += s * b1
-		c1[j+2] += s * b2
-		c1[j+3] += s * b3
+// AddMatMulT adds s * l @ rt.T to c: c is (m, n), l is (m, r), rt is
+// (n, r), row-major float32; it is AddMatMul with rm = rt.T (copied).
+func AddMatMulT(c, l, rt []float32, m, n, r int, s float32) {
+	if m == 0 || n == 0 || r == 0 {
+		return
 	}
-	if j < je {
-		addRow(c0, l0, rt, r, j, je, s)
-		addRow(c1, l1, rt, r, j, je, s)
-	}
+	AddMatMul(c, l, transpose(rt[:n*r], n, r), m, n, r, s)
 }
 
-// addRow does one row of c, columns jb to je.
-func addRow(c, l, rt []float32, r, jb, je int, s float32) {
-	for j := jb; j < je; j++ {
-		rj := rt[j*r : (j+1)*r : (j+1)*r]
-		var d float32
-		for k := range l {
-			d += l[k] * rj[k]
+// addRowGo does columns jb to je of one row of c (l its row of l) in the
+// order and roundings AddMatMul states: a tile of d summed over k, then
+// added to c. The float32 conversions keep the compiler from fusing.
+func addRowGo(c, l, rm []float32, n, jb, je int, s float32) {
+	var tile [tileCols]float32
+	for j0 := jb; j0 < je; j0 += tileCols {
+		w := min(tileCols, je-j0)
+		d := tile[:w:w]
+		clear(d)
+		for k, x := range l {
+			row := rm[k*n+j0 : k*n+j0+w]
+			row = row[:len(d)]
+			for j, v := range row {
+				d[j] += float32(x * v)
+			}
 		}
-		c[j] += s * d
+		cc := c[j0 : j0+w]
+		cc = cc[:len(d)]
+		for j, v := range d {
+			cc[j] += float32(s * v)
+		}
 	}
 }
 

@@ -68,16 +68,14 @@ func addDelta(p part, t *statedict.Tensor, vals []float32) error {
 	rows, cols := int(ws[0]), int(ws[1])
 	r := int(matrix(p.m.a.Shape)[0])
 	in := int(matrix(p.m.a.Shape)[1]) // columns of B @ A
-	// vals (rows, cols) += s * L (rows, r) @ Rt (cols, r).T, where
-	// L @ Rt.T is B @ A laid out as the weight: B @ A itself for (out,
-	// in) weights, its transpose for fan_in_fan_out and embeddings.
-	var l, rt []float32
+	// vals (rows, cols) += s * L (rows, r) @ R (r, cols), where L @ R is
+	// B @ A laid out as the weight: B @ A itself for (out, in) weights,
+	// its transpose A.T @ B.T for fan_in_fan_out and embeddings.
 	if p.rowsOK {
-		l, rt = b, transpose(a, r, in) // L = B (out, r); Rt = A.T (in, r)
+		AddMatMul(vals, b, a, rows, cols, r, float32(p.scale)) // L = B (out, r); R = A (r, in)
 	} else {
-		l, rt = transpose(a, r, in), b // L = A.T (in, r); Rt = B (out, r)
+		AddMatMul(vals, transpose(a, r, in), transpose(b, cols, r), rows, cols, r, float32(p.scale))
 	}
-	AddMatMulT(vals, l, rt, rows, cols, r, float32(p.scale))
 	if !p.dora {
 		return nil
 	}

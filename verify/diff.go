@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -287,10 +288,12 @@ type diffBuffers struct {
 	rawA, rawB []byte
 	valA, valB []float64
 	mid        []float32
+	midB       []float32 // B's float32 values (addF32)
+	hist       hist2
 }
 
 func newDiffBuffers(chunk int64) *diffBuffers {
-	return &diffBuffers{chunk: chunk, valA: make([]float64, chunk), valB: make([]float64, chunk), mid: make([]float32, chunk)}
+	return &diffBuffers{chunk: chunk, valA: make([]float64, chunk), valB: make([]float64, chunk), mid: make([]float32, chunk), midB: make([]float32, chunk)}
 }
 
 func grow(b []byte, n int64) []byte {
@@ -316,6 +319,7 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 	decA, okA := decoder(a.DType)
 	decB, okB := decoder(b.DType)
 	numeric := okA && okB
+	f32 := exactF32(a.DType) && exactF32(b.DType)
 	sa, sb := int64(a.DType.Size()), int64(b.DType.Size())
 	buf.rawA, buf.rawB = grow(buf.rawA, buf.chunk*sa), grow(buf.rawB, buf.chunk*sb)
 	tol := tolerance{on: lim.Tolerance, atol: lim.Atol, rtol: lim.Rtol}
@@ -350,6 +354,13 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 					s.over = s.differing
 				}
 			}
+		case f32 && same:
+			dtype.DecodeFloat32(a.DType, buf.mid[:k], ca)
+			s.addEqualF32(buf.mid[:k])
+		case f32:
+			dtype.DecodeFloat32(a.DType, buf.mid[:k], ca)
+			dtype.DecodeFloat32(b.DType, buf.midB[:k], cb)
+			s.addF32(buf.mid[:k], buf.midB[:k], tol, &buf.hist)
 		case same:
 			decodeChunk(a.DType, decA, buf.valA[:k], buf.mid, ca)
 			s.addEqual(buf.valA[:k])
@@ -360,6 +371,7 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 		}
 		done += k
 	}
+	s.flush(&buf.hist)
 	s.scale(repeat)
 	td.BitwiseEqual = bitwise
 	td.Differing = s.differing

@@ -120,7 +120,6 @@ func (s *acc) add(x, y []float64, tol tolerance) {
 // addEqual accumulates elements whose bits are equal on both sides (of
 // one dtype), x their values.
 func (s *acc) addEqual(x []float64) {
-	s.n += int64(len(x))
 	var sum float64
 	var finite int64
 	for _, a := range x {
@@ -129,11 +128,7 @@ func (s *acc) addEqual(x []float64) {
 			finite++
 		}
 	}
-	s.sumA2 += sum
-	s.sumB2 += sum
-	s.sumAB += sum
-	s.finite += finite
-	s.zero += finite
+	s.equal(int64(len(x)), sum, finite)
 }
 
 // merge adds o's accumulation to s.

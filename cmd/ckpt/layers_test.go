@@ -43,8 +43,9 @@ func TestLayers(t *testing.T) {
 		// Compiles ggml's reference C in tests (standard library only).
 		"internal/ggmlref": {},
 		"remap":            {mod + "statedict"},
-		// lora: PEFT adapters' config, names and merge math.
-		"lora": {mod + "dtype", mod + "statedict", mod + "internal/par"},
+		// lora: PEFT adapters' config, names and merge math
+		// (golang.org/x/sys/cpu: whether the AVX2 kernel runs).
+		"lora": {mod + "dtype", mod + "statedict", mod + "internal/par", "golang.org/x/sys/cpu"},
 		// Splitting work over the CPUs (standard library only).
 		"internal/par": {},
 		"devicecopy":   {mod + "dtype", mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", mod + "cuda"},

@@ -52,7 +52,9 @@ the math and are not implemented (unknown keys set, layer_replication, ...).
 Each tensor is read, merged in float32 on all cores and written before
 the next: only it and its adapter pair are in memory. The output keeps
 the base's dtypes unless --dtype; its format follows OUT or --to as in
-'ckpt convert'. Rules: docs/merge.md.`,
+'ckpt convert'. A quantized base is merged dequantized and written so;
+--quantize SCHEME (as 'ckpt convert --quantize') quantizes the output,
+each merged weight from its merged values. Rules: docs/merge.md.`,
 		Example: `  ckpt merge llama/ lora/ merged.safetensors
   ckpt merge model.safetensors --adapter style:0.7 --adapter tone:-0.35 out.safetensors
   ckpt merge --json s3://bucket/base/ s3://bucket/lora/ merged/`,
@@ -74,6 +76,7 @@ the base's dtypes unless --dtype; its format follows OUT or --to as in
 	f.StringVar(&o.convert.MaxShard, "max-shard-size", "", "split the output into shards of at most this size (5GB, 500MB)")
 	f.BoolVar(&o.convert.Force, "force", false, "replace an existing output")
 	f.BoolVar(&o.convert.Sync, "sync", false, "have the output on the disk before exiting")
+	o.convert.Quantize.add(f) // merged weights quantized with their deltas
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object (schema in docs/cli-json.md)")
 	return cmd
 }

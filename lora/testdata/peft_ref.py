@@ -26,6 +26,14 @@ Embedding.forward and DoraLinearLayer.forward.
 
 usage: peft_ref.py make DIR      base, adapters and expected merges under DIR
        peft_ref.py forward DIR CASE MERGED   forward pass of merged vs base+adapter
+       peft_ref.py fp8 QDIR ADAPTER OUT      a block-FP8 base merged: QDIR/model.safetensors
+                                             dequantized as DeepSeek-V3's weight_dequant
+                                             (inference/kernel.py: each 128x128, or
+                                             config.json's weight_block_size, block of
+                                             x.float() times its weight_scale_inv, stored
+                                             in the default dtype, bfloat16 there), then a
+                                             plain LoRA ADAPTER merged as Linear.merge; OUT
+                                             holds the merged weights and their bounds
 """
 import json
 import math
@@ -315,10 +323,39 @@ def forward(d, case, merged_path):
     print(f"{case}: forward max abs difference {err:.3g} of outputs up to {scale:.3g}")
 
 
+def fp8(qdir, adapter, out):
+    q = load_file(os.path.join(qdir, "model.safetensors"))
+    with open(os.path.join(qdir, "config.json")) as f:
+        br, bc = json.load(f)["quantization_config"].get("weight_block_size", [128, 128])
+    with open(os.path.join(adapter, "adapter_config.json")) as f:
+        cfg = json.load(f)
+    ad = load_file(os.path.join(adapter, "adapter_model.safetensors"))
+    s = cfg["lora_alpha"] / cfg["r"]
+    res = {}
+    for k, x in q.items():
+        if x.dtype != torch.float8_e4m3fn:
+            continue
+        sc = q[k + "_scale_inv"]
+        rows, cols = x.shape
+        full = sc.repeat_interleave(br, 0)[:rows].repeat_interleave(bc, 1)[:, :cols]
+        W = (x.float() * full).to(torch.bfloat16)  # weight_dequant
+        res[k + ".dequantized"] = W
+        m = PREFIX + k[: -len(".weight")]
+        A, B = ad.get(m + ".lora_A.weight"), ad.get(m + ".lora_B.weight")
+        if A is None:
+            continue
+        Wf = W.float()  # Linear.get_delta_weight and merge in float32, cast back
+        res[k] = (Wf + (B @ A) * s).to(W.dtype)
+        res[k + ".bound"] = Wf.abs() + abs(s) * (B.abs() @ A.abs())
+    save_file(res, out)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2])
     elif sys.argv[1] == "forward":
         forward(*sys.argv[2:5])
+    elif sys.argv[1] == "fp8":
+        fp8(*sys.argv[2:5])
     else:
         sys.exit(__doc__)

@@ -1,0 +1,71 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The float32 operations of addRowGo, eight lanes at a time: a multiply
+// and an add, each rounded (no FMA), in the same order.
+
+#define MULADD(OFF, ACC) \
+	VMULPS OFF(R11), Y8, Y9 \
+	VADDPS Y9, ACC, ACC
+
+#define STORE(OFF, ACC) \
+	VMULPS ACC, Y15, ACC \
+	VADDPS OFF(DI), ACC, ACC \
+	VMOVUPS ACC, OFF(DI)
+
+// func addRowAVX2(c, l, rm *float32, n, r, cols int, s float32)
+TEXT ·addRowAVX2(SB), NOSPLIT, $0-52
+	MOVQ c+0(FP), DI
+	MOVQ l+8(FP), SI
+	MOVQ rm+16(FP), DX
+	MOVQ n+24(FP), R8
+	SHLQ $2, R8
+	MOVQ r+32(FP), R9
+	MOVQ cols+40(FP), R10
+	VBROADCASTSS s+48(FP), Y15
+	TESTQ R9, R9
+	JLE done
+colloop:
+	CMPQ R10, $64
+	JLT done
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ DX, R11
+	MOVQ SI, R12
+	MOVQ R9, R13
+kloop:
+	VBROADCASTSS (R12), Y8
+	MULADD(0, Y0)
+	MULADD(32, Y1)
+	MULADD(64, Y2)
+	MULADD(96, Y3)
+	MULADD(128, Y4)
+	MULADD(160, Y5)
+	MULADD(192, Y6)
+	MULADD(224, Y7)
+	ADDQ $4, R12
+	ADDQ R8, R11
+	DECQ R13
+	JNZ kloop
+	STORE(0, Y0)
+	STORE(32, Y1)
+	STORE(64, Y2)
+	STORE(96, Y3)
+	STORE(128, Y4)
+	STORE(160, Y5)
+	STORE(192, Y6)
+	STORE(224, Y7)
+	ADDQ $256, DI
+	ADDQ $256, DX
+	SUBQ $64, R10
+	JMP colloop
+done:
+	VZEROUPPER
+	RET
