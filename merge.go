@@ -83,6 +83,23 @@ func MergeWithConvertOptions(opts ...ConvertOption) MergeOption {
 	return func(c *mergeConfig) { c.convert = append(c.convert, opts...) }
 }
 
+// MergeWithQuantizeSame writes the output quantized as the base is
+// (convert.WithQuantizeSame): the quantized weights no adapter touches
+// are copied as the base stores them (codes and scales, byte for byte),
+// each merged one is quantized from its merged values with the base's
+// scheme and block size, and a directory output gets the base's
+// config.json with its quantization_config. A base quantized in a scheme
+// ckpt does not write (GPTQ, AWQ, bitsandbytes, MLX, ...) is refused with
+// ErrQuantizeSame before anything is written; a dense base is merged as
+// without the option.
+func MergeWithQuantizeSame() MergeOption {
+	return func(c *mergeConfig) { c.convert = append(c.convert, convert.WithQuantizeSame()) }
+}
+
+// ErrQuantizeSame reports a base MergeWithQuantizeSame cannot write back
+// in its own scheme (convert.ErrQuantizeSame).
+var ErrQuantizeSame = convert.ErrQuantizeSame
+
 // MergeWithOpenOptions passes options to Open for the base and the
 // adapters.
 func MergeWithOpenOptions(opts ...Option) MergeOption {

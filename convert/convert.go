@@ -230,6 +230,9 @@ func Convert(ctx context.Context, ck *statedict.Checkpoint, out string, opts ...
 	if err := c.planTransforms(ck); err != nil {
 		return nil, err
 	}
+	if err := c.resolveSame(ck); err != nil {
+		return nil, err
+	}
 	c.initWriteBack()
 	o, err := c.pickOutput(out)
 	if err != nil {

@@ -101,6 +101,7 @@ type options struct {
 	transform       TensorTransform     // WithTransform
 	quantize        *quant.QuantizeSpec // WithQuantize
 	quantIgnore     []string            // WithQuantizeIgnore
+	quantSame       bool                // WithQuantizeSame
 
 	dcpOpt dcpOptions // DCP output and --part (out_dcp.go, part.go)
 }
@@ -263,6 +264,9 @@ func (c *options) validate() error {
 		if err != nil || !ggml.CanQuantize(t) || t == ggml.Q8_K {
 			return fmt.Errorf("%w: GGUF type %q: want f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k or mxfp4", ErrOption, c.ggufType)
 		}
+	}
+	if err := c.validateSame(); err != nil {
+		return err
 	}
 	if c.dtype != dtype.Invalid && !CastTarget(c.dtype) {
 		return fmt.Errorf("%w: cast to %s is not supported (float64, float32, float16, bfloat16)", ErrOption, c.dtype)

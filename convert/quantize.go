@@ -45,8 +45,9 @@ func WithQuantizeIgnore(glob ...string) Option {
 // QuantizeReport is what WithQuantize did.
 type QuantizeReport struct {
 	Scheme    string    `json:"scheme"`
-	Quantized int       `json:"quantized"` // weights written quantized
-	Skipped   []Dropped `json:"skipped"`   // float tensors left as they are, and why
+	Quantized int       `json:"quantized"`        // weights written quantized
+	Copied    int       `json:"copied,omitempty"` // of them, written as the input stores them (WithQuantizeSame)
+	Skipped   []Dropped `json:"skipped"`          // float tensors left as they are, and why
 	Config    string    `json:"config,omitempty"`
 }
 
@@ -269,14 +270,32 @@ func (c *config) applyQuantize(ctx context.Context, ck *statedict.Checkpoint) (*
 	src := c.checks // the input's checks, which the source rows stream through
 	spec := *c.quantize
 	rep := &QuantizeReport{Scheme: spec.Scheme, Skipped: []Dropped{}}
+	if c.quantSame {
+		rep.Scheme = specText(spec)
+	}
 	names := map[string]bool{}
 	for _, t := range ck.Tensors {
 		names[t.Name] = true
 	}
-	var tensors []*statedict.Tensor
+	var tensors, asIs []*statedict.Tensor // asIs: stored tensors kept as they are (WithQuantizeSame)
 	var derived []*statedict.Storage
 	for _, t := range ck.Tensors {
+		if c.quantSame && c.selected(t.Name) && t.QuantStored != nil && c.transformed[t.Storage] != t {
+			st, err := asStored(t)
+			if err != nil {
+				return nil, err
+			}
+			tensors, asIs = append(tensors, st...), append(asIs, st...)
+			rep.Quantized++
+			rep.Copied++
+			continue
+		}
 		if !c.selected(t.Name) || !t.DType.IsFloat() || t.Layout != statedict.Strided || t.Meta {
+			tensors = append(tensors, t)
+			continue
+		}
+		if c.quantSame && t.QuantStored == nil {
+			rep.Skipped = append(rep.Skipped, Dropped{Name: t.Name, Type: "tensor", Reason: "stored unquantized in the input"})
 			tensors = append(tensors, t)
 			continue
 		}
@@ -288,10 +307,20 @@ func (c *config) applyQuantize(ctx context.Context, ck *statedict.Checkpoint) (*
 				why = quant.Skip(w)
 			}
 		}
+		if why != "" && c.quantSame {
+			return nil, &TensorError{Name: t.Name, Err: fmt.Errorf("%w: the input stores it quantized, and %s leaves it unquantized: %s", ErrQuantizeSame, spec.Scheme, why)}
+		}
 		if why != "" {
 			rep.Skipped = append(rep.Skipped, Dropped{Name: t.Name, Type: "tensor", Reason: string(why)})
 			tensors = append(tensors, t)
 			continue
+		}
+		var keep []*statedict.Tensor // the input's activation scales (WithQuantizeSame)
+		if c.quantSame {
+			var err error
+			if keep, err = sameOutputs(t, q); err != nil {
+				return nil, err
+			}
 		}
 		j := &quantJob{q: q, read: read}
 		j.perRows = max(1, (8<<20)/max(1, q.Cols()*q.RowAlign())) * q.RowAlign()
@@ -309,6 +338,7 @@ func (c *config) applyQuantize(ctx context.Context, ck *statedict.Checkpoint) (*
 			tensors = append(tensors, nt)
 			derived = append(derived, nt.Storage)
 		}
+		tensors, asIs = append(tensors, keep...), append(asIs, keep...)
 		rep.Quantized++
 	}
 	if rep.Quantized == 0 {
@@ -334,10 +364,23 @@ func (c *config) applyQuantize(ctx context.Context, ck *statedict.Checkpoint) (*
 			cp.Storages = append(cp.Storages, s)
 		}
 	}
+	listed := map[*statedict.Storage]bool{}
+	for _, s := range cp.Storages {
+		listed[s] = true
+	}
+	for _, t := range asIs { // stored tensors kept: never cast either
+		if !listed[t.Storage] {
+			listed[t.Storage] = true
+			derived = append(derived, t.Storage)
+		}
+	}
 	cp.Storages = append(cp.Storages, derived...)
 	c.quantKeep = map[*statedict.Storage]bool{}
 	for _, s := range derived {
 		c.quantKeep[s] = true
+	}
+	for _, t := range asIs {
+		c.quantKeep[t.Storage] = true
 	}
 	c.quantReport = rep
 	return &cp, nil
@@ -401,7 +444,11 @@ func (c *config) writeQuantConfig(ck *statedict.Checkpoint, path string) error {
 			m = map[string]any{}
 		}
 	}
-	m["quantization_config"] = quantConfig(*c.quantize, c.quantReport)
+	if v := m["quantization_config"]; v == nil || !c.quantSame {
+		// WithQuantizeSame keeps the input's block, which still describes
+		// every weight: the quantized ones are stored as they were.
+		m["quantization_config"] = quantConfig(*c.quantize, c.quantReport)
+	}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err

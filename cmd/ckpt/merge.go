@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/ckpt-dev/ckpt"
 	"github.com/spf13/cobra"
@@ -54,7 +55,19 @@ the next: only it and its adapter pair are in memory. The output keeps
 the base's dtypes unless --dtype; its format follows OUT or --to as in
 'ckpt convert'. A quantized base is merged dequantized and written so;
 --quantize SCHEME (as 'ckpt convert --quantize') quantizes the output,
-each merged weight from its merged values. Rules: docs/merge.md.`,
+each merged weight from its merged values.
+
+--quantize same keeps a quantized base quantized as it is: the weights no
+adapter touches are copied as the base stores them (codes and scales, the
+same bytes), each merged weight is quantized from its merged values with
+the base's scheme and block size (byte for byte what --quantize
+fp8-block:RxC etc. writes for it), tensors the base stores unquantized stay
+so, and a directory OUT gets the base's config.json, quantization_config
+unchanged. The schemes are those --quantize writes (block FP8 with any
+block size, compressed-tensors fp8-channel and nvfp4, gpt-oss mxfp4); a
+base in another (GPTQ, AWQ, bitsandbytes, MLX, GGUF types) is refused
+before anything is written. A dense base with --quantize same is merged
+dense, as without it. Rules: docs/merge.md.`,
 		Example: `  ckpt merge llama/ lora/ merged.safetensors
   ckpt merge model.safetensors --adapter style:0.7 --adapter tone:-0.35 out.safetensors
   ckpt merge --json s3://bucket/base/ s3://bucket/lora/ merged/`,
@@ -77,6 +90,7 @@ each merged weight from its merged values. Rules: docs/merge.md.`,
 	f.BoolVar(&o.convert.Force, "force", false, "replace an existing output")
 	f.BoolVar(&o.convert.Sync, "sync", false, "have the output on the disk before exiting")
 	o.convert.Quantize.add(f) // merged weights quantized with their deltas
+	f.Lookup("quantize").Usage = "write the weights quantized: same (as the base: untouched weights copied as stored, merged ones requantized; a dense base stays dense), or a scheme as 'ckpt convert --quantize': fp8-block[:RxC], fp8-channel, mxfp4, nvfp4"
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object (schema in docs/cli-json.md)")
 	return cmd
 }
@@ -91,11 +105,19 @@ func runMerge(ctx context.Context, s *streams, o *mergeOptions) error {
 		adapters = append(adapters, ma)
 	}
 	o.convert.Out = o.Out
+	var mopts []ckpt.MergeOption
+	if strings.EqualFold(strings.TrimSpace(o.convert.Quantize.Scheme), "same") {
+		if len(o.convert.Quantize.Ignore) > 0 {
+			return usagef("--ignore cannot be combined with --quantize same, which keeps the base's quantized weights as they are")
+		}
+		o.convert.Quantize.Scheme = ""
+		mopts = append(mopts, ckpt.MergeWithQuantizeSame())
+	}
 	copts, err := o.convert.options()
 	if err != nil {
 		return err
 	}
-	rep, err := ckpt.Merge(ctx, o.Base, o.Out, adapters, ckpt.MergeWithConvertOptions(copts...))
+	rep, err := ckpt.Merge(ctx, o.Base, o.Out, adapters, append(mopts, ckpt.MergeWithConvertOptions(copts...))...)
 	if errors.Is(err, ckpt.ErrOutputFormat) || errors.Is(err, ckpt.ErrConvertOption) || errors.Is(err, ckpt.ErrMergeOption) {
 		return usageError{err: err}
 	}
@@ -123,6 +145,9 @@ func printMerge(w io.Writer, r *ckpt.MergeReport) {
 		fmt.Fprintf(w, "adapter %d: %s weight %g, r %d, alpha %g%s: %d modules, %d replaced\n", i, clean(a.Path), a.Weight, a.R, a.Alpha, rs, a.Modules, a.Replaced)
 	}
 	fmt.Fprintf(w, "%s -> %s (%s): %d tensors merged, %d replaced, %d written\n", clean(r.Base), clean(firstFile(r.Output.Files)), r.Output.Format, r.Merged, r.Replaced, r.Output.Tensors)
+	if q := r.Output.Quantize; q != nil {
+		fmt.Fprintf(w, "quantized: %d weights as %s (%d copied as the base stores them), %d float tensors left unquantized\n", q.Quantized, q.Scheme, q.Copied, len(q.Skipped))
+	}
 	fmt.Fprintf(w, "time: %s\n", durationAndRate(r.Output.Bytes, seconds(r.Seconds)))
 }
 
