@@ -64,7 +64,8 @@ func configBlock(t *testing.T, dir string) any {
 // not square), and a conversion with it writes every stored tensor with
 // the input's bytes and dtype (WithDType casts the dense tensors, not the
 // stored ones: fp8-channel's bfloat16 scales stay bfloat16) and keeps
-// the quantization_config; a .pth output carries the same tensors.
+// the quantization_config; a .pth output carries the same tensors; codes
+// damaged in the input fail it on their recorded digest.
 func TestQuantizeSameSchemes(t *testing.T) {
 	ctx := context.Background()
 	for _, scheme := range []string{"fp8-block:16x8", "fp8-channel", "nvfp4"} {
@@ -126,6 +127,29 @@ func TestQuantizeSameSchemes(t *testing.T) {
 			}
 			if got := rawOf(t, pth); !reflect.DeepEqual(got, want) {
 				t.Errorf(".pth: %v, want %v", keys(got), keys(want))
+			}
+			// A flipped bit in copied codes fails the conversion on the
+			// digest ckpt recorded, as any convert read.
+			st := filepath.Join(qdir, "model.safetensors")
+			b, _ := os.ReadFile(st)
+			codes := want["model.layers.0.mlp.down_proj.weight float8_e4m3fn"] + want["model.layers.0.mlp.down_proj.weight_packed uint8"]
+			i := strings.Index(string(b), codes[:64])
+			if i < 0 {
+				t.Fatal("codes not found in the file")
+			}
+			b[i+3] ^= 1
+			os.WriteFile(st, b, 0o644)
+			dck, err := statedict.Open(qdir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dck.Close()
+			bad := filepath.Join(dir, "bad") + "/"
+			if _, err := Convert(ctx, dck, bad, WithQuantizeSame()); !errors.Is(err, ErrDamaged) {
+				t.Errorf("damaged codes: %v", err)
+			}
+			if _, err := os.Stat(bad); !os.IsNotExist(err) {
+				t.Errorf("output left: %v", err)
 			}
 		})
 	}
