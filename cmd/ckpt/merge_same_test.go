@@ -115,17 +115,8 @@ func TestMergeQuantizeSameCLI(t *testing.T) {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
-			rel := c.build(t, "")
-			ck, err := statedict.Open(rel)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := ck.Tensor(c.logical)
-			ck.Close()
-			if w == nil || len(w.Shape) != 2 {
-				t.Fatalf("%s: %v", c.logical, w)
-			}
-			ad := writeLoRA(t, strings.TrimSuffix(c.logical, ".weight"), w.Shape[0], w.Shape[1])
+			rel, shape := c.buildRead(t)
+			ad := writeLoRA(t, strings.TrimSuffix(c.logical, ".weight"), shape[0], shape[1])
 			out := filepath.Join(t.TempDir(), "out")
 			_, code, stderr := cli("merge", "--quantize", "same", rel, ad, out)
 			if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "--quantize same") || !strings.Contains(stderr, want) ||
@@ -160,16 +151,10 @@ func TestMergeQuantizeSameUpstream(t *testing.T) {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
-			rel := c.build(t, "")
-			ck, err := statedict.Open(rel)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := ck.Tensor(c.logical)
-			ck.Close()
+			rel, shape := c.buildRead(t)
 			var ad string
 			if c.name == "nvfp4" {
-				ad = writeLoRA(t, strings.TrimSuffix(c.logical, ".weight"), w.Shape[0], w.Shape[1])
+				ad = writeLoRA(t, strings.TrimSuffix(c.logical, ".weight"), shape[0], shape[1])
 			} else {
 				// No LoRA applies to fused experts: the adapter replaces the norm.
 				ad = t.TempDir()
@@ -211,6 +196,23 @@ func TestMergeQuantizeSameUpstream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// buildRead builds the release and returns it with the shape its
+// quantized weight reads as.
+func (c schemeCase) buildRead(t *testing.T) (string, []int64) {
+	t.Helper()
+	rel := c.build(t, "")
+	ck, err := statedict.Open(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	w := ck.Tensor(c.logical)
+	if w == nil || len(w.Shape) < 2 {
+		t.Fatalf("%s: %v", c.logical, w)
+	}
+	return rel, w.Shape
 }
 
 // rawTensors returns the checkpoint's tensors as stored, by name.
