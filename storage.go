@@ -82,33 +82,21 @@ func storageValues(ck *statedict.Checkpoint, keep func(string) bool) []remap.Sto
 	return out
 }
 
-// indexStorages builds Storages from the plan and the loaded data.
+// indexStorages builds Storages from the plan and the loaded data:
+// LoadHost and Upload list the values they moved in the plan's order.
 func (m *Model) indexStorages() {
 	m.Storages = make([]*Storage, 0, len(m.Plan.Storages))
-	host := map[string]*devicecopy.HostValue{}
-	if m.Host != nil {
-		for i := range m.Host.Values {
-			if _, dup := host[m.Host.Values[i].Name]; !dup {
-				host[m.Host.Values[i].Name] = &m.Host.Values[i]
-			}
-		}
-	}
-	dev := map[string]*devicecopy.DeviceValue{}
-	if m.Device != nil {
-		for i := range m.Device.Values {
-			if _, dup := dev[m.Device.Values[i].Name]; !dup {
-				dev[m.Device.Values[i].Name] = &m.Device.Values[i]
-			}
-		}
-	}
+	var nh, nd int
 	for _, e := range m.Plan.Storages {
 		s := &Storage{Name: e.Name, Saved: e.Source, Device: e.Target, DType: e.Storage.DType, NBytes: e.NBytes,
 			Source: e.Storage, m: m}
-		switch e.Target.Type {
-		case "cpu":
-			s.host = host[e.Name]
-		case "cuda":
-			s.dev = dev[e.Name]
+		switch {
+		case e.Target.Type == "cpu" && m.Host != nil && nh < len(m.Host.Values):
+			s.host = &m.Host.Values[nh]
+			nh++
+		case e.Target.Type == "cuda" && m.Device != nil && nd < len(m.Device.Values):
+			s.dev = &m.Device.Values[nd]
+			nd++
 		}
 		m.Storages = append(m.Storages, s)
 	}
