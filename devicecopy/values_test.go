@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/devicecopy"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -67,5 +68,22 @@ func TestLoadHostStorageValueCRC(t *testing.T) {
 	var ce *devicecopy.CRCError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `storage value "root"`) {
 		t.Errorf("damaged storage value: %v", err)
+	}
+}
+
+// The pre-flight judges a GPU that only a storage value needs, and its
+// suggestion moves that value's tag too.
+func TestPreflightStorageValueDevice(t *testing.T) {
+	oneGPU := fakeInventory{devs: []cuda.DeviceInfo{gpu(0, "GPU", 80<<30)}}
+	s := &statedict.Storage{Key: "v", Location: "cuda:1", NBytes: 8}
+	tensors := []*statedict.Tensor{byteTensor("w", "cpu", 4)}
+	plan, err := remap.NewPlan(tensors, remap.Rules{}, remap.WithStorageValues(remap.StorageValue{Name: "v", Storage: s}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = devicecopy.Preflight(context.Background(), plan, oneGPU, envOf(nil))
+	var me *devicecopy.MissingDeviceError
+	if !errors.As(err, &me) || len(me.Missing) != 1 || me.Missing[0].String() != "cuda:1" || me.Suggest != "cuda:1=cuda:0" {
+		t.Errorf("storage value on a missing GPU: %v", err)
 	}
 }
