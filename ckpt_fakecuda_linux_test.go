@@ -1,6 +1,7 @@
 package ckpt_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -65,5 +66,60 @@ func TestLoadGPUAndHost(t *testing.T) {
 	defer m.Close()
 	if m.Device.Verified {
 		t.Error("verified with WithoutVerify")
+	}
+}
+
+// Storage values go to the GPU with the tensors' storages: a storage shared
+// with a tensor is uploaded once, each value's device pointer holds its
+// bytes, and the on-device verification covers every one.
+func TestLoadStorageValuesGPU(t *testing.T) {
+	d := fakeDriver(t)
+	env := cuda.Environment(func(string) (string, bool) { return "", false })
+	host := loadedValues(t, fixtures+"storages.pt")
+	m, err := ckpt.Load(context.Background(), fixtures+"storages.pt", ckpt.WithMapLocation("cuda:1"),
+		ckpt.WithDriver(d), ckpt.WithEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Device == nil || !m.Device.Verified || len(m.Device.Storages) != 4 || len(m.Device.Values) != 4 || m.Host != nil {
+		t.Fatalf("uploaded %+v, host %v", m.Device, m.Host)
+	}
+	var sum int64
+	for _, ds := range m.Device.Storages {
+		if ds.DeviceDigest != ds.UploadDigest || ds.Device.String() != "cuda:1" {
+			t.Errorf("storage %s: device digest %v, upload %v, on %s", ds.Storage.Key, ds.DeviceDigest, ds.UploadDigest, ds.Device)
+		}
+		sum += ds.Storage.NBytes
+	}
+	if sum != m.Device.Bytes || sum != 24+0+6+5 {
+		t.Errorf("uploaded %d bytes, storages hold %d", m.Device.Bytes, sum)
+	}
+	c, err := d.PrimaryContext(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	for _, s := range m.Storages {
+		p, ok := s.DevicePtr()
+		if !ok || s.OnHost() || (p == 0 && s.NBytes > 0) {
+			t.Errorf("storage value %q: pointer %v %v", s.Name, p, ok)
+			continue
+		}
+		b := make([]byte, s.NBytes)
+		if s.NBytes > 0 {
+			if err := c.MemcpyDtoH(b, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(b, host[s.Name]) {
+			t.Errorf("storage value %q on the GPU: %x, host load %x", s.Name, b, host[s.Name])
+		}
+	}
+	typed, _ := m.Storage("typed")
+	tt, _ := m.Tensor("t")
+	p, _ := typed.DevicePtr()
+	if tp, _ := tt.DevicePtr(); p != tp {
+		t.Errorf("typed at %v, t at %v: not one storage", p, tp)
 	}
 }

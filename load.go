@@ -32,6 +32,9 @@ type Model struct {
 	Device *devicecopy.DeviceState
 	// Tensors lists the selected tensors in the checkpoint's order.
 	Tensors []*Tensor
+	// Storages lists the selected storage values (storages saved as values
+	// of their own) in the plan's order; see Storage.
+	Storages []*Storage
 
 	byName  map[string]*Tensor
 	ownCk   bool
@@ -87,8 +90,8 @@ func LoadCheckpoint(ctx context.Context, ck *statedict.Checkpoint, opts ...Optio
 	return load(ctx, ck, cfg)
 }
 
-// NewPlan returns where Load would put every selected tensor of ck, with
-// the strays, reading no tensor data and checking no device. It honours
+// NewPlan returns where Load would put every selected tensor of ck, and
+// every selected storage value (Plan.Storages), with the strays, reading no tensor data and checking no device. It honours
 // WithMapLocation, WithRules, WithRemapOptions, WithFilter and WithStrict.
 func NewPlan(ck *statedict.Checkpoint, opts ...Option) (*remap.Plan, error) {
 	cfg := newConfig(opts)
@@ -121,7 +124,17 @@ func makePlan(ck *statedict.Checkpoint, cfg *config) (*statedict.Checkpoint, *re
 		}
 		sel = &sub
 	}
-	plan, err := remap.NewPlan(sel.Tensors, cfg.rules, cfg.remap...)
+	// Storage values are placed as torch.load maps them; a rank's part
+	// keeps them whole, as it keeps every value.
+	vals := storageValues(ck, cfg.filter)
+	if cfg.world > 0 && len(vals) > 0 {
+		sel.Storages = append([]*statedict.Storage(nil), sel.Storages...)
+		for _, v := range vals {
+			sel.Storages = append(sel.Storages, v.Storage)
+		}
+	}
+	ropts := append(append([]remap.Option(nil), cfg.remap...), remap.WithStorageValues(vals...))
+	plan, err := remap.NewPlan(sel.Tensors, cfg.rules, ropts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -280,6 +293,7 @@ func (m *Model) index() {
 			m.byName[e.Name] = t
 		}
 	}
+	m.indexStorages()
 }
 
 // Tensor returns the selected tensor with the given name (the first, should

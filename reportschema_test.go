@@ -37,14 +37,15 @@ func TestReportsMatchCLIJSONDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan.Strays = append(plan.Strays, remap.Stray{Name: "x"})
+	plan.Storages = append(plan.Storages, remap.StorageEntry{Name: "v", Storage: &statedict.Storage{Key: "9"}})
 	requests := int64(1)
 	st := &statedict.Storage{Key: "0"}
 	mm := devicecopy.Mismatch{Kind: devicecopy.MismatchDevice, Chunks: []int64{1}}
 	load := &LoadReport{Plan: plan, Requests: &requests,
 		Preflight: &devicecopy.PreflightReport{Targets: []devicecopy.TargetCheck{{Name: "GPU", Known: true}}},
-		Loaded:    &devicecopy.HostResult{Storages: []*devicecopy.HostStorage{{Storage: st, Tensors: []string{"a"}}}, Mismatches: []devicecopy.Mismatch{mm}},
+		Loaded:    &devicecopy.HostResult{Storages: []*devicecopy.HostStorage{{Storage: st, Tensors: []string{"a"}, Values: []string{"v"}}}, Mismatches: []devicecopy.Mismatch{mm}},
 		Uploaded: &devicecopy.DeviceState{Arenas: []*devicecopy.Arena{{}}, Verified: true, Mismatches: []devicecopy.Mismatch{mm},
-			Storages: []*devicecopy.DeviceStorage{{Storage: st, Tensors: []string{"a"}}}},
+			Storages: []*devicecopy.DeviceStorage{{Storage: st, Tensors: []string{"a"}, Values: []string{"v"}}}},
 	}
 	checkSchema(t, "load", section(t, doc, "load"), load, nil)
 

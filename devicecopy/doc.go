@@ -10,6 +10,13 @@
 // visible devices, Upload goes through a cuda.Driver (cuda.Open unless
 // WithDriver gives one). LoadHost copies to no device and needs no driver.
 //
+// Storages saved as values of their own (remap.Plan.Storages, placed with
+// remap.WithStorageValues) are moved by LoadHost and Upload with the
+// tensors' storages: a storage that a tensor views too is read and copied
+// once per device, and verified like any other. They are reachable by name
+// (HostResult.Value, DeviceState.Value); Plan.Entries stays one entry per
+// tensor, matched index for index against the checkpoint's tensors.
+//
 // Which file holds what:
 //
 //   - preflight.go: Preflight and its errors.
@@ -23,6 +30,8 @@
 //     launching the checksum kernel, VerifyUnavailableError).
 //   - stream.go, pieces.go: reading storages from sources without cheap
 //     random access, and checking pieces that arrive in any order.
+//   - values.go: storage values (HostValue, DeviceValue) and the checks
+//     of the plan's Storages.
 //   - verify.go: VerifyError, Mismatch and DeviceState.Verify.
 //   - json.go: the JSON forms of the load report (docs/cli-json.md, "load").
 package devicecopy

@@ -106,6 +106,9 @@ const pieceSize = 1 << 20
 type HostResult struct {
 	Storages []*HostStorage // every storage loaded, in the checkpoint's order
 	Tensors  []HostTensor   // every tensor loaded, in the checkpoint's order
+	// Values lists the storage values (plan.Storages) loaded, in the
+	// plan's order; their storages are in Storages once, with the tensors'.
+	Values []HostValue
 	// Skipped names the tensors not loaded: their target is not the cpu,
 	// or they have no data (meta tensors).
 	Skipped []string
@@ -132,6 +135,7 @@ type HostStorage struct {
 	Digest     digest.Value
 	CRCChecked bool     // the archive recorded a CRC32 and Data matches it
 	Tensors    []string // the tensors that view it
+	Values     []string // the storage values holding it (plan.Storages)
 	// Mapped is true when Data is a mapping of the file (WithFileMapping),
 	// not a copy: Release unmaps it.
 	Mapped bool
@@ -223,7 +227,8 @@ func (t HostTensor) Bytes() ([]byte, error) {
 }
 
 // LoadHost reads into host memory the storages of every tensor that plan
-// sends to the cpu (plan must come from remap.NewPlan(ck.Tensors, ...)).
+// sends to the cpu (plan must come from remap.NewPlan(ck.Tensors, ...)),
+// and the storage values it sends there (plan.Storages: Values).
 // Each storage is read once however many tensors view it, including the
 // scale and zero-point storages of per-channel quantized tensors. While
 // reading, it checks each storage's bytes against the CRC32 of its zip
@@ -246,6 +251,9 @@ func LoadHost(ctx context.Context, ck *statedict.Checkpoint, plan *remap.Plan, o
 	}
 	if len(plan.Entries) != len(ck.Tensors) {
 		return nil, fmt.Errorf("%w: %d plan entries for %d tensors", ErrPlanMismatch, len(plan.Entries), len(ck.Tensors))
+	}
+	if err := checkValues(ck, plan); err != nil {
+		return nil, err
 	}
 	res := &HostResult{}
 	loaded := map[*statedict.Storage]*HostStorage{}
@@ -278,6 +286,13 @@ func LoadHost(ctx context.Context, ck *statedict.Checkpoint, plan *remap.Plan, o
 					add(qt.Storage)
 				}
 			}
+		}
+	}
+	for _, v := range plan.Storages {
+		if v.Target.Type == "cpu" {
+			hs := add(v.Storage)
+			hs.Values = append(hs.Values, v.Name)
+			res.Values = append(res.Values, HostValue{Name: v.Name, Storage: hs})
 		}
 	}
 	limit := cfg.limit
@@ -385,7 +400,7 @@ func readAll(ctx context.Context, storages []*HostStorage, total int64, cfg *hos
 func storageError(hs *HostStorage, err error) error {
 	s := hs.Storage
 	return fmt.Errorf("devicecopy: reading storage %s (record %s of %s, used by %s): %w",
-		s.Key, s.Record, s.File, strings.Join(hs.Tensors, ", "), err)
+		s.Key, s.Record, s.File, strings.Join(users(hs.Tensors, hs.Values), ", "), err)
 }
 
 // readStorage fills hs.Data from the file, checking the CRC32 and
@@ -449,7 +464,7 @@ func readStorage(ctx context.Context, hs *HostStorage, st *stream, maps *fileMap
 		return storageError(hs, err)
 	}
 	if s.HasCRC && crc != s.CRC32 {
-		return &CRCError{File: s.File, Record: s.Record, Storage: s.Key, Tensors: hs.Tensors, Want: s.CRC32, Got: crc}
+		return &CRCError{File: s.File, Record: s.Record, Storage: s.Key, Tensors: users(hs.Tensors, hs.Values), Want: s.CRC32, Got: crc}
 	}
 	hs.Data, hs.CRCChecked = buf, s.HasCRC
 	return nil

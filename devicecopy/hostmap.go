@@ -151,7 +151,7 @@ func hashMapped(ctx context.Context, hs *HostStorage, data []byte, report func(i
 		return err
 	}
 	if s.HasCRC && crc != s.CRC32 {
-		return &CRCError{File: s.File, Record: s.Record, Storage: s.Key, Tensors: hs.Tensors, Want: s.CRC32, Got: crc}
+		return &CRCError{File: s.File, Record: s.Record, Storage: s.Key, Tensors: users(hs.Tensors, hs.Values), Want: s.CRC32, Got: crc}
 	}
 	hs.Data, hs.CRCChecked, hs.Mapped = data, s.HasCRC, true
 	return nil

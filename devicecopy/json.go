@@ -65,23 +65,26 @@ func (r *HostResult) MarshalJSON() ([]byte, error) {
 		Mapped     bool     `json:"mapped"`
 		Digest     string   `json:"digest"`
 		Tensors    []string `json:"tensors"`
+		Values     []string `json:"storage_values"`
 	}
 	j := struct {
 		Bytes      int64      `json:"bytes"`
 		Seconds    float64    `json:"seconds"`
 		GBPerS     float64    `json:"gb_per_s"`
 		Tensors    int        `json:"tensors"`
+		Values     int        `json:"storage_values"`
 		CRCChecked int        `json:"crc_checked"`
 		Mapped     int64      `json:"mapped_bytes"`
 		Storages   []storage  `json:"storages"`
 		Mismatches []Mismatch `json:"mismatches"`
-	}{Bytes: r.Bytes, Seconds: r.Elapsed.Seconds(), GBPerS: r.GBPerSecond(), Tensors: len(r.Tensors),
+	}{Bytes: r.Bytes, Seconds: r.Elapsed.Seconds(), GBPerS: r.GBPerSecond(), Tensors: len(r.Tensors), Values: len(r.Values),
 		CRCChecked: r.CRCChecked(), Storages: []storage{}, Mismatches: append([]Mismatch{}, r.Mismatches...)}
 	j.Mapped = r.MappedBytes()
 	for _, hs := range r.Storages {
 		st := hs.Storage
 		j.Storages = append(j.Storages, storage{Key: st.Key, Record: st.Record, File: st.File, NBytes: st.NBytes,
-			BigEndian: st.BigEndian, CRCChecked: hs.CRCChecked, Mapped: hs.Mapped, Digest: hs.Digest.String(), Tensors: append([]string{}, hs.Tensors...)})
+			BigEndian: st.BigEndian, CRCChecked: hs.CRCChecked, Mapped: hs.Mapped, Digest: hs.Digest.String(), Tensors: append([]string{}, hs.Tensors...),
+			Values: append([]string{}, hs.Values...)})
 	}
 	return json.Marshal(j)
 }
@@ -129,10 +132,12 @@ func (s *DeviceState) MarshalJSON() ([]byte, error) {
 		UploadDigest string   `json:"upload_digest"`
 		DeviceDigest string   `json:"device_digest,omitempty"`
 		Tensors      []string `json:"tensors"`
+		Values       []string `json:"storage_values"`
 	}
 	j := struct {
 		Bytes         int64      `json:"bytes"`
 		Tensors       int        `json:"tensors"`
+		Values        int        `json:"storage_values"`
 		Devices       []arena    `json:"devices"`
 		ReadSeconds   float64    `json:"read_seconds"`
 		UploadSeconds float64    `json:"upload_seconds"`
@@ -144,7 +149,7 @@ func (s *DeviceState) MarshalJSON() ([]byte, error) {
 		Verified      bool       `json:"verified"`
 		Mismatches    []Mismatch `json:"mismatches"`
 		Storages      []storage  `json:"storages"`
-	}{Bytes: s.Bytes, Tensors: len(s.Tensors), Verify: s.VerifyRequested, Verified: s.Verified,
+	}{Bytes: s.Bytes, Tensors: len(s.Tensors), Values: len(s.Values), Verify: s.VerifyRequested, Verified: s.Verified,
 		ReadSeconds: s.ReadTime.Seconds(), UploadSeconds: s.UploadTime.Seconds(), VerifySeconds: s.VerifyTime.Seconds(),
 		ReadGBPerS: gbPerSecond(s.Bytes, s.ReadTime), UploadGBPerS: gbPerSecond(s.Bytes, s.UploadTime), VerifyGBPerS: gbPerSecond(s.Bytes, s.VerifyTime),
 		Devices: []arena{}, Mismatches: append([]Mismatch{}, s.Mismatches...), Storages: []storage{}}
@@ -154,7 +159,7 @@ func (s *DeviceState) MarshalJSON() ([]byte, error) {
 	for _, ds := range s.Storages {
 		sj := storage{Key: ds.Storage.Key, Device: ds.Device.String(), NBytes: ds.Storage.NBytes, Swapped: ds.Swapped,
 			CRCChecked: ds.CRCChecked, FileDigest: ds.FileDigest.String(), UploadDigest: ds.UploadDigest.String(),
-			Tensors: append([]string{}, ds.Tensors...)}
+			Tensors: append([]string{}, ds.Tensors...), Values: append([]string{}, ds.Values...)}
 		if s.Verified {
 			sj.DeviceDigest = ds.DeviceDigest.String()
 		}

@@ -385,7 +385,12 @@ func suggest(plan *remap.Plan, visible map[int]cuda.DeviceInfo) string {
 	sort.Ints(ordinals)
 	pairs := map[string]string{}
 	targets := map[string]bool{}
-	for _, e := range plan.Entries {
+	placed := make([]remap.Entry, 0, len(plan.Entries)+len(plan.Storages))
+	placed = append(placed, plan.Entries...)
+	for _, v := range plan.Storages {
+		placed = append(placed, remap.Entry{Name: v.Name, Source: v.Source, Target: v.Target})
+	}
+	for _, e := range placed {
 		to := e.Target
 		if _, ok := visible[to.Index]; to.Type == "cuda" && !ok {
 			if len(ordinals) == 0 {

@@ -228,7 +228,7 @@ func (st *stream) finish(j *streamJob) error {
 		return storageError(hs, err)
 	}
 	if s.HasCRC && crc != s.CRC32 {
-		return &CRCError{File: s.File, Record: s.Record, Storage: s.Key, Tensors: hs.Tensors, Want: s.CRC32, Got: crc}
+		return &CRCError{File: s.File, Record: s.Record, Storage: s.Key, Tensors: users(hs.Tensors, hs.Values), Want: s.CRC32, Got: crc}
 	}
 	hs.Digest, hs.Data, hs.CRCChecked = d, j.buf, s.HasCRC
 	return nil

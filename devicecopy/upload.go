@@ -62,8 +62,9 @@ func WithSavedDigests(m map[string]digest.Value) UploadOption {
 func WithHashConcurrency(n int) UploadOption { return func(c *uploadConfig) { c.workers = n } }
 
 // Upload copies to the GPUs every storage that plan (from
-// remap.NewPlan(ck.Tensors, ...)) sends to a cuda device, and verifies the
-// copies on the devices.
+// remap.NewPlan(ck.Tensors, ...)) sends to a cuda device, and the storage
+// values it sends there (plan.Storages: DeviceState.Values), and verifies
+// the copies on the devices.
 //
 // Each target GPU gets one allocation (an Arena) holding its storages at
 // 256-byte aligned offsets; a storage that several tensors view is uploaded

@@ -22,6 +22,9 @@ func layout(ck *statedict.Checkpoint, plan *remap.Plan) (*DeviceState, error) {
 	if len(plan.Entries) != len(ck.Tensors) {
 		return nil, fmt.Errorf("%w: %d plan entries for %d tensors", ErrPlanMismatch, len(plan.Entries), len(ck.Tensors))
 	}
+	if err := checkValues(ck, plan); err != nil {
+		return nil, err
+	}
 	st := &DeviceState{}
 	arenas := map[remap.Device]*Arena{}
 	for _, u := range plan.Devices() {
@@ -78,6 +81,17 @@ func layout(ck *statedict.Checkpoint, plan *remap.Plan) (*DeviceState, error) {
 				}
 			}
 		}
+	}
+	for _, v := range plan.Storages {
+		if v.Target.Type != "cuda" {
+			continue
+		}
+		ds, err := add(v.Storage, v.Target)
+		if err != nil {
+			return nil, err
+		}
+		ds.Values = append(ds.Values, v.Name)
+		st.Values = append(st.Values, DeviceValue{Name: v.Name, Device: v.Target, Storage: ds})
 	}
 	// File order: the checkpoint's storage order, then the others by key.
 	order := map[*statedict.Storage]int{}

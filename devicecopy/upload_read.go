@@ -215,7 +215,7 @@ func (u *uploader) read(p *piece, nanos *atomic.Int64) error {
 func readFailure(ds *DeviceStorage, err error) error {
 	s := ds.Storage
 	return fmt.Errorf("devicecopy: reading storage %s (record %s of %s, used by %s): %w",
-		s.Key, s.Record, s.File, strings.Join(ds.Tensors, ", "), err)
+		s.Key, s.Record, s.File, strings.Join(users(ds.Tensors, ds.Values), ", "), err)
 }
 
 // waitBuffer waits until staging buffer k's last copy has landed.

@@ -18,7 +18,10 @@ var ErrClosed = errors.New("devicecopy: device state was closed")
 // every device allocation and releases the contexts; the pointers of its
 // tensors are invalid afterwards.
 type DeviceState struct {
-	Tensors  []DeviceTensor   // every uploaded tensor, in the checkpoint's order
+	Tensors []DeviceTensor // every uploaded tensor, in the checkpoint's order
+	// Values lists the storage values (plan.Storages) uploaded, in the
+	// plan's order; their storages are in Storages, once per device.
+	Values   []DeviceValue
 	Storages []*DeviceStorage // every uploaded storage, once per target device
 	Arenas   []*Arena         // one per target GPU, in the plan's device order
 	// Skipped names the tensors not uploaded: their target is not a GPU
@@ -92,6 +95,7 @@ type DeviceStorage struct {
 	Swapped      bool         // bytes were swapped to little-endian before upload
 	CRCChecked   bool         // the zip record's CRC32 matched the bytes read
 	Tensors      []string     // the uploaded tensors that view it
+	Values       []string     // the storage values holding it (plan.Storages)
 
 	arena      *Arena
 	off        uint64   // offset in the arena

@@ -151,7 +151,7 @@ func (u *uploader) finishHost() error {
 			ds.crc = combineCRCs(s.NBytes, ds.crcs)
 			ds.crcs = nil
 			if ds.crc != s.CRC32 {
-				return &CRCError{File: s.File, Record: s.Record, Storage: s.Key, Tensors: ds.Tensors, Want: s.CRC32, Got: ds.crc}
+				return &CRCError{File: s.File, Record: s.Record, Storage: s.Key, Tensors: users(ds.Tensors, ds.Values), Want: s.CRC32, Got: ds.crc}
 			}
 			ds.CRCChecked = true
 		}

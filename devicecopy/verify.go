@@ -159,7 +159,7 @@ func (s *DeviceState) collect(ctx context.Context) ([]Mismatch, error) {
 			if ds.DeviceDigest, err = digest.Combine(ds.Storage.NBytes, dev); err != nil {
 				return nil, err
 			}
-			m := Mismatch{Kind: MismatchDevice, Storage: ds.Storage.Key, Tensors: ds.Tensors, Device: ds.Device,
+			m := Mismatch{Kind: MismatchDevice, Storage: ds.Storage.Key, Tensors: users(ds.Tensors, ds.Values), Device: ds.Device,
 				Want: ds.UploadDigest, Got: ds.DeviceDigest}
 			for i := range dev {
 				if dev[i] != ds.sums[i] {

@@ -44,6 +44,7 @@ type Option func(*config)
 type config struct {
 	backends map[string]bool // private backend names accepted as device types
 	current  map[string]int  // current index per type for bare devices in a plan
+	values   []StorageValue  // storage values to place (WithStorageValues)
 }
 
 func newConfig(opts []Option) *config {

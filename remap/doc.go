@@ -52,6 +52,15 @@
 //   - A tensor whose file records no location tag (safetensors) counts as
 //     saved on "cpu", where safetensors loads by default.
 //
+// # Storage values
+//
+// torch.load maps every storage through map_location, including storages
+// saved as values of their own (torch.save(t.storage()), a TypedStorage in
+// a dict). WithStorageValues gives them to NewPlan, which places each from
+// its own location tag in Plan.Storages (StorageEntry), apart from
+// Plan.Entries, which stays one entry per tensor. Device totals count a
+// storage once per device whether tensors, values or both bring it there.
+//
 // # Strays
 //
 // DetectStrays (and Plan.Strays) report tensors saved on another device

@@ -28,8 +28,11 @@ type DeviceUse struct {
 // before any byte is read.
 type Plan struct {
 	Entries []Entry // one per tensor, in the order given to NewPlan
-	Strays  []Stray // DetectStrays of the same tensors (saved tags, not targets)
-	devices []DeviceUse
+	// Storages has one entry per storage value (WithStorageValues), in the
+	// order given; empty without them.
+	Storages []StorageEntry
+	Strays   []Stray // DetectStrays of the same tensors (saved tags, not targets)
+	devices  []DeviceUse
 }
 
 // Devices returns the totals per target device: cpu first, then by type
@@ -46,6 +49,10 @@ func (p *Plan) Devices() []DeviceUse {
 // several tensors share is counted once per target device, as are the
 // per-channel scale and zero-point storages of quantized tensors. Honours
 // WithCurrentDevice.
+//
+// With WithStorageValues the storage values are placed too (Storages),
+// each from its own location tag, and counted in Devices with the tensors'
+// storages: a storage a tensor also views is counted once per device.
 //
 // NewPlan fails (ErrTensor) on a nil tensor or a negative or overflowing
 // size, and on a target that is not a device (see Rules.Target).
@@ -65,6 +72,19 @@ func NewPlan(tensors []*statedict.Tensor, rules Rules, opts ...Option) (*Plan, e
 			use[d] = u
 		}
 		return u
+	}
+	count := func(s *statedict.Storage, d Device, who string) (*DeviceUse, error) {
+		u := add(d)
+		if seen[placed{s, d}] {
+			return u, nil
+		}
+		seen[placed{s, d}] = true
+		if s.NBytes < 0 || u.Bytes > math.MaxInt64-s.NBytes {
+			return nil, fmt.Errorf("%w: %q: storage size %d negative or total overflows", ErrTensor, who, s.NBytes)
+		}
+		u.Bytes += s.NBytes
+		u.Storages++
+		return u, nil
 	}
 	for i, t := range tensors {
 		if t == nil {
@@ -88,17 +108,13 @@ func NewPlan(tensors []*statedict.Tensor, rules Rules, opts ...Option) (*Plan, e
 					return nil, fmt.Errorf("%w (tensor %q)", err, t.Name)
 				}
 			}
-			if seen[placed{s, sd}] {
-				continue
+			if _, err := count(s, sd, t.Name); err != nil {
+				return nil, err
 			}
-			seen[placed{s, sd}] = true
-			u := add(sd)
-			if s.NBytes < 0 || u.Bytes > math.MaxInt64-s.NBytes {
-				return nil, fmt.Errorf("%w: %q: storage size %d negative or total overflows", ErrTensor, t.Name, s.NBytes)
-			}
-			u.Bytes += s.NBytes
-			u.Storages++
 		}
+	}
+	if err := placeValues(p, rules, c, count); err != nil {
+		return nil, err
 	}
 	for _, u := range use {
 		p.devices = append(p.devices, *u)

@@ -24,6 +24,15 @@ func writeLoadText(w io.Writer, rep *ckpt.LoadReport) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", displayName(e.Name), clean(e.Source), e.Target, human.Bytes(e.NBytes))
 	}
 	tw.Flush()
+	if vals := rep.Plan.Storages; len(vals) > 0 {
+		b.WriteString("\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "STORAGE VALUE\tSAVED\tTARGET\tBYTES")
+		for _, v := range vals {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", displayName(v.Name), clean(v.Source), v.Target, human.Bytes(v.NBytes))
+		}
+		tw.Flush()
+	}
 	b.WriteString("\nPer target device (each storage counted once):\n")
 	for _, d := range rep.Plan.Devices() {
 		fmt.Fprintf(&b, "  %-8s %s in %d storage(s), %d tensor(s)\n", d.Device, human.Bytes(d.Bytes), d.Storages, d.Tensors)
@@ -53,8 +62,8 @@ func writeLoadText(w io.Writer, rep *ckpt.LoadReport) error {
 		}
 	}
 	if h := rep.Loaded; h != nil {
-		fmt.Fprintf(&b, "\nLoaded %s (%d storages, %d tensors) into host memory %s\n",
-			human.Bytes(h.Bytes), len(h.Storages), len(h.Tensors), timeAndRate(h.Bytes, h.Elapsed))
+		fmt.Fprintf(&b, "\nLoaded %s (%d storages, %d tensors%s) into host memory %s\n",
+			human.Bytes(h.Bytes), len(h.Storages), len(h.Tensors), valueCount(len(h.Values)), timeAndRate(h.Bytes, h.Elapsed))
 		fmt.Fprintf(&b, "CRC32 checked: %d of %d storages (the others have no CRC32 in the file); xxh64c digests computed for all\n",
 			h.CRCChecked(), len(h.Storages))
 		if mapped := h.MappedBytes(); mapped > 0 {
@@ -83,7 +92,7 @@ func writeUploadText(b *strings.Builder, rep *ckpt.LoadReport) {
 		}
 		return
 	}
-	fmt.Fprintf(b, "\nUploaded %s (%d storages, %d tensors) to the GPU:\n", human.Bytes(g.Bytes), len(g.Storages), len(g.Tensors))
+	fmt.Fprintf(b, "\nUploaded %s (%d storages, %d tensors%s) to the GPU:\n", human.Bytes(g.Bytes), len(g.Storages), len(g.Tensors), valueCount(len(g.Values)))
 	for _, d := range g.Arenas {
 		fmt.Fprintf(b, "  %-8s %s in %d storage(s)\n", clean(d.Device.String()), human.Bytes(d.Bytes), d.Storages)
 	}
@@ -105,4 +114,12 @@ func writeUploadText(b *strings.Builder, rep *ckpt.LoadReport) {
 	if g.Verified {
 		b.WriteString("verified: every byte on the GPU matches the file (xxh64c, computed on the device)\n")
 	}
+}
+
+// valueCount is ", N storage value(s)" when n > 0, else "".
+func valueCount(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d storage value(s)", n)
 }

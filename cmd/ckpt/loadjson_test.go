@@ -20,7 +20,17 @@ type loadReport struct {
 type loadPlanJSON struct {
 	Tensors []loadEntryJSON  `json:"tensors"`
 	Devices []loadDeviceJSON `json:"devices"`
+	Values  []loadValueJSON  `json:"storage_values"`
 	Strays  []remap.Stray    `json:"strays"`
+}
+
+// loadValueJSON is a storage value of the plan.
+type loadValueJSON struct {
+	Name    string `json:"name"`
+	Storage string `json:"storage"`
+	Source  string `json:"source"`
+	Target  string `json:"target"`
+	NBytes  int64  `json:"nbytes"`
 }
 
 type loadEntryJSON struct {
@@ -35,6 +45,7 @@ type loadDeviceJSON struct {
 	Bytes    int64  `json:"bytes"`
 	Tensors  int    `json:"tensors"`
 	Storages int    `json:"storages"`
+	Values   int    `json:"storage_values"`
 }
 
 type loadPreJSON struct {
@@ -53,6 +64,7 @@ type loadHostJSON struct {
 	Seconds    float64           `json:"seconds"`
 	GBPerS     float64           `json:"gb_per_s"`
 	Tensors    int               `json:"tensors"`
+	Values     int               `json:"storage_values"`
 	CRCChecked int               `json:"crc_checked"`
 	Mapped     int64             `json:"mapped_bytes"`
 	Storages   []loadStorageJSON `json:"storages"`
@@ -69,12 +81,14 @@ type loadStorageJSON struct {
 	Mapped     bool     `json:"mapped"`
 	Digest     string   `json:"digest"`
 	Tensors    []string `json:"tensors"`
+	Values     []string `json:"storage_values"`
 }
 
 // loadGPUJSON is the result of the upload to GPUs.
 type loadGPUJSON struct {
 	Bytes         int64             `json:"bytes"`
 	Tensors       int               `json:"tensors"`
+	Values        int               `json:"storage_values"`
 	Devices       []loadArenaJSON   `json:"devices"`
 	ReadSeconds   float64           `json:"read_seconds"`
 	UploadSeconds float64           `json:"upload_seconds"`
@@ -116,4 +130,5 @@ type loadGPUStorJSON struct {
 	UploadDigest string   `json:"upload_digest"`
 	DeviceDigest string   `json:"device_digest,omitempty"`
 	Tensors      []string `json:"tensors"`
+	Values       []string `json:"storage_values"`
 }
