@@ -8,7 +8,9 @@ import torch
 
 
 def raw(s):
-    u = s._storage if isinstance(s, torch.storage.TypedStorage) else s
+    # untyped(): the bytes under a TypedStorage, in torch 1.13 and 2.x alike
+    # (the attribute behind it was renamed: _storage, _untyped_storage).
+    u = s.untyped() if isinstance(s, torch.storage.TypedStorage) else s
     return bytes(u.tolist()).hex()
 
 
