@@ -48,10 +48,11 @@ func ggufMXFP4Source(t *statedict.Tensor) *mxfp4Source {
 	if t.QuantStored == nil || t.QuantStored.Method != "mxfp4" || !t.IsContiguous() || t.Offset != 0 {
 		return nil
 	}
-	codes, comps, ok := t.QuantSource()
-	if !ok || len(comps) != 1 {
+	stored := t.QuantStored.StoredTensors() // the blocks, then the scales
+	if len(stored) != 2 || len(t.QuantStored.Companions) != 1 {
 		return nil
 	}
+	codes, comps := stored[0], stored[1:]
 	ct := func(s *statedict.Tensor) quant.CodecTensor {
 		return quant.CodecTensor{Name: s.Name, DType: s.DType, Shape: s.Shape}
 	}
