@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ckpt-dev/ckpt/gguf"
+	"github.com/ckpt-dev/ckpt/internal/llamacpp"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -162,40 +163,28 @@ func (c *config) ggufExpand(items []*item) ([]*item, error) {
 
 // expertView returns a stacked expert weight [E, in, out] (transformers'
 // layout) as llama.cpp's [E, out, in], a view over its storage; with
-// parity 0 or 1, only the even or odd outputs ([E, out/2, in]).
+// parity 0 or 1, only the even or odd outputs (llamacpp.ExpertView).
 func expertView(t *statedict.Tensor, parity int) (*statedict.Tensor, error) {
-	if len(t.Shape) != 3 || len(t.Strides) != 3 {
-		return nil, fmt.Errorf("shape %v: a stacked expert weight is [experts, in, out]", t.Shape)
-	}
-	v := *t
-	v.Shape = []int64{t.Shape[0], t.Shape[2], t.Shape[1]}
-	v.Strides = []int64{t.Strides[0], t.Strides[2], t.Strides[1]}
-	if parity < 0 {
-		return &v, nil
-	}
-	if t.Shape[2]%2 != 0 {
-		return nil, fmt.Errorf("shape %v: an odd number of outputs cannot interleave gate and up", t.Shape)
-	}
-	v.Shape[1] /= 2
-	v.Offset += int64(parity) * v.Strides[1]
-	v.Strides[1] *= 2
-	return &v, nil
+	return viewOf(t)(llamacpp.ExpertView(t.Shape, t.Strides, parity))
 }
 
 // lastHalfView returns the even or odd (parity 0 or 1) indices of t's last
-// dimension, a view over its storage.
+// dimension, a view over its storage (llamacpp.HalfView).
 func lastHalfView(t *statedict.Tensor, parity int) (*statedict.Tensor, error) {
-	n := len(t.Shape)
-	if n == 0 || len(t.Strides) != n || t.Shape[n-1]%2 != 0 {
-		return nil, fmt.Errorf("shape %v: the last dimension must be even to interleave gate and up", t.Shape)
+	return viewOf(t)(llamacpp.HalfView(t.Shape, t.Strides, parity))
+}
+
+// viewOf returns a function making a view of t from a shape, strides and
+// added offset.
+func viewOf(t *statedict.Tensor) func([]int64, []int64, int64, error) (*statedict.Tensor, error) {
+	return func(shape, strides []int64, off int64, err error) (*statedict.Tensor, error) {
+		if err != nil {
+			return nil, err
+		}
+		v := *t
+		v.Shape, v.Strides, v.Offset = shape, strides, t.Offset+off
+		return &v, nil
 	}
-	v := *t
-	v.Shape = append([]int64(nil), t.Shape...)
-	v.Strides = append([]int64(nil), t.Strides...)
-	v.Shape[n-1] /= 2
-	v.Offset += int64(parity) * t.Strides[n-1]
-	v.Strides[n-1] *= 2
-	return &v, nil
 }
 
 // ggufF32 says why an item is written as F32 under llama.cpp's converter

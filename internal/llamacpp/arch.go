@@ -1,6 +1,10 @@
 package llamacpp
 
-import "regexp"
+import (
+	"fmt"
+	"regexp"
+	"slices"
+)
 
 // Arch is llama.cpp's mapping of one architecture's Hugging Face tensors,
 // as convert_hf_to_gguf.py writes them and llama.cpp's loader
@@ -118,4 +122,41 @@ func (a *Arch) SplitOf(name string) (even, odd string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// ExpertView returns the shape, strides and added storage offset (in
+// elements) of a view of a stacked expert weight in transformers' layout
+// [E, in, out] (shape, strides in elements) as llama.cpp holds it,
+// [E, out, in]; with parity 0 or 1, of only its even or odd outputs
+// ([E, out/2, in]: a Split's halves), else (parity -1) of all.
+func ExpertView(shape, strides []int64, parity int) ([]int64, []int64, int64, error) {
+	if len(shape) != 3 || len(strides) != 3 {
+		return nil, nil, 0, fmt.Errorf("shape %v: a stacked expert weight is [experts, in, out]", shape)
+	}
+	s := []int64{shape[0], shape[2], shape[1]}
+	st := []int64{strides[0], strides[2], strides[1]}
+	if parity < 0 {
+		return s, st, 0, nil
+	}
+	if shape[2]%2 != 0 {
+		return nil, nil, 0, fmt.Errorf("shape %v: an odd number of outputs cannot interleave gate and up", shape)
+	}
+	off := int64(parity) * st[1]
+	s[1] /= 2
+	st[1] *= 2
+	return s, st, off, nil
+}
+
+// HalfView returns the shape, strides and added storage offset of a view
+// of the even or odd (parity 0 or 1) indices of a tensor's last dimension
+// (a Split's halves of a bias).
+func HalfView(shape, strides []int64, parity int) ([]int64, []int64, int64, error) {
+	n := len(shape)
+	if n == 0 || len(strides) != n || shape[n-1]%2 != 0 {
+		return nil, nil, 0, fmt.Errorf("shape %v: the last dimension must be even to interleave gate and up", shape)
+	}
+	s, st := slices.Clone(shape), slices.Clone(strides)
+	s[n-1] /= 2
+	st[n-1] *= 2
+	return s, st, int64(parity) * strides[n-1], nil
 }
