@@ -121,6 +121,12 @@ func (c *config) ggufExpand(items []*item) ([]*item, error) {
 	}
 	tr := a.table.Transposed
 	out := make([]*item, 0, len(items))
+	splits := 0
+	defer func() {
+		if splits > 0 {
+			a.report.Notes = append(a.report.Notes, fmt.Sprintf("%d tensors split in two as llama.cpp's converter splits them (gate_up_proj into ffn_gate_exps and ffn_up_exps, its bias likewise): the file holds %d tensors", splits, len(out)))
+		}
+	}()
 	for _, it := range items {
 		mx := ggufMXFP4Source(it.src) != nil
 		even, odd, split := a.table.SplitOf(it.name)
@@ -137,6 +143,7 @@ func (c *config) ggufExpand(items []*item) ([]*item, error) {
 			out = append(out, it)
 			continue
 		}
+		splits++
 		for parity, name := range []string{even, odd} {
 			h := *it
 			h.name = name

@@ -273,7 +273,8 @@ func TestGGUFGptOss(t *testing.T) {
 	if _, ok := f.Get("gpt-oss.rope.dimension_count"); ok {
 		t.Error("rope.dimension_count written: upstream writes it for llama only")
 	}
-	if g := sum.GGUF; g == nil || g.Architecture != "gpt-oss" || !g.Mapped || g.HFArchitecture != "GptOssForCausalLM" || len(g.Notes) != 1 {
+	if g := sum.GGUF; g == nil || g.Architecture != "gpt-oss" || !g.Mapped || g.HFArchitecture != "GptOssForCausalLM" || len(g.Notes) != 2 ||
+		g.Notes[1] != fmt.Sprintf("%d tensors split in two as llama.cpp's converter splits them (gate_up_proj into ffn_gate_exps and ffn_up_exps, its bias likewise): the file holds %d tensors", 2*goL, len(want)) {
 		t.Errorf("report %+v", sum.GGUF)
 	}
 

@@ -41,7 +41,9 @@ import (
 //   - for rope_scaling llama3, the rope_freqs.weight tensor llama.cpp adds.
 //
 // Qwen2ForCausalLM gets the same names (and its q/k/v biases) as
-// architecture qwen2, without the permutation, as llama.cpp does. No
+// architecture qwen2, without the permutation, as llama.cpp does;
+// GptOssForCausalLM gets llama.cpp's gpt-oss names, gate/up split and
+// hyperparameters (gguf_gptoss.go). No
 // tokenizer is written (tokenizer.ggml.model is "none", and
 // Summary.GGUF.Notes says so); another
 // architecture keeps its tensor names. WithGGUFMetadata's entries replace
