@@ -111,18 +111,7 @@ func writeGptOss(t *testing.T, dir string, config map[string]any) {
 		}
 		hdr[n] = map[string]any{"dtype": s.dt, "shape": s.shape, "data_offsets": []int{start, len(body)}}
 	}
-	hb, _ := json.Marshal(hdr)
-	var b bytes.Buffer
-	binary.Write(&b, binary.LittleEndian, uint64(len(hb)))
-	b.Write(hb)
-	b.Write(body)
-	cb, _ := json.Marshal(config)
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeModelDir(t, dir, hdr, body, config)
 }
 
 // convertDir converts dir's model.safetensors to out with opts.
@@ -279,19 +268,42 @@ func TestReadersReadGptOss(t *testing.T) {
 	if x := blk["ffn_gate_exps.weight"]; x != nil && (x.Type() != "MXFP4" || fmt.Sprint(x.Shape) != "[64 64 4]") {
 		t.Errorf("ollama: ffn_gate_exps %s %v", x.Type(), x.Shape)
 	}
-	t.Run("huggingface", func(t *testing.T) {
-		got := runJS(t, out)[0]
-		mine := ckptView(t, out)
-		if a := got.Metadata["general.architecture"]; string(a.Value) != `"gpt-oss"` {
-			t.Errorf("general.architecture %s", a.Value)
+	t.Run("huggingface", func(t *testing.T) { checkJSReads(t, out, "gpt-oss") })
+}
+
+// checkJSReads: @huggingface/gguf reads the file at p with general.architecture
+// arch and the tensor infos (name, type, offset) ckpt's reader gives.
+func checkJSReads(t *testing.T, p, arch string) {
+	t.Helper()
+	got := runJS(t, p)[0]
+	mine := ckptView(t, p)
+	if a := got.Metadata["general.architecture"]; string(a.Value) != strconv.Quote(arch) {
+		t.Errorf("general.architecture %s", a.Value)
+	}
+	if len(got.Tensors) != len(mine.Tensors) {
+		t.Fatalf("%d tensors, ckpt %d", len(got.Tensors), len(mine.Tensors))
+	}
+	for i, ti := range mine.Tensors {
+		if g := got.Tensors[i]; g.Name != ti.Name || g.DType != int(ti.Type) || g.Offset != fmt.Sprint(ti.Offset) {
+			t.Errorf("tensor %d: %+v, ckpt %s type %d offset %d", i, g, ti.Name, ti.Type, ti.Offset)
 		}
-		if len(got.Tensors) != len(mine.Tensors) {
-			t.Fatalf("%d tensors, ckpt %d", len(got.Tensors), len(mine.Tensors))
-		}
-		for i, ti := range mine.Tensors {
-			if g := got.Tensors[i]; g.Name != ti.Name || g.DType != int(ti.Type) || g.Offset != fmt.Sprint(ti.Offset) {
-				t.Errorf("tensor %d: %+v, ckpt %s type %d offset %d", i, g, ti.Name, ti.Type, ti.Offset)
-			}
-		}
-	})
+	}
+}
+
+// writeModelDir writes a safetensors header and body as
+// dir/model.safetensors, and config as dir/config.json.
+func writeModelDir(t *testing.T, dir string, hdr map[string]any, body []byte, config map[string]any) {
+	t.Helper()
+	hb, _ := json.Marshal(hdr)
+	var b bytes.Buffer
+	binary.Write(&b, binary.LittleEndian, uint64(len(hb)))
+	b.Write(hb)
+	b.Write(body)
+	cb, _ := json.Marshal(config)
+	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cb, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

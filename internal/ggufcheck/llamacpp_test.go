@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand"
@@ -71,18 +70,7 @@ func writeRandomLlama(t *testing.T, dir string, config map[string]any) {
 		}
 		hdr[n] = map[string]any{"dtype": "F32", "shape": shapes[n], "data_offsets": []int{start, len(body)}}
 	}
-	hb, _ := json.Marshal(hdr)
-	var b bytes.Buffer
-	binary.Write(&b, binary.LittleEndian, uint64(len(hb)))
-	b.Write(hb)
-	b.Write(body)
-	cb, _ := json.Marshal(config)
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeModelDir(t, dir, hdr, body, config)
 }
 
 func slicesSort(s []string) {
