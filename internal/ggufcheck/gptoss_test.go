@@ -167,7 +167,8 @@ func maxDiff(a, b []float32) (d, m float64) {
 // computes in torch (llamacpp/ref_gptoss.py, from transformers'
 // modeling_gpt_oss) from ckpt's float32 dequantization of the same
 // release: with the MXFP4 blocks copied, with the experts dequantized to
-// bfloat16 (same values) and with every tensor float32. A wrong name or
+// bfloat16 (same values), with every tensor float32, and under
+// --gguf-type q8_0 (experts still copied). A wrong name or
 // dims is a load failure; a wrong split, orientation or hyperparameter
 // moves the logits far past the tolerances (tried: gate and up swapped in
 // the split, or a sliding window of 64 written, move them by 3.2 where
@@ -204,7 +205,7 @@ func TestLlamaCppRunsGptOss(t *testing.T) {
 	want := runLogits(t, "ref_gptoss.py", T*V, testenv.Python(), append([]string{filepath.Join("llamacpp", "ref_gptoss.py"), refDir}, toks...)...)
 
 	got := map[string][]float32{}
-	for _, typ := range []string{"", "bf16", "f32"} {
+	for _, typ := range []string{"", "bf16", "f32", "q8_0"} {
 		out := filepath.Join(tmp, "m"+typ+".gguf")
 		opts := []convert.Option{convert.WithFormat(convert.GGUF), convert.WithHFModelDir(dir)}
 		if typ != "" {
@@ -217,19 +218,38 @@ func TestLlamaCppRunsGptOss(t *testing.T) {
 		name string
 		a, b []float32
 		tol  float64 // of the largest logit
+		// flips: positions allowed past tol, where the router's top-2
+		// can flip between two nearly tied experts (0: none)
+		flips int
 	}{
 		// Everything float32: plain float32 arithmetic on both sides.
-		{"f32 GGUF vs torch", got["f32"], want, 1e-4},
+		{"f32 GGUF vs torch", got["f32"], want, 1e-4, 0},
 		// MXFP4 blocks: ggml's CPU kernel quantizes the activations to
 		// Q8_0 for its dot products with MXFP4 (bfloat16 for bfloat16
 		// weights), so these differ by activation rounding only.
-		{"MXFP4 GGUF vs torch", got[""], want, 0.05},
-		{"bf16 GGUF vs torch", got["bf16"], want, 0.05},
-		{"MXFP4 GGUF vs bf16 GGUF", got[""], got["bf16"], 0.05},
+		{"MXFP4 GGUF vs torch", got[""], want, 0.05, 0},
+		{"bf16 GGUF vs torch", got["bf16"], want, 0.05, 0},
+		{"MXFP4 GGUF vs bf16 GGUF", got[""], got["bf16"], 0.05, 0},
+		// Q8_0 attention, embedding and output weights (the experts MXFP4
+		// as copied). Measured: 0.75 and 0.27 apart at 2 of 24 positions,
+		// at most 0.13 elsewhere, as when the rounding moves a router's
+		// input across a nearly tied top-2 choice (not traced further).
+		{"q8_0 GGUF vs torch", got["q8_0"], want, 0.05, 3},
 	} {
 		d, m := maxDiff(c.a, c.b)
 		t.Logf("%s: max |difference| %.3g over logits up to %.3g", c.name, d, m)
-		if d > c.tol*(1+m) {
+		if c.flips > 0 {
+			far := 0
+			for p := range T {
+				if dp, _ := maxDiff(c.a[p*V:(p+1)*V], c.b[p*V:(p+1)*V]); dp > c.tol*(1+m) {
+					far++
+				}
+			}
+			t.Logf("%s: %d of %d positions past the tolerance", c.name, far, T)
+			if far > c.flips {
+				t.Errorf("%s: %d positions differ by more than %.3g of the largest logit %.3g", c.name, far, c.tol, m)
+			}
+		} else if d > c.tol*(1+m) {
 			t.Errorf("%s: logits differ by up to %.3g (logits up to %.3g, tolerance %.3g of them)", c.name, d, m, c.tol)
 		}
 	}
