@@ -402,3 +402,28 @@ func TestGGUFGptOssConfig(t *testing.T) {
 		t.Error("written anyway")
 	}
 }
+
+// TestGGUFGptOssNaNExponent: an exponent byte of 255 in an odd stored row
+// of gate_up_proj (the up half) is refused naming the `_scales` tensor
+// and the group's index in the stored tensor, nothing written.
+func TestGGUFGptOssNaNExponent(t *testing.T) {
+	m := newGptOssModel(10)
+	sc := m.scales["1.gate_up_proj"]
+	const group = 2*(2*goI) + 2*5 + 1 // expert 2, stored row 5 (up's row 2), group 1
+	sc[group] = 255
+	p := m.write(t, t.TempDir(), true)
+	ck, err := statedict.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	out := filepath.Join(t.TempDir(), "out.gguf")
+	_, err = Convert(context.Background(), ck, out, WithFormat(GGUF), WithHFModelDir(filepath.Dir(p)))
+	want := fmt.Sprintf("model.layers.1.mlp.experts.gate_up_proj_scales: exponent 0xff (E8M0 NaN) in group %d:", group)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err %v, want %q", err, want)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("written anyway")
+	}
+}
