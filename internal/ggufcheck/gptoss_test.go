@@ -174,14 +174,7 @@ func maxDiff(a, b []float32) (d, m float64) {
 // the split, or a sliding window of 64 written, move them by 3.2 where
 // the float32 GGUF is within 4e-6 of torch).
 func TestLlamaCppRunsGptOss(t *testing.T) {
-	drv := os.Getenv(llamaCppEnv)
-	if drv == "" {
-		if os.Getenv(requireEnv) == "1" {
-			t.Fatalf("%s=1 but %s is not set (internal/ggufcheck/llamacpp/build.sh OUTDIR builds the driver)", requireEnv, llamaCppEnv)
-		}
-		t.Skipf("%s not set: build the driver with internal/ggufcheck/llamacpp/build.sh", llamaCppEnv)
-	}
-	testenv.Require(t, "torch")
+	drv := llamaCppDriver(t)
 	dir := t.TempDir()
 	writeGptOss(t, dir, gptOssConfig)
 	tmp := t.TempDir()
@@ -264,15 +257,7 @@ func TestReadersReadGptOss(t *testing.T) {
 	writeGptOss(t, dir, gptOssConfig)
 	out := filepath.Join(t.TempDir(), "m.gguf")
 	convertDir(t, dir, out, convert.WithFormat(convert.GGUF), convert.WithHFModelDir(dir))
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	g, err := ollama.Decode(f, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := ollamaDecode(t, out)
 	kv := g.KV()
 	if kv.Architecture() != "gpt-oss" || kv.BlockCount() != 2 || kv.Uint("expert_count") != 4 || kv.Uint("expert_used_count") != 2 ||
 		kv.Uint("attention.sliding_window") != 8 || kv.Uint("expert_feed_forward_length") != 64 || kv.String("rope.scaling.type") != "yarn" {
@@ -326,4 +311,35 @@ func writeModelDir(t *testing.T, dir string, hdr map[string]any, body []byte, co
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), cb, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// llamaCppDriver returns the llama.cpp driver CKPT_LLAMACPP_LOGITS names
+// and requires torch for the reference; without the driver the test is
+// skipped, or fails under CKPT_REQUIRE_GGUFCHECK=1.
+func llamaCppDriver(t *testing.T) string {
+	t.Helper()
+	drv := os.Getenv(llamaCppEnv)
+	if drv == "" {
+		if os.Getenv(requireEnv) == "1" {
+			t.Fatalf("%s=1 but %s is not set (internal/ggufcheck/llamacpp/build.sh OUTDIR builds the driver)", requireEnv, llamaCppEnv)
+		}
+		t.Skipf("%s not set: build the driver with internal/ggufcheck/llamacpp/build.sh", llamaCppEnv)
+	}
+	testenv.Require(t, "torch")
+	return drv
+}
+
+// ollamaDecode reads the GGUF file at p with ollama's reader.
+func ollamaDecode(t *testing.T, p string) *ollama.GGML {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	g, err := ollama.Decode(f, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -102,14 +101,7 @@ func floats(b []byte) []float32 {
 // or the numbers differ. It needs CKPT_LLAMACPP_LOGITS (the driver) and
 // torch; CI builds the driver and sets CKPT_REQUIRE_GGUFCHECK=1.
 func TestLlamaCppRunsLlama(t *testing.T) {
-	drv := os.Getenv(llamaCppEnv)
-	if drv == "" {
-		if os.Getenv(requireEnv) == "1" {
-			t.Fatalf("%s=1 but %s is not set (internal/ggufcheck/llamacpp/build.sh OUTDIR builds the driver)", requireEnv, llamaCppEnv)
-		}
-		t.Skipf("%s not set: build the driver with internal/ggufcheck/llamacpp/build.sh", llamaCppEnv)
-	}
-	testenv.Require(t, "torch")
+	drv := llamaCppDriver(t)
 	for _, tc := range []struct {
 		name  string
 		extra map[string]any
