@@ -388,18 +388,9 @@ func TestGGUFGptOssConfig(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(filepath.Dir(p), "config.json"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ck, err := statedict.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	out := filepath.Join(t.TempDir(), "out.gguf")
-	_, err = Convert(context.Background(), ck, out, WithFormat(GGUF), WithHFModelDir(filepath.Dir(p)))
+	err := gptOssRefused(t, p)
 	if err == nil || !strings.Contains(err.Error(), "sliding_window") || !strings.Contains(err.Error(), "gpt-oss.attention.sliding_window") {
 		t.Fatalf("err %v", err)
-	}
-	if _, err := os.Stat(out); err == nil {
-		t.Error("written anyway")
 	}
 }
 
@@ -412,6 +403,17 @@ func TestGGUFGptOssNaNExponent(t *testing.T) {
 	const group = 2*(2*goI) + 2*5 + 1 // expert 2, stored row 5 (up's row 2), group 1
 	sc[group] = 255
 	p := m.write(t, t.TempDir(), true)
+	err := gptOssRefused(t, p)
+	want := fmt.Sprintf("model.layers.1.mlp.experts.gate_up_proj_scales: exponent 0xff (E8M0 NaN) in group %d:", group)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err %v, want %q", err, want)
+	}
+}
+
+// gptOssRefused converts the release at p with its config.json, which
+// must fail before anything is written, and returns the error.
+func gptOssRefused(t *testing.T, p string) error {
+	t.Helper()
 	ck, err := statedict.Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -419,11 +421,8 @@ func TestGGUFGptOssNaNExponent(t *testing.T) {
 	defer ck.Close()
 	out := filepath.Join(t.TempDir(), "out.gguf")
 	_, err = Convert(context.Background(), ck, out, WithFormat(GGUF), WithHFModelDir(filepath.Dir(p)))
-	want := fmt.Sprintf("model.layers.1.mlp.experts.gate_up_proj_scales: exponent 0xff (E8M0 NaN) in group %d:", group)
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("err %v, want %q", err, want)
+	if _, serr := os.Stat(out); err == nil || serr == nil {
+		t.Errorf("err %v, yet %s written", err, out)
 	}
-	if _, err := os.Stat(out); err == nil {
-		t.Error("written anyway")
-	}
+	return err
 }
