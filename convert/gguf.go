@@ -176,6 +176,14 @@ func (c *config) ggufOutType(it *item, keep map[string]string) (ggufPlan, error)
 		}
 	}
 	if mx := ggufMXFP4Source(src); mx != nil {
+		if a := c.ggufArch; a != nil {
+			if parity, ok := a.halves[it]; ok {
+				var err error
+				if mx, err = mx.half(parity); err != nil {
+					return p, err
+				}
+			}
+		}
 		p.mx, p.shape = mx, mx.lay.Shape()
 		if c.ggufType == "" && c.dtype != dtype.Invalid {
 			// --dtype without --gguf-type: the values, in that dtype.
@@ -188,17 +196,19 @@ func (c *config) ggufOutType(it *item, keep map[string]string) (ggufPlan, error)
 	}
 	var err error
 	if c.ggufType == "" {
+		if why := c.ggufF32(it); why != "" && isFloat(it.dtype) && c.ggufArch.f32Always() {
+			p.typ = ggml.F32
+			return p, nil
+		}
 		p.typ, err = c.ggufKeptType(it, keep)
 		return p, err
 	}
-	switch {
+	switch why := c.ggufF32(it); {
 	case !isFloat(it.dtype):
 		p.typ, err = dtypeGGML(it.dtype)
 		p.reason = "integer tensors keep their type"
-	case len(src.Shape) <= 1:
-		p.typ, p.reason = ggml.F32, "1-D tensors stay F32 (llama.cpp's rule)"
-	case strings.HasSuffix(it.name, "norm.weight"):
-		p.typ, p.reason = ggml.F32, "norms stay F32 (llama.cpp's rule)"
+	case why != "":
+		p.typ, p.reason = ggml.F32, why
 	case want.Quantized() && src.Shape[len(src.Shape)-1]%want.BlockSize() != 0:
 		p.typ = ggml.F16
 		p.reason = fmt.Sprintf("rows of %d not a multiple of %s's %d", src.Shape[len(src.Shape)-1], want, want.BlockSize())
@@ -281,6 +291,10 @@ func (c *config) writeGGUF(ctx context.Context, w io.Writer, items []*item) (int
 	}
 	for _, kv := range slices.Concat(derived, c.ggufMeta) {
 		set(kv)
+	}
+	items, err := c.ggufExpand(items)
+	if err != nil {
+		return 0, err
 	}
 	specs := make([]gguf.TensorSpec, len(items))
 	plans := make([]ggufPlan, len(items))

@@ -41,7 +41,9 @@ import (
 //   - for rope_scaling llama3, the rope_freqs.weight tensor llama.cpp adds.
 //
 // Qwen2ForCausalLM gets the same names (and its q/k/v biases) as
-// architecture qwen2, without the permutation, as llama.cpp does. No
+// architecture qwen2, without the permutation, as llama.cpp does;
+// GptOssForCausalLM gets llama.cpp's gpt-oss names, gate/up split and
+// hyperparameters (gguf_gptoss.go). No
 // tokenizer is written (tokenizer.ggml.model is "none", and
 // Summary.GGUF.Notes says so); another
 // architecture keeps its tensor names. WithGGUFMetadata's entries replace
@@ -79,6 +81,10 @@ type hfArch struct {
 	kvs     []gguf.KV
 	extra   []ggufExtra // tensors llama.cpp's converter adds (rope_freqs.weight)
 	report  GGUFReport
+	table   *llamacpp.Arch // llama.cpp's names (nil when not mapped)
+	// halves are the split tensors' halves read from stored MXFP4
+	// blocks: 0 for the even half, 1 for the odd (gguf_gptoss.go).
+	halves map[*item]int
 }
 
 // ggufExtra is a float32 tensor made from config.json, written after the
@@ -97,17 +103,18 @@ var hfArchitectures = map[string]struct {
 	"LlamaForCausalLM":   {"llama", true},
 	"MistralForCausalLM": {"llama", true},
 	"Qwen2ForCausalLM":   {"qwen2", false},
+	"GptOssForCausalLM":  {"gpt-oss", false},
 }
 
-// llamaRenames are llama.cpp's names for the Llama family's tensors
-// (llamacpp.Names) as --rename rules.
-var llamaRenames = func() []Rename {
-	out := make([]Rename, len(llamacpp.Names))
-	for i, n := range llamacpp.Names {
-		out[i] = Rename{Pattern: llamacpp.Patterns[i], Replacement: n.To}
+// archRenames are llama.cpp's one-to-one names for an architecture's
+// tensors (llamacpp.Archs) as --rename rules.
+func archRenames(a *llamacpp.Arch) []Rename {
+	out := make([]Rename, len(a.Names))
+	for i, re := range a.Patterns() {
+		out[i] = Rename{Pattern: re, Replacement: a.Names[i].To}
 	}
 	return out
-}()
+}
 
 // ErrHFConfig: the config.json of WithHFModelDir cannot be used (not
 // JSON, too large, or a hyperparameter out of range).
@@ -151,13 +158,14 @@ func (c *config) ggufPrepare(ck *statedict.Checkpoint) error {
 		c.ggufArch = a
 		return nil
 	}
-	c.renames = append(c.renames, llamaRenames...)
+	c.renames = append(c.renames, archRenames(a.table)...)
 	var unmapped []string
 	for _, t := range ck.Tensors {
 		if !c.selected(t.Name) {
 			continue
 		}
-		if name := c.newName(t.Name); !strings.HasPrefix(name, "blk.") && !slices.Contains(llamacpp.Top, name) {
+		name := c.newName(t.Name)
+		if _, _, split := a.table.SplitOf(name); !split && !strings.HasPrefix(name, "blk.") && !slices.Contains(llamacpp.Top, name) {
 			unmapped = append(unmapped, name)
 		}
 	}
@@ -204,6 +212,7 @@ func hfArchFromConfig(cfg map[string]any, name, ggufType string) (*hfArch, error
 		return a, nil
 	}
 	a.arch, a.permute = known.arch, known.permute
+	a.table = llamacpp.Archs[a.arch]
 	a.report.Architecture, a.report.Mapped = a.arch, true
 	var found string // the config key num found last, for errors
 	num := func(keys ...string) (float64, bool) {
@@ -337,10 +346,23 @@ func hfArchFromConfig(cfg map[string]any, name, ggufType string) (*hfArch, error
 				get(rs, "low_freq_factor", 1), get(rs, "high_freq_factor", 4),
 				get(rs, "original_max_position_embeddings", get(cfg, "original_max_position_embeddings", 8192)))})
 			a.report.Notes = append(a.report.Notes, "rope_freqs.weight added for rope_scaling llama3, as llama.cpp's converter adds it")
+		case typ == "yarn" && a.arch == "gpt-oss":
+			kvs, err := yarnKVs(a.arch, rs)
+			if err != nil {
+				return nil, err
+			}
+			a.kvs = append(a.kvs, kvs...)
 		case typ == "" || typ == "default":
 		default:
 			a.report.Notes = append(a.report.Notes, fmt.Sprintf("rope_scaling %q not converted (llama.cpp writes more entries for it): long-context behaviour differs", typ))
 		}
+	}
+	if a.arch == "gpt-oss" {
+		kvs, err := gptOssKVs(cfg)
+		if err != nil {
+			return nil, err
+		}
+		a.kvs = append(a.kvs, kvs...)
 	}
 	// No vocabulary: llama.cpp's own word for it, with which llama.cpp
 	// loads the model (vocab_size dummy tokens) and runs token ids.

@@ -36,10 +36,27 @@ import (
 // 2^127) is refused for a copy, naming the tensor: ggml's
 // ggml_validate_row_data refuses it too.
 
-// mxfp4Source is a gpt-oss MXFP4 weight's stored tensors.
+// mxfp4Source is a gpt-oss MXFP4 weight's stored tensors, or one half of
+// them: with split, the stored rows of one parity (gate_up_proj's gate or
+// up outputs, gguf_gptoss.go), lay then being that half's layout.
 type mxfp4Source struct {
 	blocks, scales *statedict.Tensor
 	lay            quant.MXFP4Layout
+	split          bool
+	parity         int
+}
+
+// half returns the even (parity 0) or odd (1) stored rows of a 3-D
+// [E, R, G*32] weight, as llama.cpp's converter slices [:, ::2] and
+// [:, 1::2].
+func (m *mxfp4Source) half(parity int) (*mxfp4Source, error) {
+	if m.split || len(m.lay.Prefix) != 2 || m.lay.Prefix[1]%2 != 0 {
+		return nil, fmt.Errorf("stored blocks %v: the gate/up split needs [experts, an even number of rows, groups, 16]", m.blocks.Shape)
+	}
+	h := *m
+	h.lay = quant.MXFP4Layout{Prefix: []int{m.lay.Prefix[0], m.lay.Prefix[1] / 2}, Groups: m.lay.Groups}
+	h.split, h.parity = true, parity
+	return &h, nil
 }
 
 // ggufMXFP4Source returns the stored blocks of t when t is a gpt-oss
@@ -150,8 +167,12 @@ func (r *mxfp4Reader) next() error {
 	g := int64(r.mx.lay.Groups)
 	rows := min(r.rowsLeft, max(1, mxfp4ChunkGroups/g))
 	ng := rows * g
-	r.bbuf = growBytes(r.bbuf, 16*ng)
-	r.sbuf = growBytes(r.sbuf, ng)
+	in := ng // groups read: both halves' rows for a split
+	if r.mx.split {
+		in *= 2
+	}
+	r.bbuf = growBytes(r.bbuf, 16*in)
+	r.sbuf = growBytes(r.sbuf, in)
 	for _, x := range []struct {
 		rd  io.Reader
 		buf []byte
@@ -164,10 +185,23 @@ func (r *mxfp4Reader) next() error {
 			return fmt.Errorf("%s: %w", x.t.Name, err)
 		}
 	}
+	if r.mx.split {
+		// Keep the rows of one parity: stored row 2k+parity becomes k.
+		for k := range rows {
+			from := 2*k + int64(r.mx.parity)
+			copy(r.bbuf[16*g*k:16*g*(k+1)], r.bbuf[16*g*from:16*g*(from+1)])
+			copy(r.sbuf[g*k:g*(k+1)], r.sbuf[g*from:g*(from+1)])
+		}
+		r.bbuf, r.sbuf = r.bbuf[:16*ng], r.sbuf[:ng]
+	}
 	if r.native {
-		if i := slices.Index(r.sbuf, 0xff); i >= 0 {
+		if i := int64(slices.Index(r.sbuf, 0xff)); i >= 0 {
+			group := r.row*g + i // in the stored tensor's numbering
+			if r.mx.split {
+				group = (2*(r.row+i/g)+int64(r.mx.parity))*g + i%g
+			}
 			return fmt.Errorf("%s: exponent 0xff (E8M0 NaN) in group %d: ggml reads it as 2^127 where transformers reads Inf/NaN, and ggml's validation refuses it (--gguf-type f32 writes the values ckpt reads)",
-				r.mx.scales.Name, r.row*g+int64(i))
+				r.mx.scales.Name, group)
 		}
 		r.out = growBytes(r.out, quant.MXFP4GGMLBlockBytes*ng)
 		if err := quant.MXFP4GGML(r.out, r.bbuf, r.sbuf); err != nil {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/ckpt-dev/ckpt/convert"
 	"github.com/ckpt-dev/ckpt/statedict"
-	ollama "github.com/ollama/ollama/fs/ggml"
 )
 
 // TestOllamaReadsLlama: a Hugging Face Llama directory (llama3 rope
@@ -67,15 +66,7 @@ func TestOllamaReadsLlama(t *testing.T) {
 		convert.WithGGUFType("q8_0"), convert.WithHFModelDir(dir)); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	g, err := ollama.Decode(f, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := ollamaDecode(t, out)
 	kv := g.KV()
 	if kv.Architecture() != "llama" || kv.BlockCount() != 2 || kv.EmbeddingLength() != 128 || kv.ContextLength() != 512 ||
 		!reflect.DeepEqual(kv.HeadCount(), []uint64{8, 8}) || !reflect.DeepEqual(kv.HeadCountKV(), []uint64{4, 4}) ||
@@ -105,19 +96,5 @@ func TestOllamaReadsLlama(t *testing.T) {
 			t.Errorf("attn_norm %s", n.Type())
 		}
 	}
-	t.Run("huggingface", func(t *testing.T) {
-		got := runJS(t, out)[0]
-		mine := ckptView(t, out)
-		if a := got.Metadata["general.architecture"]; string(a.Value) != `"llama"` {
-			t.Errorf("general.architecture %s", a.Value)
-		}
-		if len(got.Tensors) != len(mine.Tensors) {
-			t.Fatalf("%d tensors, ckpt %d", len(got.Tensors), len(mine.Tensors))
-		}
-		for i, ti := range mine.Tensors {
-			if g := got.Tensors[i]; g.Name != ti.Name || g.DType != int(ti.Type) || g.Offset != fmt.Sprint(ti.Offset) {
-				t.Errorf("tensor %d: %+v, ckpt %s type %d offset %d", i, g, ti.Name, ti.Type, ti.Offset)
-			}
-		}
-	})
+	t.Run("huggingface", func(t *testing.T) { checkJSReads(t, out, "llama") })
 }

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -71,18 +69,7 @@ func writeRandomLlama(t *testing.T, dir string, config map[string]any) {
 		}
 		hdr[n] = map[string]any{"dtype": "F32", "shape": shapes[n], "data_offsets": []int{start, len(body)}}
 	}
-	hb, _ := json.Marshal(hdr)
-	var b bytes.Buffer
-	binary.Write(&b, binary.LittleEndian, uint64(len(hb)))
-	b.Write(hb)
-	b.Write(body)
-	cb, _ := json.Marshal(config)
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeModelDir(t, dir, hdr, body, config)
 }
 
 func slicesSort(s []string) {
@@ -114,14 +101,7 @@ func floats(b []byte) []float32 {
 // or the numbers differ. It needs CKPT_LLAMACPP_LOGITS (the driver) and
 // torch; CI builds the driver and sets CKPT_REQUIRE_GGUFCHECK=1.
 func TestLlamaCppRunsLlama(t *testing.T) {
-	drv := os.Getenv(llamaCppEnv)
-	if drv == "" {
-		if os.Getenv(requireEnv) == "1" {
-			t.Fatalf("%s=1 but %s is not set (internal/ggufcheck/llamacpp/build.sh OUTDIR builds the driver)", requireEnv, llamaCppEnv)
-		}
-		t.Skipf("%s not set: build the driver with internal/ggufcheck/llamacpp/build.sh", llamaCppEnv)
-	}
-	testenv.Require(t, "torch")
+	drv := llamaCppDriver(t)
 	for _, tc := range []struct {
 		name  string
 		extra map[string]any

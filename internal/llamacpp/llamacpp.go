@@ -2,7 +2,8 @@
 // Hugging Face model of the Llama family, spelled once: the tensor names
 // it gives and the q/k row permutation. ckpt convert applies them when it
 // writes a GGUF file; ckpt diff and verify apply them again to compare
-// such a file with its source.
+// such a file with its source. Archs holds the same per architecture,
+// gpt-oss included (its gate/up split and expert transposition, arch.go).
 package llamacpp
 
 import (

@@ -4,7 +4,7 @@
 # the Go module cache (nothing of them is stored in this repository). The
 # objects stay in OUTDIR/obj, so a second run only relinks. C++ is compiled
 # -O0 (the models the test runs are tiny; -O0 halves the build, about 150
-# files), C -O1. internal/ggufcheck's TestLlamaCppRunsLlama runs the driver
+# files), C -O1. internal/ggufcheck's TestLlamaCppRunsLlama and TestLlamaCppRunsGptOss run the driver
 # named by CKPT_LLAMACPP_LOGITS.
 #
 #   internal/ggufcheck/llamacpp/build.sh OUTDIR
