@@ -14,7 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -289,7 +288,7 @@ type diffBuffers struct {
 	valA, valB []float64
 	mid        []float32
 	midB       []float32 // B's float32 values (addF32)
-	hist       hist2
+	kern       f32Kernel
 }
 
 func newDiffBuffers(chunk int64) *diffBuffers {
@@ -355,12 +354,9 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 				}
 			}
 		case f32 && same:
-			dtype.DecodeFloat32(a.DType, buf.mid[:k], ca)
-			s.addEqualF32(buf.mid[:k])
+			s.addEqualF32(asFloat32(a.DType, buf.mid[:k], ca))
 		case f32:
-			dtype.DecodeFloat32(a.DType, buf.mid[:k], ca)
-			dtype.DecodeFloat32(b.DType, buf.midB[:k], cb)
-			s.addF32(buf.mid[:k], buf.midB[:k], tol, &buf.hist)
+			s.addF32(asFloat32(a.DType, buf.mid[:k], ca), asFloat32(b.DType, buf.midB[:k], cb), tol, &buf.kern)
 		case same:
 			decodeChunk(a.DType, decA, buf.valA[:k], buf.mid, ca)
 			s.addEqual(buf.valA[:k])
@@ -371,7 +367,7 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 		}
 		done += k
 	}
-	s.flush(&buf.hist)
+	s.flush(&buf.kern)
 	s.scale(repeat)
 	td.BitwiseEqual = bitwise
 	td.Differing = s.differing
