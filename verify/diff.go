@@ -354,9 +354,9 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 				}
 			}
 		case f32 && same:
-			s.addEqualF32(asFloat32(a.DType, buf.mid[:k], ca))
+			s.addEqualRaw(a.DType, ca, buf.mid)
 		case f32:
-			s.addF32(asFloat32(a.DType, buf.mid[:k], ca), asFloat32(b.DType, buf.midB[:k], cb), tol, &buf.kern)
+			s.addRaw(a.DType, b.DType, ca, cb, int(k), tol, &buf.kern, buf.mid, buf.midB)
 		case same:
 			decodeChunk(a.DType, decA, buf.valA[:k], buf.mid, ca)
 			s.addEqual(buf.valA[:k])

@@ -53,6 +53,8 @@ type f32Kernel struct {
 
 	maxRel float64
 	finite int64 // finite pairs counted, equal ones included
+
+	blockA, blockB [kernelLanes]float32 // a block left by the vector kernel, decoded
 }
 
 func (k *f32Kernel) setRel(r float64) {
@@ -73,34 +75,74 @@ func (k *f32Kernel) setTol(tol tolerance) {
 	k.rtol = [kernelLanes]float64{r, r, r, r}
 }
 
+// statsKernel is a vector statistics kernel (vecKernel): addF32Go for
+// the finite pairs of n elements (a multiple of kernelLanes) from x and
+// y, returning the index of the first block of kernelLanes it leaves to
+// addF32Go (n when none).
+type statsKernel func(x, y unsafe.Pointer, n int, k *f32Kernel) int
+
 // addF32 is add for float32 values (the elements of x and y widened to
 // float64 exactly): the same counts, maxima and histogram; the sums in
 // float64 with the products exact (a float32 product fits a float64),
 // summed in kernelLanes lanes per call and the lanes then added to s, so
 // that each rounding error is relative to a partial sum of at most
-// len(x)/kernelLanes terms. Finite elements go through the vector kernel
-// (vecF32, where the CPU has one) in blocks of kernelLanes; a block with a
-// NaN or an infinity, or with a possible new maximum relative error, is
-// done element by element (addF32Go), which hands the NaN and infinite
-// ones to add and divides only for a new maximum.
+// len(x)/kernelLanes terms.
 func (s *acc) addF32(x, y []float32, tol tolerance, k *f32Kernel) {
 	y = y[:len(x)]
+	s.addPairs(len(x), tol, k, vecKernel(dtype.Float32, dtype.Float32),
+		unsafe.Pointer(unsafe.SliceData(x)), unsafe.Pointer(unsafe.SliceData(y)), 4, 4,
+		func(i, j int) ([]float32, []float32) { return x[i:j], y[i:j] })
+}
+
+// addRaw is addF32 for n elements of da (float32-valued: exactF32) in ca
+// against n of db in cb, as read: a vector kernel reads float32 and
+// bfloat16 elements as they are, other dtypes are decoded into bufA and
+// bufB (n elements each) first.
+func (s *acc) addRaw(da, db dtype.DType, ca, cb []byte, n int, tol tolerance, k *f32Kernel, bufA, bufB []float32) {
+	vec := vecKernel(da, db)
+	if vec == nil || n == 0 {
+		s.addF32(asFloat32(da, bufA[:n], ca), asFloat32(db, bufB[:n], cb), tol, k)
+		return
+	}
+	sa, sb := da.Size(), db.Size()
+	s.addPairs(n, tol, k, vec, unsafe.Pointer(&ca[0]), unsafe.Pointer(&cb[0]), sa, sb,
+		func(i, j int) ([]float32, []float32) {
+			x, y := k.blockA[:j-i], k.blockB[:j-i]
+			dtype.DecodeFloat32(da, x, ca[i*sa:j*sa])
+			dtype.DecodeFloat32(db, y, cb[i*sb:j*sb])
+			return x, y
+		})
+}
+
+// addPairs runs the kernels over n pairs: the vector kernel vec (nil for
+// none) from pa and pb (elements of sa and sb bytes), and addF32Go on the
+// blocks it leaves and its tail, whose float32 values elems returns
+// (elements [i, j), j-i <= kernelLanes with a vector kernel). A block left
+// has a NaN or an infinity, or a possible new maximum relative error:
+// addF32Go hands the NaN and infinite ones to add and divides only for a
+// new maximum.
+func (s *acc) addPairs(n int, tol tolerance, k *f32Kernel, vec statsKernel, pa, pb unsafe.Pointer, sa, sb int,
+	elems func(i, j int) (x, y []float32)) {
 	k.setRel(s.maxRel)
 	k.setTol(tol)
-	for i := 0; i < len(x); {
-		v := vecF32(x[i:], y[i:], k) // finite pairs, all
-		k.finite += int64(v)
-		i += v
-		j := len(x) // without the vector kernel, or its tail
-		if useVec && len(x)-i >= kernelLanes {
-			j = i + kernelLanes // the block it left
+	n4 := n &^ (kernelLanes - 1)
+	for i := 0; i < n; {
+		j := n // without the vector kernel, or its tail
+		if vec != nil && i < n4 {
+			v := vec(unsafe.Add(pa, i*sa), unsafe.Add(pb, i*sb), n4-i, k) // finite pairs, all
+			k.finite += int64(v)
+			i += v
+			if i < n4 {
+				j = i + kernelLanes // the block it left
+			}
 		}
 		if i < j {
-			s.addF32Go(x[i:j], y[i:j], tol, k)
+			x, y := elems(i, j)
+			s.addF32Go(x, y, tol, k)
 		}
 		i = j
 	}
-	s.n += int64(len(x))
+	s.n += int64(n)
 	s.sumD2 += laneSum(&k.sumD2)
 	s.sumA2 += laneSum(&k.sumA2)
 	s.sumB2 += laneSum(&k.sumB2)
@@ -197,15 +239,28 @@ func (s *acc) flush(k *f32Kernel) {
 
 // addEqualF32 is addEqual for float32 values.
 func (s *acc) addEqualF32(x []float32) {
-	sum, finite, i := sumSqVec(x)
-	for _, f := range x[i:] {
+	if len(x) == 0 {
+		return
+	}
+	s.addEqualRaw(dtype.Float32, unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x)), x)
+}
+
+// addEqualRaw is addEqual for the elements of d (float32-valued) in c,
+// equal on both sides: a vector kernel reads float32 and bfloat16
+// elements as they are, the rest (all of them for other dtypes) is decoded
+// into buf (room for len(c)/d.Size() elements).
+func (s *acc) addEqualRaw(d dtype.DType, c []byte, buf []float32) {
+	es := d.Size()
+	n := len(c) / es
+	sum, finite, i := sumSqVec(d, c)
+	for _, f := range asFloat32(d, buf[:n-i], c[i*es:]) {
 		a := float64(f)
 		if a-a == 0 {
 			sum += a * a
 			finite++
 		}
 	}
-	s.equal(int64(len(x)), sum, finite)
+	s.equal(int64(n), sum, finite)
 }
 
 // equal accumulates n elements equal on both sides, finite of them finite

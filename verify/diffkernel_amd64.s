@@ -62,121 +62,220 @@ GLOBL laneoff<>(SB), RODATA|NOPTR, $32
 #define K_RTOL 256
 #define K_HIST 288
 
-// func statsF32AVX2(x, y *float32, n int, k *f32Kernel) int
-// Y8-Y11 sums, Y12 max |d|, Y13 over counts (less the true masks, -1), Y14 abs mask, Y15 zero.
-TEXT ·statsF32AVX2(SB), NOSPLIT, $32-40
-	MOVQ x+0(FP), SI
-	MOVQ y+8(FP), DI
-	MOVQ n+16(FP), CX
-	MOVQ k+24(FP), DX
-	LEAQ K_HIST(DX), R9
-	VMOVUPD K_SUMD2(DX), Y8
-	VMOVUPD K_SUMA2(DX), Y9
-	VMOVUPD K_SUMB2(DX), Y10
-	VMOVUPD K_SUMAB(DX), Y11
-	VMOVUPD K_MAXABS(DX), Y12
-	VMOVDQU K_OVER(DX), Y13
-	VMOVUPD absmask<>(SB), Y14
-	VXORPD Y15, Y15, Y15
+// Element loads: four float32 or bfloat16 elements at index AX, widened
+// to float64 in y (a bfloat16 is the high half of a float32; x is y's
+// low half).
+#define LOADF32(p, y, x) VCVTPS2PD p(AX*4), y
+#define LOADBF16(p, y, x) VPMOVZXWD p(AX*2), x; VPSLLD $16, x, x; VCVTPS2PD x, y
+
+// The statsAVX2 variants: SI x, DI y, CX n, DX k, AX the element index;
+// Y8-Y11 the sums, Y12 max |d|, Y13 the over counts (less the true
+// masks, -1), Y14 the abs mask, Y15 zero; 32 bytes of frame for the
+// histogram slots.
+#define STATS_ENTER \
+	MOVQ x+0(FP), SI; \
+	MOVQ y+8(FP), DI; \
+	MOVQ n+16(FP), CX; \
+	MOVQ k+24(FP), DX; \
+	LEAQ K_HIST(DX), R9; \
+	VMOVUPD K_SUMD2(DX), Y8; \
+	VMOVUPD K_SUMA2(DX), Y9; \
+	VMOVUPD K_SUMB2(DX), Y10; \
+	VMOVUPD K_SUMAB(DX), Y11; \
+	VMOVUPD K_MAXABS(DX), Y12; \
+	VMOVDQU K_OVER(DX), Y13; \
+	VMOVUPD absmask<>(SB), Y14; \
+	VXORPD Y15, Y15, Y15; \
 	XORQ AX, AX
+
+// STATS_BODY: Y0 a and Y1 b (four elements each, float64). d = a - b
+// (exact but for far exponents); a block whose d - d is unordered (a or
+// b NaN or infinite) or with |d| > relThr*|b| (a new maximum relative
+// error, maybe) is left to the Go kernel (JNE done) before anything of it
+// is added. Then the sums (FMA), max |d|, the tolerance count (|d| >
+// atol + rtol*|b| and d != 0), and the histogram slot: sign*128 +
+// min(max(E-942, 0), 119), E the biased exponent of d, or 120 for d == 0,
+// plus the lane's offset, incremented one lane at a time.
+#define STATS_BODY \
+	VSUBPD Y1, Y0, Y2; \
+	VSUBPD Y2, Y2, Y3; \
+	VCMPPD $3, Y3, Y3, Y3; \
+	VANDPD Y14, Y2, Y4; \
+	VANDPD Y14, Y1, Y5; \
+	VMULPD K_RELTHR(DX), Y5, Y6; \
+	VCMPPD $0x1e, Y6, Y4, Y7; \
+	VORPD Y3, Y7, Y7; \
+	VPTEST Y7, Y7; \
+	JNE done; \
+	VFMADD231PD Y2, Y2, Y8; \
+	VFMADD231PD Y0, Y0, Y9; \
+	VFMADD231PD Y1, Y1, Y10; \
+	VFMADD231PD Y1, Y0, Y11; \
+	VMAXPD Y4, Y12, Y12; \
+	VCMPPD $0, Y15, Y2, Y3; \
+	VMULPD K_RTOL(DX), Y5, Y6; \
+	VADDPD K_ATOL(DX), Y6, Y6; \
+	VCMPPD $0x1e, Y6, Y4, Y7; \
+	VANDNPD Y7, Y3, Y7; \
+	VPSUBQ Y7, Y13, Y13; \
+	VPSRLQ $52, Y2, Y4; \
+	VPAND expmask<>(SB), Y4, Y5; \
+	VPSRLQ $4, Y4, Y4; \
+	VPAND negslot<>(SB), Y4, Y4; \
+	VPSUBD binbias<>(SB), Y5, Y5; \
+	VPMAXSD Y15, Y5, Y5; \
+	VPMINSD lastbin<>(SB), Y5, Y5; \
+	VPOR Y4, Y5, Y5; \
+	VBLENDVPD Y3, zeroslot<>(SB), Y5, Y5; \
+	VPADDQ laneoff<>(SB), Y5, Y5; \
+	VMOVDQU Y5, 0(SP); \
+	MOVQ 0(SP), R8; \
+	INCQ (R9)(R8*8); \
+	MOVQ 8(SP), R8; \
+	INCQ (R9)(R8*8); \
+	MOVQ 16(SP), R8; \
+	INCQ (R9)(R8*8); \
+	MOVQ 24(SP), R8; \
+	INCQ (R9)(R8*8)
+
+#define STATS_EXIT \
+	VMOVUPD Y8, K_SUMD2(DX); \
+	VMOVUPD Y9, K_SUMA2(DX); \
+	VMOVUPD Y10, K_SUMB2(DX); \
+	VMOVUPD Y11, K_SUMAB(DX); \
+	VMOVUPD Y12, K_MAXABS(DX); \
+	VMOVDQU Y13, K_OVER(DX); \
+	MOVQ AX, ret+32(FP); \
+	VZEROUPPER; \
+	RET
+
+// SUMSQ: the squares of the finite elements among CX of SI (eight at a
+// time: Y0 and Y1 loaded), summed in Y8 and Y9 and counted (less the
+// masks) in Y12 and Y13; out and cnt get the lanes.
+#define SUMSQ_BODY \
+	VSUBPD Y0, Y0, Y2; \
+	VSUBPD Y1, Y1, Y3; \
+	VCMPPD $0, Y15, Y2, Y2; \
+	VCMPPD $0, Y15, Y3, Y3; \
+	VANDPD Y2, Y0, Y0; \
+	VANDPD Y3, Y1, Y1; \
+	VFMADD231PD Y0, Y0, Y8; \
+	VFMADD231PD Y1, Y1, Y9; \
+	VPSUBQ Y2, Y12, Y12; \
+	VPSUBQ Y3, Y13, Y13
+
+#define SUMSQ_ENTER \
+	MOVQ x+0(FP), SI; \
+	MOVQ n+8(FP), CX; \
+	VXORPD Y8, Y8, Y8; \
+	VXORPD Y9, Y9, Y9; \
+	VPXOR Y12, Y12, Y12; \
+	VPXOR Y13, Y13, Y13; \
+	VXORPD Y15, Y15, Y15; \
+	XORQ AX, AX
+
+#define SUMSQ_EXIT \
+	VADDPD Y9, Y8, Y8; \
+	VPADDQ Y13, Y12, Y12; \
+	MOVQ out+16(FP), DX; \
+	VMOVUPD Y8, (DX); \
+	MOVQ cnt+24(FP), DX; \
+	VMOVDQU Y12, (DX); \
+	VZEROUPPER; \
+	RET
+
+// func statsF32F32(x, y unsafe.Pointer, n int, k *f32Kernel) int
+TEXT ·statsF32F32(SB), NOSPLIT, $32-40
+	STATS_ENTER
 
 loop:
 	CMPQ AX, CX
-	JGE done
-	VCVTPS2PD (SI)(AX*4), Y0 // a
-	VCVTPS2PD (DI)(AX*4), Y1 // b
-	VSUBPD Y1, Y0, Y2        // d = a - b, exact but for far exponents
-	VSUBPD Y2, Y2, Y3
-	VCMPPD $3, Y3, Y3, Y3    // d - d unordered: a or b NaN or infinite
-	VANDPD Y14, Y2, Y4       // |d|
-	VANDPD Y14, Y1, Y5       // |b|
-	VMULPD K_RELTHR(DX), Y5, Y6
-	VCMPPD $0x1e, Y6, Y4, Y7 // |d| > relThr*|b|: a maximum relative error, maybe
-	VORPD Y3, Y7, Y7
-	VPTEST Y7, Y7
-	JNE done                 // the Go kernel does this block
-
-	VFMADD231PD Y2, Y2, Y8
-	VFMADD231PD Y0, Y0, Y9
-	VFMADD231PD Y1, Y1, Y10
-	VFMADD231PD Y1, Y0, Y11
-	VMAXPD Y4, Y12, Y12
-	VCMPPD $0, Y15, Y2, Y3   // d == 0
-	VMULPD K_RTOL(DX), Y5, Y6
-	VADDPD K_ATOL(DX), Y6, Y6
-	VCMPPD $0x1e, Y6, Y4, Y7 // |d| > atol + rtol*|b|
-	VANDNPD Y7, Y3, Y7       // and d != 0
-	VPSUBQ Y7, Y13, Y13
-
-	// histogram slot: sign*128 + min(max(E-942, 0), 119), 120 for d == 0
-	VPSRLQ $52, Y2, Y4       // sign<<11 | E
-	VPAND expmask<>(SB), Y4, Y5
-	VPSRLQ $4, Y4, Y4
-	VPAND negslot<>(SB), Y4, Y4
-	VPSUBD binbias<>(SB), Y5, Y5
-	VPMAXSD Y15, Y5, Y5
-	VPMINSD lastbin<>(SB), Y5, Y5
-	VPOR Y4, Y5, Y5
-	VBLENDVPD Y3, zeroslot<>(SB), Y5, Y5
-	VPADDQ laneoff<>(SB), Y5, Y5
-	VMOVDQU Y5, 0(SP)
-	MOVQ 0(SP), R8
-	INCQ (R9)(R8*8)
-	MOVQ 8(SP), R8
-	INCQ (R9)(R8*8)
-	MOVQ 16(SP), R8
-	INCQ (R9)(R8*8)
-	MOVQ 24(SP), R8
-	INCQ (R9)(R8*8)
+	JGE  done
+	LOADF32((SI), Y0, X0)
+	LOADF32((DI), Y1, X1)
+	STATS_BODY
 	ADDQ $4, AX
-	JMP loop
+	JMP  loop
 
 done:
-	VMOVUPD Y8, K_SUMD2(DX)
-	VMOVUPD Y9, K_SUMA2(DX)
-	VMOVUPD Y10, K_SUMB2(DX)
-	VMOVUPD Y11, K_SUMAB(DX)
-	VMOVUPD Y12, K_MAXABS(DX)
-	VMOVDQU Y13, K_OVER(DX)
-	MOVQ AX, ret+32(FP)
-	VZEROUPPER
-	RET
+	STATS_EXIT
 
-// func sumSqF32AVX2(x *float32, n int, out *[4]float64, cnt *[4]int64)
-TEXT ·sumSqF32AVX2(SB), NOSPLIT, $0-32
-	MOVQ x+0(FP), SI
-	MOVQ n+8(FP), CX
-	VXORPD Y8, Y8, Y8
-	VXORPD Y9, Y9, Y9
-	VPXOR Y12, Y12, Y12
-	VPXOR Y13, Y13, Y13
-	VXORPD Y15, Y15, Y15
-	XORQ AX, AX
+// func statsF32BF16(x, y unsafe.Pointer, n int, k *f32Kernel) int
+TEXT ·statsF32BF16(SB), NOSPLIT, $32-40
+	STATS_ENTER
+
+loop:
+	CMPQ AX, CX
+	JGE  done
+	LOADF32((SI), Y0, X0)
+	LOADBF16((DI), Y1, X1)
+	STATS_BODY
+	ADDQ $4, AX
+	JMP  loop
+
+done:
+	STATS_EXIT
+
+// func statsBF16F32(x, y unsafe.Pointer, n int, k *f32Kernel) int
+TEXT ·statsBF16F32(SB), NOSPLIT, $32-40
+	STATS_ENTER
+
+loop:
+	CMPQ AX, CX
+	JGE  done
+	LOADBF16((SI), Y0, X0)
+	LOADF32((DI), Y1, X1)
+	STATS_BODY
+	ADDQ $4, AX
+	JMP  loop
+
+done:
+	STATS_EXIT
+
+// func statsBF16BF16(x, y unsafe.Pointer, n int, k *f32Kernel) int
+TEXT ·statsBF16BF16(SB), NOSPLIT, $32-40
+	STATS_ENTER
+
+loop:
+	CMPQ AX, CX
+	JGE  done
+	LOADBF16((SI), Y0, X0)
+	LOADBF16((DI), Y1, X1)
+	STATS_BODY
+	ADDQ $4, AX
+	JMP  loop
+
+done:
+	STATS_EXIT
+
+// func sumSqF32(x unsafe.Pointer, n int, out *[4]float64, cnt *[4]int64)
+TEXT ·sumSqF32(SB), NOSPLIT, $0-32
+	SUMSQ_ENTER
 
 sqloop:
 	CMPQ AX, CX
-	JGE sqdone
-	VCVTPS2PD (SI)(AX*4), Y0
-	VCVTPS2PD 16(SI)(AX*4), Y1
-	VSUBPD Y0, Y0, Y2
-	VSUBPD Y1, Y1, Y3
-	VCMPPD $0, Y15, Y2, Y2   // finite: x - x == 0
-	VCMPPD $0, Y15, Y3, Y3
-	VANDPD Y2, Y0, Y0
-	VANDPD Y3, Y1, Y1
-	VFMADD231PD Y0, Y0, Y8
-	VFMADD231PD Y1, Y1, Y9
-	VPSUBQ Y2, Y12, Y12
-	VPSUBQ Y3, Y13, Y13
+	JGE  sqdone
+	LOADF32((SI), Y0, X0)
+	LOADF32(16(SI), Y1, X1)
+	SUMSQ_BODY
 	ADDQ $8, AX
-	JMP sqloop
+	JMP  sqloop
 
 sqdone:
-	VADDPD Y9, Y8, Y8
-	VPADDQ Y13, Y12, Y12
-	MOVQ out+16(FP), DX
-	VMOVUPD Y8, (DX)
-	MOVQ cnt+24(FP), DX
-	VMOVDQU Y12, (DX)
-	VZEROUPPER
-	RET
+	SUMSQ_EXIT
+
+// func sumSqBF16(x unsafe.Pointer, n int, out *[4]float64, cnt *[4]int64)
+TEXT ·sumSqBF16(SB), NOSPLIT, $0-32
+	SUMSQ_ENTER
+
+sqloop:
+	CMPQ AX, CX
+	JGE  sqdone
+	LOADBF16((SI), Y0, X0)
+	LOADBF16(8(SI), Y1, X1)
+	SUMSQ_BODY
+	ADDQ $8, AX
+	JMP  sqloop
+
+sqdone:
+	SUMSQ_EXIT

@@ -2,9 +2,11 @@
 
 package verify
 
+import "github.com/ckpt-dev/ckpt/dtype"
+
 // useVec: no vector kernels on this platform.
 var useVec = false
 
-func vecF32(x, y []float32, k *f32Kernel) int { return 0 }
+func vecKernel(da, db dtype.DType) statsKernel { return nil }
 
-func sumSqVec(x []float32) (float64, int64, int) { return 0, 0, 0 }
+func sumSqVec(d dtype.DType, x []byte) (float64, int64, int) { return 0, 0, 0 }

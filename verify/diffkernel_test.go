@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+
+	"github.com/ckpt-dev/ckpt/dtype"
 )
 
 // kernels runs fn with the Go kernel, then with the vector kernel where
@@ -206,4 +208,60 @@ func TestAddEqualF32(t *testing.T) {
 			t.Errorf("sums %v %v %v, want %v", got.sumA2, got.sumB2, got.sumAB, want.sumA2)
 		}
 	})
+}
+
+// TestVecKernelDTypes: the vector kernels that read bfloat16 elements as
+// they are (bf16 against bf16, f32 against bf16 and back) give what the Go
+// kernel gives on the decoded values, NaNs, infinities and tails
+// included; so does the sum of squares of equal bfloat16 chunks.
+func TestVecKernelDTypes(t *testing.T) {
+	if !useVec {
+		t.Skip("no AVX2/FMA on this CPU: only the Go kernel runs here")
+	}
+	x, y := mixedPairs(11, 4099)
+	enc := func(d dtype.DType, v []float32) []byte {
+		b := make([]byte, len(v)*d.Size())
+		dtype.EncodeFloat32(d, b, v)
+		return b
+	}
+	tol := tolerance{on: true, atol: 1e-4, rtol: 1e-2}
+	for _, p := range [][2]dtype.DType{{dtype.BFloat16, dtype.BFloat16}, {dtype.Float32, dtype.BFloat16}, {dtype.BFloat16, dtype.Float32}, {dtype.Float16, dtype.BFloat16}} {
+		ca, cb := enc(p[0], x), enc(p[1], y)
+		bufA, bufB := make([]float32, len(x)), make([]float32, len(x))
+		run := func(vec bool) acc {
+			was := useVec
+			defer func() { useVec = was }()
+			useVec = vec
+			var s acc
+			var k f32Kernel
+			for lo := 0; lo < len(x); lo += 1000 {
+				hi := min(lo+1000, len(x))
+				s.addRaw(p[0], p[1], ca[lo*p[0].Size():hi*p[0].Size()], cb[lo*p[1].Size():hi*p[1].Size()], hi-lo, tol, &k, bufA, bufB)
+			}
+			s.flush(&k)
+			return s
+		}
+		want, got := run(false), run(true)
+		if got.n != want.n || got.differing != want.differing || got.nanMis != want.nanMis || got.infMis != want.infMis || got.over != want.over ||
+			got.finite != want.finite || got.zero != want.zero || got.neg != want.neg || got.pos != want.pos || got.maxAbs != want.maxAbs || got.maxRel != want.maxRel {
+			t.Fatalf("%v:\n got %+v\nwant %+v", p, got, want)
+		}
+		for _, q := range [][2]float64{{got.sumD2, want.sumD2}, {got.sumA2, want.sumA2}, {got.sumB2, want.sumB2}} {
+			if math.Abs(q[0]-q[1]) > 2*sumBound(len(x), q[1]) {
+				t.Errorf("%v: sum %v, want %v", p, q[0], q[1])
+			}
+		}
+		if want.nanMis == 0 || want.zero == 0 || want.over == 0 {
+			t.Errorf("%v: the data misses a case: %+v", p, want)
+		}
+		var ge, we acc
+		ge.addEqualRaw(p[0], ca, bufA)
+		was := useVec
+		useVec = false
+		we.addEqualRaw(p[0], ca, bufA)
+		useVec = was
+		if ge.n != we.n || ge.finite != we.finite || math.Abs(ge.sumA2-we.sumA2) > 2*sumBound(len(x), we.sumA2) {
+			t.Errorf("%v equal: got %+v, want %+v", p[0], ge, we)
+		}
+	}
 }
