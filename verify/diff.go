@@ -281,7 +281,8 @@ func newTensorDiff(p *pair, ta *statedict.Tensor) *TensorDiff {
 	return td
 }
 
-// diffBuffers are one comparing goroutine's chunk buffers.
+// diffBuffers are one comparing goroutine's chunk buffers, each grown
+// when a pair first needs it and reused for the next pairs.
 type diffBuffers struct {
 	chunk      int64
 	rawA, rawB []byte
@@ -291,15 +292,29 @@ type diffBuffers struct {
 	kern       f32Kernel
 }
 
-func newDiffBuffers(chunk int64) *diffBuffers {
-	return &diffBuffers{chunk: chunk, valA: make([]float64, chunk), valB: make([]float64, chunk), mid: make([]float32, chunk), midB: make([]float32, chunk)}
-}
+func newDiffBuffers(chunk int64) *diffBuffers { return &diffBuffers{chunk: chunk} }
 
-func grow(b []byte, n int64) []byte {
+func grow[E any](b []E, n int64) []E {
 	if int64(cap(b)) < n {
-		return make([]byte, n)
+		return make([]E, n)
 	}
 	return b[:n]
+}
+
+// quantRead is the least read of a quantized weight's values that its
+// reader decodes straight into the caller's buffer (statedict's
+// quantDirect) rather than through a window of its own.
+const quantRead = 1 << 20
+
+// pairChunk is how many elements of the pair diffPair reads at a time:
+// the configured chunk, or enough for quantRead bytes of a quantized side.
+func pairChunk(chunk int64, a, b *statedict.Tensor) int64 {
+	for _, t := range []*statedict.Tensor{a, b} {
+		if t.QuantStored != nil && t.DType.Size() > 0 {
+			chunk = max(chunk, quantRead/int64(t.DType.Size()))
+		}
+	}
+	return chunk
 }
 
 // diffPair reads one pair chunk by chunk and fills td's statistics.
@@ -320,7 +335,12 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 	numeric := okA && okB
 	f32 := exactF32(a.DType) && exactF32(b.DType)
 	sa, sb := int64(a.DType.Size()), int64(b.DType.Size())
-	buf.rawA, buf.rawB = grow(buf.rawA, buf.chunk*sa), grow(buf.rawB, buf.chunk*sb)
+	chunk := pairChunk(buf.chunk, a, b)
+	buf.rawA, buf.rawB = grow(buf.rawA, chunk*sa), grow(buf.rawB, chunk*sb)
+	buf.mid, buf.midB = grow(buf.mid, chunk), grow(buf.midB, chunk)
+	if !f32 && numeric {
+		buf.valA, buf.valB = grow(buf.valA, chunk), grow(buf.valB, chunk)
+	}
 	tol := tolerance{on: lim.Tolerance, atol: lim.Atol, rtol: lim.Rtol}
 	s := &td.acc
 	bitwise := a.DType == b.DType
@@ -329,7 +349,7 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		k := min(n-done, buf.chunk)
+		k := min(n-done, chunk)
 		ca, cb := buf.rawA[:k*sa], buf.rawB[:k*sb]
 		if _, err := io.ReadFull(ra, ca); err != nil {
 			return &statedict.Error{Tensor: p.a.Name, Err: err}

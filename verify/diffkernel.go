@@ -25,8 +25,12 @@ func exactF32(d dtype.DType) bool {
 const relSlack = 0x1p-40
 
 // kernelLanes is how many float64 lanes the kernel's accumulators have
-// (one AVX2 register of float64s).
-const kernelLanes = 4
+// (one AVX2 register of float64s); histCopies how many histograms it
+// counts in (a lane's even and odd blocks in two).
+const (
+	kernelLanes = 4
+	histCopies  = 2 * kernelLanes
+)
 
 // Histogram slots of one lane of f32Kernel.hist: slot sign*histNeg+bin
 // counts the differences of that sign in that bin, slot histZero the
@@ -39,8 +43,8 @@ const (
 // f32Kernel is the state of the float32 statistics kernel (addF32) over a
 // tensor: float64 accumulators in kernelLanes lanes (the vector kernel's
 // registers, which it loads and stores around each call; the Go kernel
-// uses lane 0), the constants it compares with, broadcast, and a
-// histogram for each lane, so that consecutive increments of one bin do
+// uses lane 0), the constants it compares with, broadcast, and
+// histograms for each lane, so that consecutive increments of one bin do
 // not wait on each other. The vector kernel reads it by offset: its
 // layout is fixed (diffkernel_amd64.s).
 type f32Kernel struct {
@@ -49,7 +53,7 @@ type f32Kernel struct {
 	over                       [kernelLanes]int64   // 160
 	relThr                     [kernelLanes]float64 // 192: maxRel*(1-relSlack)
 	atol, rtol                 [kernelLanes]float64 // 224, 256: atol +Inf without a tolerance
-	hist                       [kernelLanes][256]int64
+	hist                       [histCopies][256]int64
 
 	maxRel float64
 	finite int64 // finite pairs counted, equal ones included
@@ -222,7 +226,7 @@ func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 // tensor, after its last addF32.
 func (s *acc) flush(k *f32Kernel) {
 	var zero int64
-	for l := range kernelLanes {
+	for l := range histCopies {
 		h := &k.hist[l]
 		for i := range HistogramBins {
 			s.pos[i] += h[i]

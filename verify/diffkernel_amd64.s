@@ -43,12 +43,19 @@ DATA zeroslot<>+16(SB)/8, $120
 DATA zeroslot<>+24(SB)/8, $120
 GLOBL zeroslot<>(SB), RODATA|NOPTR, $32
 
-// each lane's histogram, in int64s from f32Kernel.hist
+// each lane's histogram, in int64s from f32Kernel.hist: copies 0-3 for
+// the loop's even blocks, 4-7 for its odd ones
 DATA laneoff<>+0(SB)/8, $0
 DATA laneoff<>+8(SB)/8, $256
 DATA laneoff<>+16(SB)/8, $512
 DATA laneoff<>+24(SB)/8, $768
 GLOBL laneoff<>(SB), RODATA|NOPTR, $32
+
+DATA laneoff2<>+0(SB)/8, $1024
+DATA laneoff2<>+8(SB)/8, $1280
+DATA laneoff2<>+16(SB)/8, $1536
+DATA laneoff2<>+24(SB)/8, $1792
+GLOBL laneoff2<>(SB), RODATA|NOPTR, $32
 
 // f32Kernel offsets
 #define K_SUMD2 0
@@ -95,8 +102,11 @@ GLOBL laneoff<>(SB), RODATA|NOPTR, $32
 // is added. Then the sums (FMA), max |d|, the tolerance count (|d| >
 // atol + rtol*|b| and d != 0), and the histogram slot: sign*128 +
 // min(max(E-942, 0), 119), E the biased exponent of d, or 120 for d == 0,
-// plus the lane's offset, incremented one lane at a time.
-#define STATS_BODY \
+// plus the lane's offset (lanes: the loop's even blocks count in
+// histogram copies 0-3, its odd ones in 4-7, so that one bin's
+// increments in a row do not wait on each other), incremented one lane
+// at a time.
+#define STATS_BODY(lanes) \
 	VSUBPD Y1, Y0, Y2; \
 	VSUBPD Y2, Y2, Y3; \
 	VCMPPD $3, Y3, Y3, Y3; \
@@ -127,16 +137,16 @@ GLOBL laneoff<>(SB), RODATA|NOPTR, $32
 	VPMINSD lastbin<>(SB), Y5, Y5; \
 	VPOR Y4, Y5, Y5; \
 	VBLENDVPD Y3, zeroslot<>(SB), Y5, Y5; \
-	VPADDQ laneoff<>(SB), Y5, Y5; \
-	VMOVDQU Y5, 0(SP); \
-	MOVQ 0(SP), R8; \
+	VPADDQ lanes, Y5, Y5; \
+	VMOVQ X5, R8; \
+	VPEXTRQ $1, X5, R10; \
+	VEXTRACTI128 $1, Y5, X6; \
+	VMOVQ X6, R11; \
+	VPEXTRQ $1, X6, R12; \
 	INCQ (R9)(R8*8); \
-	MOVQ 8(SP), R8; \
-	INCQ (R9)(R8*8); \
-	MOVQ 16(SP), R8; \
-	INCQ (R9)(R8*8); \
-	MOVQ 24(SP), R8; \
-	INCQ (R9)(R8*8)
+	INCQ (R9)(R10*8); \
+	INCQ (R9)(R11*8); \
+	INCQ (R9)(R12*8)
 
 #define STATS_EXIT \
 	VMOVUPD Y8, K_SUMD2(DX); \
@@ -185,7 +195,7 @@ GLOBL laneoff<>(SB), RODATA|NOPTR, $32
 	RET
 
 // func statsF32F32(x, y unsafe.Pointer, n int, k *f32Kernel) int
-TEXT ·statsF32F32(SB), NOSPLIT, $32-40
+TEXT ·statsF32F32(SB), NOSPLIT, $0-40
 	STATS_ENTER
 
 loop:
@@ -193,7 +203,13 @@ loop:
 	JGE  done
 	LOADF32((SI), Y0, X0)
 	LOADF32((DI), Y1, X1)
-	STATS_BODY
+	STATS_BODY(laneoff<>(SB))
+	ADDQ $4, AX
+	CMPQ AX, CX
+	JGE  done
+	LOADF32((SI), Y0, X0)
+	LOADF32((DI), Y1, X1)
+	STATS_BODY(laneoff2<>(SB))
 	ADDQ $4, AX
 	JMP  loop
 
@@ -201,7 +217,7 @@ done:
 	STATS_EXIT
 
 // func statsF32BF16(x, y unsafe.Pointer, n int, k *f32Kernel) int
-TEXT ·statsF32BF16(SB), NOSPLIT, $32-40
+TEXT ·statsF32BF16(SB), NOSPLIT, $0-40
 	STATS_ENTER
 
 loop:
@@ -209,7 +225,13 @@ loop:
 	JGE  done
 	LOADF32((SI), Y0, X0)
 	LOADBF16((DI), Y1, X1)
-	STATS_BODY
+	STATS_BODY(laneoff<>(SB))
+	ADDQ $4, AX
+	CMPQ AX, CX
+	JGE  done
+	LOADF32((SI), Y0, X0)
+	LOADBF16((DI), Y1, X1)
+	STATS_BODY(laneoff2<>(SB))
 	ADDQ $4, AX
 	JMP  loop
 
@@ -217,7 +239,7 @@ done:
 	STATS_EXIT
 
 // func statsBF16F32(x, y unsafe.Pointer, n int, k *f32Kernel) int
-TEXT ·statsBF16F32(SB), NOSPLIT, $32-40
+TEXT ·statsBF16F32(SB), NOSPLIT, $0-40
 	STATS_ENTER
 
 loop:
@@ -225,7 +247,13 @@ loop:
 	JGE  done
 	LOADBF16((SI), Y0, X0)
 	LOADF32((DI), Y1, X1)
-	STATS_BODY
+	STATS_BODY(laneoff<>(SB))
+	ADDQ $4, AX
+	CMPQ AX, CX
+	JGE  done
+	LOADBF16((SI), Y0, X0)
+	LOADF32((DI), Y1, X1)
+	STATS_BODY(laneoff2<>(SB))
 	ADDQ $4, AX
 	JMP  loop
 
@@ -233,7 +261,7 @@ done:
 	STATS_EXIT
 
 // func statsBF16BF16(x, y unsafe.Pointer, n int, k *f32Kernel) int
-TEXT ·statsBF16BF16(SB), NOSPLIT, $32-40
+TEXT ·statsBF16BF16(SB), NOSPLIT, $0-40
 	STATS_ENTER
 
 loop:
@@ -241,7 +269,13 @@ loop:
 	JGE  done
 	LOADBF16((SI), Y0, X0)
 	LOADBF16((DI), Y1, X1)
-	STATS_BODY
+	STATS_BODY(laneoff<>(SB))
+	ADDQ $4, AX
+	CMPQ AX, CX
+	JGE  done
+	LOADBF16((SI), Y0, X0)
+	LOADBF16((DI), Y1, X1)
+	STATS_BODY(laneoff2<>(SB))
 	ADDQ $4, AX
 	JMP  loop
 
