@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"runtime"
 	"slices"
@@ -121,6 +120,7 @@ type diffConfig struct {
 	limits   Limits
 	worst    int
 	chunk    int64
+	split    int64 // splitBytes
 	progress func(done, total int64)
 }
 
@@ -167,7 +167,7 @@ func WithDiffProgress(fn func(done, total int64)) DiffOption {
 // failures to read, not for differences; with WithLimits the report says
 // which tensors broke them.
 func Diff(ctx context.Context, a, b *statedict.Checkpoint, opts ...DiffOption) (*DiffReport, error) {
-	cfg := diffConfig{worst: 10, chunk: 1 << 16}
+	cfg := diffConfig{worst: 10, chunk: 1 << 16, split: splitBytes}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -211,19 +211,19 @@ func Diff(ctx context.Context, a, b *statedict.Checkpoint, opts ...DiffOption) (
 			fn(done, total)
 		}
 	}
+	jobs, byPair := splitJobs(todo, pairs, cfg.chunk, cfg.split)
 	work, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make([]error, len(todo))
+	errs := make([]error, len(jobs))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(todo)) {
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			buf := newDiffBuffers(cfg.chunk)
-			for k := next.Add(1) - 1; k < int64(len(todo)); k = next.Add(1) - 1 {
-				td := todo[k]
-				if err := diffPair(work, td, pairs[td], buf, cfg.limits, report); err != nil {
+			for k := next.Add(1) - 1; k < int64(len(jobs)); k = next.Add(1) - 1 {
+				if err := diffRange(work, jobs[k], buf, cfg.limits, report); err != nil {
 					errs[k] = err
 					cancel() // the others stop; the first real error is returned
 				}
@@ -238,6 +238,9 @@ func Diff(ctx context.Context, a, b *statedict.Checkpoint, opts ...DiffOption) (
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return nil, err
 		}
+	}
+	for _, td := range todo {
+		finishPair(td, pairs[td], byPair[td])
 	}
 	summarize(rep, cfg)
 	return rep, nil
@@ -317,15 +320,16 @@ func pairChunk(chunk int64, a, b *statedict.Tensor) int64 {
 	return chunk
 }
 
-// diffPair reads one pair chunk by chunk and fills td's statistics.
-func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, lim Limits, report func(int64)) error {
-	a, b, repeat := dropCommonBroadcast(p.a, p.b)
-	ra, err := a.Open()
+// diffRange reads elements [j.lo, j.hi) of a pair chunk by chunk into
+// j's statistics.
+func diffRange(ctx context.Context, j *diffJob, buf *diffBuffers, lim Limits, report func(int64)) error {
+	a, b, _ := dropCommonBroadcast(j.p.a, j.p.b)
+	ra, err := openSide(a, j.lo)
 	if err != nil {
 		return err
 	}
 	defer ra.Close()
-	rb, err := b.Open()
+	rb, err := openSide(b, j.lo)
 	if err != nil {
 		return err
 	}
@@ -342,20 +346,20 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 		buf.valA, buf.valB = grow(buf.valA, chunk), grow(buf.valB, chunk)
 	}
 	tol := tolerance{on: lim.Tolerance, atol: lim.Atol, rtol: lim.Rtol}
-	s := &td.acc
+	s := &j.part
 	bitwise := a.DType == b.DType
-	n := a.NumEl()
+	n := j.hi - j.lo
 	for done := int64(0); done < n; {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		k := min(n-done, chunk)
 		ca, cb := buf.rawA[:k*sa], buf.rawB[:k*sb]
-		if _, err := io.ReadFull(ra, ca); err != nil {
-			return &statedict.Error{Tensor: p.a.Name, Err: err}
+		if err := ra.next(ca); err != nil {
+			return err
 		}
-		if _, err := io.ReadFull(rb, cb); err != nil {
-			return &statedict.Error{Tensor: p.b.Name, Err: err}
+		if err := rb.next(cb); err != nil {
+			return err
 		}
 		report(k * sa)
 		same := a.DType == b.DType && bytes.Equal(ca, cb)
@@ -388,6 +392,23 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 		done += k
 	}
 	s.flush(&buf.kern)
+	j.bitwise = bitwise
+	return nil
+}
+
+// finishPair merges the statistics of a pair's jobs, in element order,
+// and fills td's.
+func finishPair(td *TensorDiff, p *pair, jobs []*diffJob) {
+	a, b, repeat := dropCommonBroadcast(p.a, p.b)
+	_, okA := decoder(a.DType)
+	_, okB := decoder(b.DType)
+	numeric := okA && okB
+	s := &td.acc
+	bitwise := true
+	for _, j := range jobs {
+		s.merge(&j.part)
+		bitwise = bitwise && j.bitwise
+	}
 	s.scale(repeat)
 	td.BitwiseEqual = bitwise
 	td.Differing = s.differing
@@ -396,13 +417,12 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 		if s.differing > 0 {
 			td.Problem = fmt.Sprintf("dtype %s has no numeric values: %d of %d elements differ in bits", a.DType, s.differing, s.n)
 		}
-		return nil
+		return
 	}
 	td.MaxAbs, td.MaxRel, td.RMSE = Stat(s.maxAbs), Stat(s.maxRel), Stat(s.rmse())
 	td.Cosine = Stat(cosine(s.sumAB, s.sumA2, s.sumB2))
 	td.RelFrobenius = Stat(relFrobenius(s.sumD2, s.sumB2))
 	td.Histogram = s.histogram()
-	return nil
 }
 
 // summarize fills the report's counts, failures, worst tensors and layers.
