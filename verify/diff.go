@@ -21,7 +21,10 @@ import (
 // cosine similarity, relative Frobenius norm) are over the elements
 // finite on both sides, relative ones to B as in torch.allclose(A, B):
 // MaxRel is max |A-B|/|B| (+Inf where B is 0 and A is not), RelFrobenius
-// ||A-B||/||B||.
+// ||A-B||/||B||. Counts, maxima and the histogram are exact; the sums
+// behind RMSE, cosine and RelFrobenius are float64 sums of exact
+// products (for float32-valued dtypes) in a few partial sums, each within
+// k*2^-53 of the sum of its k terms' magnitudes.
 type TensorDiff struct {
 	Name   string  `json:"name"`             // the matched name (A's after its rules)
 	NameA  string  `json:"name_a,omitempty"` // A's own name, when not Name
@@ -148,8 +151,10 @@ func WithLimits(l Limits) DiffOption { return func(c *diffConfig) { c.limits = l
 func WithWorst(n int) DiffOption { return func(c *diffConfig) { c.worst = max(n, 0) } }
 
 // WithChunkElements sets how many elements of a pair are decoded at a time
-// (65536 by default): each comparing goroutine holds this many elements of
-// both sides, raw and as float64.
+// (65536 by default; at least 1 MiB of a dequantized side, which its
+// reader then decodes straight into the buffer): each comparing goroutine
+// holds this many elements of both sides, raw, and as float32 or float64
+// where a dtype needs decoding first.
 func WithChunkElements(n int64) DiffOption { return func(c *diffConfig) { c.chunk = max(n, 1) } }
 
 // WithDiffProgress has fn called with the bytes of A compared so far and
@@ -162,8 +167,9 @@ func WithDiffProgress(fn func(done, total int64)) DiffOption {
 // differ (TensorDiff), with a summary: the worst tensors and per-layer
 // aggregates. Tensors are paired as Matching says (WithStripPrefix,
 // WithRename; a Llama-family GGUF file as ckpt convert wrote it). Pairs
-// are read one at a time per CPU, in chunks (WithChunkElements): memory is
-// bounded by those buffers, not by the tensors' sizes. The error is for
+// are read one at a time per CPU, in chunks (WithChunkElements), a pair
+// of more than 64 MiB read in place split into pieces for all CPUs:
+// memory is bounded by those buffers, not by the tensors' sizes. The error is for
 // failures to read, not for differences; with WithLimits the report says
 // which tensors broke them.
 func Diff(ctx context.Context, a, b *statedict.Checkpoint, opts ...DiffOption) (*DiffReport, error) {
