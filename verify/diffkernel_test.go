@@ -3,7 +3,9 @@ package verify
 import (
 	"math"
 	"math/rand"
+	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 )
@@ -263,5 +265,16 @@ func TestVecKernelDTypes(t *testing.T) {
 		if ge.n != we.n || ge.finite != we.finite || math.Abs(ge.sumA2-we.sumA2) > 2*sumBound(len(x), we.sumA2) {
 			t.Errorf("%v equal: got %+v, want %+v", p[0], ge, we)
 		}
+	}
+}
+
+// TestKernelLayout: the offsets diffkernel_amd64.s reads f32Kernel at.
+func TestKernelLayout(t *testing.T) {
+	var k f32Kernel
+	got := []uintptr{unsafe.Offsetof(k.sumD2), unsafe.Offsetof(k.sumA2), unsafe.Offsetof(k.sumB2), unsafe.Offsetof(k.sumAB),
+		unsafe.Offsetof(k.maxAbs), unsafe.Offsetof(k.over), unsafe.Offsetof(k.relThr), unsafe.Offsetof(k.atol), unsafe.Offsetof(k.rtol), unsafe.Offsetof(k.hist)}
+	want := []uintptr{0, 32, 64, 96, 128, 160, 192, 224, 256, 288}
+	if !reflect.DeepEqual(got, want) || unsafe.Sizeof(k.hist[0]) != 256*8 {
+		t.Errorf("offsets %v, want %v (K_* in diffkernel_amd64.s)", got, want)
 	}
 }
