@@ -194,122 +194,62 @@ GLOBL laneoff2<>(SB), RODATA|NOPTR, $32
 	VZEROUPPER; \
 	RET
 
+// STATS_FUNC is a statsAVX2 variant's body: LOADA and LOADB load A's and
+// B's elements; two blocks a round, in histogram copies 0-3 and 4-7.
+#define STATS_FUNC(LOADA, LOADB) \
+	STATS_ENTER; \
+loop: \
+	CMPQ AX, CX; \
+	JGE  done; \
+	LOADA((SI), Y0, X0); \
+	LOADB((DI), Y1, X1); \
+	STATS_BODY(laneoff<>(SB)); \
+	ADDQ $4, AX; \
+	CMPQ AX, CX; \
+	JGE  done; \
+	LOADA((SI), Y0, X0); \
+	LOADB((DI), Y1, X1); \
+	STATS_BODY(laneoff2<>(SB)); \
+	ADDQ $4, AX; \
+	JMP  loop; \
+done: \
+	STATS_EXIT
+
 // func statsF32F32(x, y unsafe.Pointer, n int, k *f32Kernel) int
 TEXT ·statsF32F32(SB), NOSPLIT, $0-40
-	STATS_ENTER
-
-loop:
-	CMPQ AX, CX
-	JGE  done
-	LOADF32((SI), Y0, X0)
-	LOADF32((DI), Y1, X1)
-	STATS_BODY(laneoff<>(SB))
-	ADDQ $4, AX
-	CMPQ AX, CX
-	JGE  done
-	LOADF32((SI), Y0, X0)
-	LOADF32((DI), Y1, X1)
-	STATS_BODY(laneoff2<>(SB))
-	ADDQ $4, AX
-	JMP  loop
-
-done:
-	STATS_EXIT
+	STATS_FUNC(LOADF32, LOADF32)
 
 // func statsF32BF16(x, y unsafe.Pointer, n int, k *f32Kernel) int
 TEXT ·statsF32BF16(SB), NOSPLIT, $0-40
-	STATS_ENTER
-
-loop:
-	CMPQ AX, CX
-	JGE  done
-	LOADF32((SI), Y0, X0)
-	LOADBF16((DI), Y1, X1)
-	STATS_BODY(laneoff<>(SB))
-	ADDQ $4, AX
-	CMPQ AX, CX
-	JGE  done
-	LOADF32((SI), Y0, X0)
-	LOADBF16((DI), Y1, X1)
-	STATS_BODY(laneoff2<>(SB))
-	ADDQ $4, AX
-	JMP  loop
-
-done:
-	STATS_EXIT
+	STATS_FUNC(LOADF32, LOADBF16)
 
 // func statsBF16F32(x, y unsafe.Pointer, n int, k *f32Kernel) int
 TEXT ·statsBF16F32(SB), NOSPLIT, $0-40
-	STATS_ENTER
-
-loop:
-	CMPQ AX, CX
-	JGE  done
-	LOADBF16((SI), Y0, X0)
-	LOADF32((DI), Y1, X1)
-	STATS_BODY(laneoff<>(SB))
-	ADDQ $4, AX
-	CMPQ AX, CX
-	JGE  done
-	LOADBF16((SI), Y0, X0)
-	LOADF32((DI), Y1, X1)
-	STATS_BODY(laneoff2<>(SB))
-	ADDQ $4, AX
-	JMP  loop
-
-done:
-	STATS_EXIT
+	STATS_FUNC(LOADBF16, LOADF32)
 
 // func statsBF16BF16(x, y unsafe.Pointer, n int, k *f32Kernel) int
 TEXT ·statsBF16BF16(SB), NOSPLIT, $0-40
-	STATS_ENTER
+	STATS_FUNC(LOADBF16, LOADBF16)
 
-loop:
-	CMPQ AX, CX
-	JGE  done
-	LOADBF16((SI), Y0, X0)
-	LOADBF16((DI), Y1, X1)
-	STATS_BODY(laneoff<>(SB))
-	ADDQ $4, AX
-	CMPQ AX, CX
-	JGE  done
-	LOADBF16((SI), Y0, X0)
-	LOADBF16((DI), Y1, X1)
-	STATS_BODY(laneoff2<>(SB))
-	ADDQ $4, AX
-	JMP  loop
-
-done:
-	STATS_EXIT
+// SUMSQ_FUNC is a sumSq variant's body: LOAD loads four elements, HALF
+// the bytes of four.
+#define SUMSQ_FUNC(LOAD, HALF) \
+	SUMSQ_ENTER; \
+sqloop: \
+	CMPQ AX, CX; \
+	JGE  sqdone; \
+	LOAD((SI), Y0, X0); \
+	LOAD(HALF(SI), Y1, X1); \
+	SUMSQ_BODY; \
+	ADDQ $8, AX; \
+	JMP  sqloop; \
+sqdone: \
+	SUMSQ_EXIT
 
 // func sumSqF32(x unsafe.Pointer, n int, out *[4]float64, cnt *[4]int64)
 TEXT ·sumSqF32(SB), NOSPLIT, $0-32
-	SUMSQ_ENTER
-
-sqloop:
-	CMPQ AX, CX
-	JGE  sqdone
-	LOADF32((SI), Y0, X0)
-	LOADF32(16(SI), Y1, X1)
-	SUMSQ_BODY
-	ADDQ $8, AX
-	JMP  sqloop
-
-sqdone:
-	SUMSQ_EXIT
+	SUMSQ_FUNC(LOADF32, 16)
 
 // func sumSqBF16(x unsafe.Pointer, n int, out *[4]float64, cnt *[4]int64)
 TEXT ·sumSqBF16(SB), NOSPLIT, $0-32
-	SUMSQ_ENTER
-
-sqloop:
-	CMPQ AX, CX
-	JGE  sqdone
-	LOADBF16((SI), Y0, X0)
-	LOADBF16(8(SI), Y1, X1)
-	SUMSQ_BODY
-	ADDQ $8, AX
-	JMP  sqloop
-
-sqdone:
-	SUMSQ_EXIT
+	SUMSQ_FUNC(LOADBF16, 8)
