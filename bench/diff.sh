@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # ckpt diff of two ~SIZE_MB checkpoints (a torch .pt and the safetensors
 # file ckpt convert makes of it with every other tensor perturbed by torch),
-# against `cat A B > /dev/null` in the same run, warm page cache; wall time
-# and max RSS (GNU time). Usage: bench/diff.sh [SIZE_MB] [DIR]
+# against `cat A B > /dev/null` in the same run, interleaved rounds, warm page
+# cache; wall and CPU seconds (user+sys), max RSS and minor page faults (GNU
+# time), the load average after each round. CKPT_BASE=/path/to/ckpt adds that
+# build's diff to each round (a before/after comparison in one run).
+# Usage: bench/diff.sh [SIZE_MB] [DIR] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size=${1:-1024}
 dir=${2:-/var/tmp/ckpt-bench-diff}
+rounds=${3:-3}
 mkdir -p "$dir"
 go build -o "$dir/ckpt" ./cmd/ckpt
 if [ ! -f "$dir/a.pt" ] || [ "$(cat "$dir/size" 2>/dev/null)" != "$size" ]; then
@@ -25,9 +29,11 @@ PY
 fi
 a=$dir/a.pt b=$dir/b.safetensors
 cat "$a" "$b" > /dev/null # warm
-t() { /usr/bin/time -f "%e s wall, %M KiB max RSS" "$@" 2>&1 >/dev/null | tail -1; }
+t() { /usr/bin/time -f "%e s wall, %U+%S s CPU, %M KiB max RSS, %R minflt" "$@" 2>&1 >/dev/null | tail -1; }
 ls -l "$a" "$b" | awk '{print $5, $9}'
-for i in 1 2 3; do
+for _ in $(seq "$rounds"); do
   echo "cat A B:   $(t sh -c "cat '$a' '$b' > /dev/null")"
   echo "ckpt diff: $(t "$dir/ckpt" diff "$a" "$b")"
+  if [ -n "${CKPT_BASE:-}" ]; then echo "base diff: $(t "$CKPT_BASE" diff "$a" "$b")"; fi
+  uptime
 done

@@ -2,7 +2,9 @@
 # ckpt diff of a bf16 safetensors file against its block-FP8 quantization
 # (ckpt convert --quantize fp8-block, dequantized on the fly by diff),
 # against `cat A B > /dev/null` in the same run, interleaved rounds, warm page
-# cache; wall and CPU seconds (user+sys) and max RSS (GNU time).
+# cache; wall and CPU seconds (user+sys), max RSS and minor page faults (GNU
+# time), the load average after each round. CKPT_BASE=/path/to/ckpt adds that
+# build's diff to each round.
 #   bench/diff_fp8.sh BF16.safetensors [DIR] [ROUNDS]
 # (a bf16 base: e.g. DIR/model.safetensors of `bench/merge_ref.py gen DIR 1`;
 # its weights must end in .weight to be quantized).
@@ -18,10 +20,11 @@ if [ ! -f "$dir/fp8/model.safetensors" ]; then
 fi
 a=$src b=$dir/fp8
 cat "$a" "$b/model.safetensors" > /dev/null # warm
-t() { /usr/bin/time -f "%e s wall, %U+%S s CPU, %M KiB max RSS" "$@" 2>&1 >/dev/null | tail -1; }
+t() { /usr/bin/time -f "%e s wall, %U+%S s CPU, %M KiB max RSS, %R minflt" "$@" 2>&1 >/dev/null | tail -1; }
 ls -l "$a" "$b/model.safetensors" | awk '{print $5, $9}'
 for _ in $(seq "$rounds"); do
   echo "cat A B:           $(t sh -c "cat '$a' '$b/model.safetensors' > /dev/null")"
   echo "ckpt diff bf16 fp8: $(t "$dir/ckpt" diff "$a" "$b")"
+  if [ -n "${CKPT_BASE:-}" ]; then echo "base diff bf16 fp8: $(t "$CKPT_BASE" diff "$a" "$b")"; fi
   uptime
 done

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"runtime"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -23,7 +21,10 @@ import (
 // cosine similarity, relative Frobenius norm) are over the elements
 // finite on both sides, relative ones to B as in torch.allclose(A, B):
 // MaxRel is max |A-B|/|B| (+Inf where B is 0 and A is not), RelFrobenius
-// ||A-B||/||B||.
+// ||A-B||/||B||. Counts, maxima and the histogram are exact; the sums
+// behind RMSE, cosine and RelFrobenius are float64 sums of exact
+// products (for float32-valued dtypes) in a few partial sums, each within
+// k*2^-53 of the sum of its k terms' magnitudes.
 type TensorDiff struct {
 	Name   string  `json:"name"`             // the matched name (A's after its rules)
 	NameA  string  `json:"name_a,omitempty"` // A's own name, when not Name
@@ -122,6 +123,7 @@ type diffConfig struct {
 	limits   Limits
 	worst    int
 	chunk    int64
+	split    int64 // splitBytes
 	progress func(done, total int64)
 }
 
@@ -149,8 +151,10 @@ func WithLimits(l Limits) DiffOption { return func(c *diffConfig) { c.limits = l
 func WithWorst(n int) DiffOption { return func(c *diffConfig) { c.worst = max(n, 0) } }
 
 // WithChunkElements sets how many elements of a pair are decoded at a time
-// (65536 by default): each comparing goroutine holds this many elements of
-// both sides, raw and as float64.
+// (65536 by default; at least 1 MiB of a dequantized side, which its
+// reader then decodes straight into the buffer): each comparing goroutine
+// holds this many elements of both sides, raw, and as float32 or float64
+// where a dtype needs decoding first.
 func WithChunkElements(n int64) DiffOption { return func(c *diffConfig) { c.chunk = max(n, 1) } }
 
 // WithDiffProgress has fn called with the bytes of A compared so far and
@@ -163,12 +167,13 @@ func WithDiffProgress(fn func(done, total int64)) DiffOption {
 // differ (TensorDiff), with a summary: the worst tensors and per-layer
 // aggregates. Tensors are paired as Matching says (WithStripPrefix,
 // WithRename; a Llama-family GGUF file as ckpt convert wrote it). Pairs
-// are read one at a time per CPU, in chunks (WithChunkElements): memory is
-// bounded by those buffers, not by the tensors' sizes. The error is for
+// are read one at a time per CPU, in chunks (WithChunkElements), a pair
+// of more than 64 MiB read in place split into pieces for all CPUs:
+// memory is bounded by those buffers, not by the tensors' sizes. The error is for
 // failures to read, not for differences; with WithLimits the report says
 // which tensors broke them.
 func Diff(ctx context.Context, a, b *statedict.Checkpoint, opts ...DiffOption) (*DiffReport, error) {
-	cfg := diffConfig{worst: 10, chunk: 1 << 16}
+	cfg := diffConfig{worst: 10, chunk: 1 << 16, split: splitBytes}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -212,19 +217,19 @@ func Diff(ctx context.Context, a, b *statedict.Checkpoint, opts ...DiffOption) (
 			fn(done, total)
 		}
 	}
+	jobs, byPair := splitJobs(todo, pairs, cfg.chunk, cfg.split)
 	work, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make([]error, len(todo))
+	errs := make([]error, len(jobs))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(todo)) {
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			buf := newDiffBuffers(cfg.chunk)
-			for k := next.Add(1) - 1; k < int64(len(todo)); k = next.Add(1) - 1 {
-				td := todo[k]
-				if err := diffPair(work, td, pairs[td], buf, cfg.limits, report); err != nil {
+			for k := next.Add(1) - 1; k < int64(len(jobs)); k = next.Add(1) - 1 {
+				if err := diffRange(work, jobs[k], buf, cfg.limits, report); err != nil {
 					errs[k] = err
 					cancel() // the others stop; the first real error is returned
 				}
@@ -239,6 +244,9 @@ func Diff(ctx context.Context, a, b *statedict.Checkpoint, opts ...DiffOption) (
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return nil, err
 		}
+	}
+	for _, td := range todo {
+		finishPair(td, pairs[td], byPair[td])
 	}
 	summarize(rep, cfg)
 	return rep, nil
@@ -282,36 +290,52 @@ func newTensorDiff(p *pair, ta *statedict.Tensor) *TensorDiff {
 	return td
 }
 
-// diffBuffers are one comparing goroutine's chunk buffers.
+// diffBuffers are one comparing goroutine's chunk buffers, each grown
+// when a pair first needs it and reused for the next pairs.
 type diffBuffers struct {
 	chunk      int64
 	rawA, rawB []byte
 	valA, valB []float64
 	mid        []float32
 	midB       []float32 // B's float32 values (addF32)
-	hist       hist2
+	kern       f32Kernel
 }
 
-func newDiffBuffers(chunk int64) *diffBuffers {
-	return &diffBuffers{chunk: chunk, valA: make([]float64, chunk), valB: make([]float64, chunk), mid: make([]float32, chunk), midB: make([]float32, chunk)}
-}
+func newDiffBuffers(chunk int64) *diffBuffers { return &diffBuffers{chunk: chunk} }
 
-func grow(b []byte, n int64) []byte {
+func grow[E any](b []E, n int64) []E {
 	if int64(cap(b)) < n {
-		return make([]byte, n)
+		return make([]E, n)
 	}
 	return b[:n]
 }
 
-// diffPair reads one pair chunk by chunk and fills td's statistics.
-func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, lim Limits, report func(int64)) error {
-	a, b, repeat := dropCommonBroadcast(p.a, p.b)
-	ra, err := a.Open()
+// quantRead is the least read of a quantized weight's values that its
+// reader decodes straight into the caller's buffer (statedict's
+// quantDirect) rather than through a window of its own.
+const quantRead = 1 << 20
+
+// pairChunk is how many elements of the pair diffPair reads at a time:
+// the configured chunk, or enough for quantRead bytes of a quantized side.
+func pairChunk(chunk int64, a, b *statedict.Tensor) int64 {
+	for _, t := range []*statedict.Tensor{a, b} {
+		if t.QuantStored != nil && t.DType.Size() > 0 {
+			chunk = max(chunk, quantRead/int64(t.DType.Size()))
+		}
+	}
+	return chunk
+}
+
+// diffRange reads elements [j.lo, j.hi) of a pair chunk by chunk into
+// j's statistics.
+func diffRange(ctx context.Context, j *diffJob, buf *diffBuffers, lim Limits, report func(int64)) error {
+	a, b, _ := dropCommonBroadcast(j.p.a, j.p.b)
+	ra, err := openSide(a, j.lo)
 	if err != nil {
 		return err
 	}
 	defer ra.Close()
-	rb, err := b.Open()
+	rb, err := openSide(b, j.lo)
 	if err != nil {
 		return err
 	}
@@ -321,22 +345,27 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 	numeric := okA && okB
 	f32 := exactF32(a.DType) && exactF32(b.DType)
 	sa, sb := int64(a.DType.Size()), int64(b.DType.Size())
-	buf.rawA, buf.rawB = grow(buf.rawA, buf.chunk*sa), grow(buf.rawB, buf.chunk*sb)
+	chunk := pairChunk(buf.chunk, a, b)
+	buf.rawA, buf.rawB = grow(buf.rawA, chunk*sa), grow(buf.rawB, chunk*sb)
+	buf.mid, buf.midB = grow(buf.mid, chunk), grow(buf.midB, chunk)
+	if !f32 && numeric {
+		buf.valA, buf.valB = grow(buf.valA, chunk), grow(buf.valB, chunk)
+	}
 	tol := tolerance{on: lim.Tolerance, atol: lim.Atol, rtol: lim.Rtol}
-	s := &td.acc
+	s := &j.part
 	bitwise := a.DType == b.DType
-	n := a.NumEl()
+	n := j.hi - j.lo
 	for done := int64(0); done < n; {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		k := min(n-done, buf.chunk)
+		k := min(n-done, chunk)
 		ca, cb := buf.rawA[:k*sa], buf.rawB[:k*sb]
-		if _, err := io.ReadFull(ra, ca); err != nil {
-			return &statedict.Error{Tensor: p.a.Name, Err: err}
+		if err := ra.next(ca); err != nil {
+			return err
 		}
-		if _, err := io.ReadFull(rb, cb); err != nil {
-			return &statedict.Error{Tensor: p.b.Name, Err: err}
+		if err := rb.next(cb); err != nil {
+			return err
 		}
 		report(k * sa)
 		same := a.DType == b.DType && bytes.Equal(ca, cb)
@@ -355,12 +384,9 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 				}
 			}
 		case f32 && same:
-			dtype.DecodeFloat32(a.DType, buf.mid[:k], ca)
-			s.addEqualF32(buf.mid[:k])
+			s.addEqualRaw(a.DType, ca, buf.mid)
 		case f32:
-			dtype.DecodeFloat32(a.DType, buf.mid[:k], ca)
-			dtype.DecodeFloat32(b.DType, buf.midB[:k], cb)
-			s.addF32(buf.mid[:k], buf.midB[:k], tol, &buf.hist)
+			s.addRaw(a.DType, b.DType, ca, cb, int(k), tol, &buf.kern, buf.mid, buf.midB)
 		case same:
 			decodeChunk(a.DType, decA, buf.valA[:k], buf.mid, ca)
 			s.addEqual(buf.valA[:k])
@@ -371,7 +397,24 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 		}
 		done += k
 	}
-	s.flush(&buf.hist)
+	s.flush(&buf.kern)
+	j.bitwise = bitwise
+	return nil
+}
+
+// finishPair merges the statistics of a pair's jobs, in element order,
+// and fills td's.
+func finishPair(td *TensorDiff, p *pair, jobs []*diffJob) {
+	a, b, repeat := dropCommonBroadcast(p.a, p.b)
+	_, okA := decoder(a.DType)
+	_, okB := decoder(b.DType)
+	numeric := okA && okB
+	s := &td.acc
+	bitwise := true
+	for _, j := range jobs {
+		s.merge(&j.part)
+		bitwise = bitwise && j.bitwise
+	}
 	s.scale(repeat)
 	td.BitwiseEqual = bitwise
 	td.Differing = s.differing
@@ -380,13 +423,12 @@ func diffPair(ctx context.Context, td *TensorDiff, p *pair, buf *diffBuffers, li
 		if s.differing > 0 {
 			td.Problem = fmt.Sprintf("dtype %s has no numeric values: %d of %d elements differ in bits", a.DType, s.differing, s.n)
 		}
-		return nil
+		return
 	}
 	td.MaxAbs, td.MaxRel, td.RMSE = Stat(s.maxAbs), Stat(s.maxRel), Stat(s.rmse())
 	td.Cosine = Stat(cosine(s.sumAB, s.sumA2, s.sumB2))
 	td.RelFrobenius = Stat(relFrobenius(s.sumD2, s.sumB2))
 	td.Histogram = s.histogram()
-	return nil
 }
 
 // summarize fills the report's counts, failures, worst tensors and layers.

@@ -76,7 +76,7 @@ func BenchmarkAddF32(b *testing.B) {
 		y[i] = x[i] + float32(1e-3*rng.NormFloat64())
 	}
 	b.SetBytes(8 << 20)
-	var h hist2
+	var h f32Kernel
 	for range b.N {
 		var s acc
 		s.addF32(x, y, tolerance{}, &h)
@@ -96,4 +96,12 @@ func BenchmarkAdd(b *testing.B) {
 		var s acc
 		s.add(x, y, tolerance{})
 	}
+}
+
+// BenchmarkAddF32Go: BenchmarkAddF32 with the Go kernel only.
+func BenchmarkAddF32Go(b *testing.B) {
+	was := useVec
+	defer func() { useVec = was }()
+	useVec = false
+	BenchmarkAddF32(b)
 }

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 )
@@ -23,28 +24,164 @@ func exactF32(d dtype.DType) bool {
 // finds is the one dividing every element would.
 const relSlack = 0x1p-40
 
-// hist2 is a histogram in two halves, even and odd elements, so that
-// consecutive increments of one bin do not wait on each other: [half][0]
-// counts positive differences, [half][1] negative ones.
-type hist2 [2][2][HistogramBins]int64
+// kernelLanes is how many float64 lanes the kernel's accumulators have
+// (one AVX2 register of float64s); histCopies how many histograms it
+// counts in (a lane's even and odd blocks in two).
+const (
+	kernelLanes = 4
+	histCopies  = 2 * kernelLanes
+)
+
+// Histogram slots of one lane of f32Kernel.hist: slot sign*histNeg+bin
+// counts the differences of that sign in that bin, slot histZero the
+// equal elements.
+const (
+	histNeg  = 128
+	histZero = 120
+)
+
+// f32Kernel is the state of the float32 statistics kernel (addF32) over a
+// tensor: float64 accumulators in kernelLanes lanes (the vector kernel's
+// registers, which it loads and stores around each call; the Go kernel
+// uses lane 0), the constants it compares with, broadcast, and
+// histograms for each lane, so that consecutive increments of one bin do
+// not wait on each other. The vector kernel reads it by offset: its
+// layout is fixed (diffkernel_amd64.s).
+type f32Kernel struct {
+	sumD2, sumA2, sumB2, sumAB [kernelLanes]float64 // 0, 32, 64, 96
+	maxAbs                     [kernelLanes]float64 // 128
+	over                       [kernelLanes]int64   // 160
+	relThr                     [kernelLanes]float64 // 192: maxRel*(1-relSlack)
+	atol, rtol                 [kernelLanes]float64 // 224, 256: atol +Inf without a tolerance
+	hist                       [histCopies][256]int64
+
+	maxRel float64
+	finite int64 // finite pairs counted, equal ones included
+
+	blockA, blockB [kernelLanes]float32 // a block left by the vector kernel, decoded
+}
+
+func (k *f32Kernel) setRel(r float64) {
+	k.maxRel = r
+	t := r * (1 - relSlack)
+	if math.IsInf(r, 1) {
+		t = r
+	}
+	k.relThr = [kernelLanes]float64{t, t, t, t}
+}
+
+func (k *f32Kernel) setTol(tol tolerance) {
+	a, r := math.Inf(1), 0.0
+	if tol.on {
+		a, r = tol.atol, tol.rtol
+	}
+	k.atol = [kernelLanes]float64{a, a, a, a}
+	k.rtol = [kernelLanes]float64{r, r, r, r}
+}
+
+// statsKernel is a vector statistics kernel (vecKernel): addF32Go for
+// the finite pairs of n elements (a multiple of kernelLanes) from x and
+// y, returning the index of the first block of kernelLanes it leaves to
+// addF32Go (n when none).
+type statsKernel func(x, y unsafe.Pointer, n int, k *f32Kernel) int
 
 // addF32 is add for float32 values (the elements of x and y widened to
-// float64 exactly): the same statistics, with the finite elements in a
-// loop that does no division but for a new maximum relative error, and
-// the rare NaN or infinite ones handed to add. Its sums are in float64 in
-// element order, like add's.
-func (s *acc) addF32(x, y []float32, tol tolerance, h *hist2) {
+// float64 exactly): the same counts, maxima and histogram; the sums in
+// float64 with the products exact (a float32 product fits a float64),
+// summed in kernelLanes lanes per call and the lanes then added to s, so
+// that each rounding error is relative to a partial sum of at most
+// len(x)/kernelLanes terms.
+func (s *acc) addF32(x, y []float32, tol tolerance, k *f32Kernel) {
 	y = y[:len(x)]
-	var sumD2, sumA2, sumB2, sumAB, maxAbs float64
-	maxRel := s.maxRel
-	relThr := maxRel * (1 - relSlack)
-	var differing, finite, zero, over int64
+	s.addPairs(len(x), tol, k, vecKernel(dtype.Float32, dtype.Float32),
+		unsafe.Pointer(unsafe.SliceData(x)), unsafe.Pointer(unsafe.SliceData(y)), 4, 4,
+		func(i, j int) ([]float32, []float32) { return x[i:j], y[i:j] })
+}
+
+// addRaw is addF32 for n elements of da (float32-valued: exactF32) in ca
+// against n of db in cb, as read: a vector kernel reads float32 and
+// bfloat16 elements as they are, other dtypes are decoded into bufA and
+// bufB (n elements each) first.
+func (s *acc) addRaw(da, db dtype.DType, ca, cb []byte, n int, tol tolerance, k *f32Kernel, bufA, bufB []float32) {
+	vec := vecKernel(da, db)
+	if vec == nil || n == 0 {
+		s.addF32(asFloat32(da, bufA[:n], ca), asFloat32(db, bufB[:n], cb), tol, k)
+		return
+	}
+	sa, sb := da.Size(), db.Size()
+	s.addPairs(n, tol, k, vec, unsafe.Pointer(&ca[0]), unsafe.Pointer(&cb[0]), sa, sb,
+		func(i, j int) ([]float32, []float32) {
+			x, y := k.blockA[:j-i], k.blockB[:j-i]
+			dtype.DecodeFloat32(da, x, ca[i*sa:j*sa])
+			dtype.DecodeFloat32(db, y, cb[i*sb:j*sb])
+			return x, y
+		})
+}
+
+// addPairs runs the kernels over n pairs: the vector kernel vec (nil for
+// none) from pa and pb (elements of sa and sb bytes), and addF32Go on the
+// blocks it leaves and its tail, whose float32 values elems returns
+// (elements [i, j), j-i <= kernelLanes with a vector kernel). A block left
+// has a NaN or an infinity, or a possible new maximum relative error:
+// addF32Go hands the NaN and infinite ones to add and divides only for a
+// new maximum.
+func (s *acc) addPairs(n int, tol tolerance, k *f32Kernel, vec statsKernel, pa, pb unsafe.Pointer, sa, sb int,
+	elems func(i, j int) (x, y []float32)) {
+	k.setRel(s.maxRel)
+	k.setTol(tol)
+	n4 := n &^ (kernelLanes - 1)
+	for i := 0; i < n; {
+		j := n // without the vector kernel, or its tail
+		if vec != nil && i < n4 {
+			v := vec(unsafe.Add(pa, i*sa), unsafe.Add(pb, i*sb), n4-i, k) // finite pairs, all
+			k.finite += int64(v)
+			i += v
+			if i < n4 {
+				j = i + kernelLanes // the block it left
+			}
+		}
+		if i < j {
+			x, y := elems(i, j)
+			s.addF32Go(x, y, tol, k)
+		}
+		i = j
+	}
+	s.n += int64(n)
+	s.sumD2 += laneSum(&k.sumD2)
+	s.sumA2 += laneSum(&k.sumA2)
+	s.sumB2 += laneSum(&k.sumB2)
+	s.sumAB += laneSum(&k.sumAB)
+	for l := range kernelLanes {
+		s.maxAbs = max(s.maxAbs, k.maxAbs[l])
+		s.over += k.over[l]
+	}
+	k.maxAbs, k.over = [kernelLanes]float64{}, [kernelLanes]int64{}
+	s.maxRel = k.maxRel
+}
+
+// laneSum returns the sum of the lanes of v and clears them.
+func laneSum(v *[kernelLanes]float64) float64 {
+	r := (v[0] + v[1]) + (v[2] + v[3])
+	*v = [kernelLanes]float64{}
+	return r
+}
+
+// addF32Go is the kernel in Go, element by element into lane 0: what the
+// vector kernel does for finite pairs, and the rest (NaN, infinities, a
+// new maximum relative error) that it leaves. It does not count s.n.
+func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
+	y = y[:len(x)]
+	sumD2, sumA2, sumB2, sumAB := k.sumD2[0], k.sumA2[0], k.sumB2[0], k.sumAB[0]
+	maxAbs, maxRel, relThr := k.maxAbs[0], k.maxRel, k.relThr[0]
+	atol, rtol := k.atol[0], k.rtol[0]
+	over, finite := k.over[0], k.finite
+	h := &k.hist[0]
 	for i, xf := range x {
 		a, b := float64(xf), float64(y[i])
 		d := a - b
 		if d-d != 0 { // a or b NaN or infinite
 			s.add([]float64{a}, []float64{b}, tol)
-			s.n-- // counted below
+			s.n-- // counted by addF32
 			continue
 		}
 		finite++
@@ -53,10 +190,9 @@ func (s *acc) addF32(x, y []float32, tol tolerance, h *hist2) {
 			sumA2 += aa
 			sumB2 += aa
 			sumAB += aa
-			zero++
+			h[histZero]++
 			continue
 		}
-		differing++
 		sumD2 += d * d
 		sumA2 += a * a
 		sumB2 += b * b
@@ -72,48 +208,63 @@ func (s *acc) addF32(x, y []float32, tol tolerance, h *hist2) {
 				maxRel, relThr = r, r*(1-relSlack)
 			}
 		}
-		if tol.on && ad > tol.atol+tol.rtol*ab {
+		if ad > atol+float64(rtol*ab) {
 			over++
 		}
 		db := math.Float64bits(d)
 		e := int(db>>52&0x7ff) - 1022
-		k := min(max(e-histLo, 0), HistogramBins-1)
-		h[i&1][db>>63][k]++
+		h[int(db>>63)*histNeg+min(max(e-histLo, 0), HistogramBins-1)]++
 	}
-	s.n += int64(len(x))
-	s.differing += differing
-	s.finite += finite
-	s.zero += zero
-	s.over += over
-	s.sumD2 += sumD2
-	s.sumA2 += sumA2
-	s.sumB2 += sumB2
-	s.sumAB += sumAB
-	s.maxAbs = max(s.maxAbs, maxAbs)
-	s.maxRel = maxRel
+	k.sumD2[0], k.sumA2[0], k.sumB2[0], k.sumAB[0] = sumD2, sumA2, sumB2, sumAB
+	k.maxAbs[0], k.over[0], k.finite = maxAbs, over, finite
+	if maxRel != k.maxRel {
+		k.setRel(maxRel)
+	}
 }
 
-// flush adds h's counts to s's histogram and clears h.
-func (s *acc) flush(h *hist2) {
-	for i := range s.neg {
-		s.pos[i] += h[0][0][i] + h[1][0][i]
-		s.neg[i] += h[0][1][i] + h[1][1][i]
+// flush adds k's counts and histogram to s and clears them: once a
+// tensor, after its last addF32.
+func (s *acc) flush(k *f32Kernel) {
+	var zero int64
+	for l := range histCopies {
+		h := &k.hist[l]
+		for i := range HistogramBins {
+			s.pos[i] += h[i]
+			s.neg[i] += h[histNeg+i]
+		}
+		zero += h[histZero]
+		*h = [256]int64{}
 	}
-	*h = hist2{}
+	s.finite += k.finite
+	s.zero += zero
+	s.differing += k.finite - zero
+	k.finite = 0
 }
 
 // addEqualF32 is addEqual for float32 values.
 func (s *acc) addEqualF32(x []float32) {
-	var sum float64
-	var finite int64
-	for _, f := range x {
+	if len(x) == 0 {
+		return
+	}
+	s.addEqualRaw(dtype.Float32, unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x)), x)
+}
+
+// addEqualRaw is addEqual for the elements of d (float32-valued) in c,
+// equal on both sides: a vector kernel reads float32 and bfloat16
+// elements as they are, the rest (all of them for other dtypes) is decoded
+// into buf (room for len(c)/d.Size() elements).
+func (s *acc) addEqualRaw(d dtype.DType, c []byte, buf []float32) {
+	es := d.Size()
+	n := len(c) / es
+	sum, finite, i := sumSqVec(d, c)
+	for _, f := range asFloat32(d, buf[:n-i], c[i*es:]) {
 		a := float64(f)
 		if a-a == 0 {
 			sum += a * a
 			finite++
 		}
 	}
-	s.equal(int64(len(x)), sum, finite)
+	s.equal(int64(n), sum, finite)
 }
 
 // equal accumulates n elements equal on both sides, finite of them finite
@@ -125,4 +276,29 @@ func (s *acc) equal(n int64, sum float64, finite int64) {
 	s.sumAB += sum
 	s.finite += finite
 	s.zero += finite
+}
+
+// float32s returns b (little-endian float32 elements, 4-byte aligned as
+// Go's allocations are) as float32s without copying, on a little-endian
+// host; nil elsewhere.
+func float32s(b []byte) []float32 {
+	if !littleEndian || len(b) < 4 || uintptr(unsafe.Pointer(&b[0]))%4 != 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+var littleEndian = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
+
+// asFloat32 returns src's elements of d as float32s: a float32 tensor's
+// bytes as they are where the host allows (float32s), else decoded into
+// dst.
+func asFloat32(d dtype.DType, dst []float32, src []byte) []float32 {
+	if d == dtype.Float32 {
+		if f := float32s(src); f != nil {
+			return f
+		}
+	}
+	dtype.DecodeFloat32(d, dst, src)
+	return dst
 }

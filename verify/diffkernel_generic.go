@@ -1,0 +1,12 @@
+//go:build !amd64 || purego
+
+package verify
+
+import "github.com/ckpt-dev/ckpt/dtype"
+
+// useVec: no vector kernels on this platform.
+var useVec = false
+
+func vecKernel(da, db dtype.DType) statsKernel { return nil }
+
+func sumSqVec(d dtype.DType, x []byte) (float64, int64, int) { return 0, 0, 0 }

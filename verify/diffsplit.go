@@ -1,0 +1,113 @@
+package verify
+
+import (
+	"io"
+
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// diffJob is one comparing goroutine's piece of work: elements [lo, hi)
+// of a pair (after dropCommonBroadcast), the whole pair unless it was
+// split; its statistics are merged into the pair's by finishPair.
+type diffJob struct {
+	p       *pair
+	lo, hi  int64
+	part    acc
+	bitwise bool
+}
+
+// splitBytes is the size (of A's data) above which a pair is split into
+// pieces of about this many bytes, so that one large tensor keeps every
+// CPU busy (diffConfig.split, which tests lower).
+const splitBytes = 32 << 20
+
+// splitJobs makes the jobs for the pairs todo: a pair of more than
+// 2*split bytes whose sides are both read in place (random access into the
+// file: no decompression, dequantization or byte swap between file and
+// values) is split into pieces of whole chunks; any other is one job.
+// byPair lists each pair's jobs in element order.
+func splitJobs(todo []*TensorDiff, pairs map[*TensorDiff]*pair, chunk, split int64) (jobs []*diffJob, byPair map[*TensorDiff][]*diffJob) {
+	byPair = make(map[*TensorDiff][]*diffJob, len(todo))
+	for _, td := range todo {
+		p := pairs[td]
+		a, b, repeat := dropCommonBroadcast(p.a, p.b)
+		n := max(a.NumEl(), 0)
+		piece := n
+		if es := int64(a.DType.Size()); es > 0 && repeat == 1 && n*es > 2*split && inPlace(a) && inPlace(b) {
+			piece = max(split/es/chunk, 1) * chunk
+		}
+		for lo := int64(0); lo < n || lo == 0; lo += piece {
+			j := &diffJob{p: p, lo: lo, hi: min(lo+piece, n)}
+			jobs = append(jobs, j)
+			byPair[td] = append(byPair[td], j)
+			if piece == 0 {
+				break
+			}
+		}
+	}
+	return jobs, byPair
+}
+
+// inPlace reports whether t's reader reads its bytes in place (it offers
+// io.ReaderAt, as Tensor.Open's readers of uncompressed, little-endian,
+// contiguous data do).
+func inPlace(t *statedict.Tensor) bool {
+	r, err := t.Open()
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	_, ok := r.(io.ReaderAt)
+	return ok
+}
+
+// sideReader reads one side of a job chunk by chunk: at its offset where
+// the reader offers random access, else in order from the start (a job
+// of a pair not split starts at element 0).
+type sideReader struct {
+	t   *statedict.Tensor
+	r   io.ReadCloser
+	at  io.ReaderAt
+	off int64
+}
+
+// openSide opens t for reading from element first.
+func openSide(t *statedict.Tensor, first int64) (*sideReader, error) {
+	r, err := t.Open()
+	if err != nil {
+		return nil, err
+	}
+	s := &sideReader{t: t, r: r, off: first * int64(t.DType.Size())}
+	if first > 0 {
+		at, ok := r.(io.ReaderAt)
+		if !ok {
+			r.Close()
+			return nil, &statedict.Error{Tensor: t.Name, Err: statedict.ErrUnsupported}
+		}
+		s.at = at
+	}
+	return s, nil
+}
+
+// next fills buf with the next len(buf) bytes.
+func (s *sideReader) next(buf []byte) error {
+	var err error
+	if s.at != nil {
+		var n int
+		n, err = s.at.ReadAt(buf, s.off)
+		s.off += int64(n)
+		if n == len(buf) {
+			err = nil
+		} else if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+	} else {
+		_, err = io.ReadFull(s.r, buf)
+	}
+	if err != nil {
+		return &statedict.Error{Tensor: s.t.Name, Err: err}
+	}
+	return nil
+}
+
+func (s *sideReader) Close() { s.r.Close() }
