@@ -43,7 +43,7 @@ func AddMatMul(c, l, rm []float32, m, n, r int, s float32) {
 			return
 		}
 		for i := lo; i < hi; i++ {
-			addRowGo(c[i*n:(i+1)*n], l[i*r:(i+1)*r], rm, n, nv, n, s)
+			addRowGo(c[i*n+nv:(i+1)*n], l[i*r:(i+1)*r], rm, n, nv, n, s)
 		}
 	})
 }
@@ -57,27 +57,32 @@ func AddMatMulT(c, l, rt []float32, m, n, r int, s float32) {
 	AddMatMul(c, l, transpose(rt[:n*r], n, r), m, n, r, s)
 }
 
-// addRowGo does columns jb to je of one row of c (l its row of l) in the
-// order and roundings AddMatMul states: a tile of d summed over k, then
-// added to c. The float32 conversions keep the compiler from fusing.
+// addRowGo does columns jb to je of one row of c (c[0] is column jb; l
+// its row of l) in the order and roundings AddMatMul states, a tile at a
+// time (addTileGo).
 func addRowGo(c, l, rm []float32, n, jb, je int, s float32) {
-	var tile [tileCols]float32
 	for j0 := jb; j0 < je; j0 += tileCols {
 		w := min(tileCols, je-j0)
-		d := tile[:w:w]
-		clear(d)
-		for k, x := range l {
-			row := rm[k*n+j0 : k*n+j0+w]
-			row = row[:len(d)]
-			for j, v := range row {
-				d[j] += float32(x * v)
-			}
+		addTileGo(c[j0-jb:j0-jb+w], l, rm, n, j0, s)
+	}
+}
+
+// addTileGo does the len(c) <= tileCols columns from j0 of one row: a tile
+// of d summed over k, then added to c. The float32 conversions keep the
+// compiler from fusing.
+func addTileGo(c, l, rm []float32, n, j0 int, s float32) {
+	var tile [tileCols]float32
+	d := tile[:len(c):len(c)]
+	for k, x := range l {
+		row := rm[k*n+j0 : k*n+j0+len(d)]
+		row = row[:len(d)]
+		for j, v := range row {
+			d[j] += float32(x * v)
 		}
-		cc := c[j0 : j0+w]
-		cc = cc[:len(d)]
-		for j, v := range d {
-			cc[j] += float32(s * v)
-		}
+	}
+	c = c[:len(d)]
+	for j, v := range d {
+		c[j] += float32(s * v)
 	}
 }
 
