@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark `ckpt merge` of a rank-16 LoRA adapter into a bf16 base against `cp` of the
-# base and a PEFT-style merge in torch on the CPU (bench/merge_ref.py: the whole base in
+# base (and `ckpt convert` of it, the output path the merge writes through) and a PEFT-style
+# merge in torch on the CPU (bench/merge_ref.py: the whole base in
 # memory, as merge_and_unload), interleaved rounds, median/min/max wall time and peak RSS.
 #
 #   bench/merge.sh [PARENT_DIR] [SIZE_GB] [ROUNDS]     (defaults /tmp 1 3)
@@ -8,7 +9,8 @@
 # Needs the torch 2.x chroot (scripts/torch2-chroot.sh) for the generator and the reference;
 # PARENT_DIR must be under /tmp for it. Environment: GEN_DIR=DIR reuses a base and adapter
 # made before by `merge_ref.py gen DIR GB` (not removed); TORCH=0 leaves the torch reference
-# out (it holds the whole base in memory: ~2.2 GiB RSS at 1 GB). Besides the table: median
+# out (it holds the whole base in memory: ~2.2 GiB RSS at 1 GB); CKPT_BEFORE=BINARY also
+# times another ckpt build (e.g. the branch point's) in the same rounds. Besides the table: median
 # CPU seconds (user+sys) and minor page faults per command, and `uptime` after each round.
 set -euo pipefail
 PARENT=${1:-/tmp}
@@ -31,7 +33,11 @@ run() { # label, command...: bench_run, keeping the minor page faults
 }
 for _ in $(seq "$ROUNDS"); do
   run "cp base" cp "$GEN/model.safetensors" "$WORK/out.cp"
+  run "ckpt convert (no merge)" "$WORK/ckpt" convert "$GEN/model.safetensors" "$WORK/out.safetensors"
   run "ckpt merge" "$WORK/ckpt" merge "$GEN/model.safetensors" "$GEN/lora" "$WORK/out.safetensors"
+  if [ -n "${CKPT_BEFORE:-}" ]; then
+    run "ckpt merge, before" "$CKPT_BEFORE" merge "$GEN/model.safetensors" "$GEN/lora" "$WORK/out.safetensors"
+  fi
   if [ "${TORCH:-1}" != 0 ]; then
     run "PEFT-style merge, torch CPU" sh -c "cd '$WORK' && '$ROOT/scripts/torch2-python' merge_ref.py merge '$GEN' '$WORK/out.ref.safetensors'"
   fi

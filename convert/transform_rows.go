@@ -95,6 +95,7 @@ type rowStream struct {
 	cur         *rowChunk
 	off         int
 	err         error
+	perr        error // why produce stopped before the last row
 	closed      bool
 }
 
@@ -110,6 +111,7 @@ func (s *rowStream) produce(ctx context.Context, c *config, t *statedict.Tensor,
 		select {
 		case ch = <-s.free:
 		case <-ctx.Done():
+			s.perr = &TensorError{Name: t.Name, Err: ctx.Err()} // seen by Read once ready is closed
 			return
 		}
 		k := min(per, rows-r0)
@@ -137,7 +139,9 @@ func (s *rowStream) Read(p []byte) (int, error) {
 		if s.cur == nil {
 			ch, ok := <-s.ready
 			if !ok {
-				s.err = io.EOF
+				if s.err = s.perr; s.err == nil {
+					s.err = io.EOF
+				}
 				break
 			}
 			if ch.err != nil {
