@@ -123,7 +123,8 @@ type MergeReport struct {
 // checked against the base (modules, shapes, ranks, settings) before a
 // byte is written, and a failure leaves no output. Tensors stream one at
 // a time: only the tensor being merged and its adapter pair are in
-// memory.
+// memory, and a plain LoRA weight not even whole (its rows are merged a
+// block at a time on their way to the output, docs/merge.md).
 func Merge(ctx context.Context, base, out string, adapters []MergeAdapter, opts ...MergeOption) (*MergeReport, error) {
 	start := time.Now()
 	cfg := &mergeConfig{}

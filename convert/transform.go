@@ -29,6 +29,22 @@ type TensorTransform interface {
 	Apply(ctx context.Context, t *statedict.Tensor, vals []float32) error
 }
 
+// RowTransform is a TensorTransform that can replace some tensors' values
+// a block of rows at a time, as they stream from input to output (no copy
+// of the tensor in memory): ckpt merge's LoRA deltas on plain weights.
+// The tensors it declines go through Apply whole.
+type RowTransform interface {
+	TensorTransform
+	// RowCols returns the length of t's rows in elements when its values
+	// can be replaced a block of whole rows at a time, 0 when they must go
+	// through Apply.
+	RowCols(t *statedict.Tensor) int64
+	// MergeRows returns the function that replaces rows r0 to r1 of t:
+	// src holds them as t's dtype, dst (their length in to) receives them
+	// encoded as to. Blocks come in order, one at a time.
+	MergeRows(ctx context.Context, t *statedict.Tensor) (func(dst []byte, to dtype.DType, src []byte, r0, r1 int64), error)
+}
+
 // WithTransform has t replace the values of the tensors it transforms
 // (TensorTransform).
 func WithTransform(t TensorTransform) Option { return func(c *options) { c.transform = t } }
@@ -192,7 +208,7 @@ func (c *config) aheadOrder(ts []*statedict.Tensor) func() {
 	a := &transformAhead{next: map[*statedict.Tensor]*statedict.Tensor{}}
 	var prev *statedict.Tensor
 	for _, t := range ts {
-		if t == nil || c.transformed[t.Storage] != t {
+		if t == nil || c.transformed[t.Storage] != t || c.rowCols(t) > 0 {
 			continue
 		}
 		if prev != nil {
@@ -217,6 +233,9 @@ func (c *config) aheadOrder(ts []*statedict.Tensor) func() {
 // (aheadOrder), the next transformed tensor's values are computed while
 // the caller writes these.
 func (c *config) transformedReader(ctx context.Context, t *statedict.Tensor, to dtype.DType) (io.ReadCloser, *checkedReader, error) {
+	if cols := c.rowCols(t); cols > 0 {
+		return c.rowReader(ctx, t, to, cols)
+	}
 	a := c.ahead
 	var j *transformJob
 	if a != nil && a.ahead != nil {

@@ -7,7 +7,9 @@
 // to the base's; Plan checks every adapter against the base before
 // anything is read or written and returns a Merger, which adds each
 // module's delta when convert hands it the base tensor's values
-// (convert.TensorTransform). The rules, and where they follow PEFT's code,
+// (convert.TensorTransform), or, for plain LoRA weights, merges blocks of
+// rows as they stream from input to output (RowCols, MergeRows:
+// convert.RowTransform). The rules, and where they follow PEFT's code,
 // are in docs/merge.md.
 //
 // The PEFT source the semantics follow (huggingface/peft, commit

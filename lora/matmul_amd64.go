@@ -8,14 +8,29 @@ import "golang.org/x/sys/cpu"
 // AVX2 registers of eight float32s).
 const vecCols = 64
 
-var haveVec = cpu.X86.HasAVX2
+var haveVec = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 // addRowAVX2 is addRowGo for cols (a multiple of 64) columns from c, rm
 // pointing at the first: r products of a broadcast l[k] and rm's row k
-// (stride n floats) summed into eight accumulators, then c += s * d, every
-// operation rounded to float32 as the Go code's.
+// (stride n floats) summed into eight accumulators with fused
+// multiply-adds, then c += s * d rounded twice, as the Go code does.
 //
 //go:noescape
 func addRowAVX2(c, l, rm *float32, n, r, cols int, s float32)
 
 func addRowVec(c, l, rm *float32, n, r, cols int, s float32) { addRowAVX2(c, l, rm, n, r, cols, s) }
+
+// decodeBF16AVX2 widens n (a multiple of 16) bfloat16s at src to float32s
+// at dst.
+//
+//go:noescape
+func decodeBF16AVX2(dst *float32, src *uint16, n int)
+
+// encodeBF16AVX2 rounds n (a multiple of 16) float32s at src to
+// bfloat16s at dst as dtype.F32ToBF16 does.
+//
+//go:noescape
+func encodeBF16AVX2(dst *uint16, src *float32, n int)
+
+func decodeBF16Vec(dst *float32, src *uint16, n int) { decodeBF16AVX2(dst, src, n) }
+func encodeBF16Vec(dst *uint16, src *float32, n int) { encodeBF16AVX2(dst, src, n) }

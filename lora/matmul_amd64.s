@@ -2,12 +2,12 @@
 
 #include "textflag.h"
 
-// The float32 operations of addRowGo, eight lanes at a time: a multiply
-// and an add, each rounded (no FMA), in the same order.
+// The float32 operations of addRowGo, eight lanes at a time: a fused
+// multiply-add per term (fma32), then the rounded multiply and add into c,
+// in the same order.
 
 #define MULADD(OFF, ACC) \
-	VMULPS OFF(R11), Y8, Y9 \
-	VADDPS Y9, ACC, ACC
+	VFMADD231PS OFF(R11), Y8, ACC
 
 #define STORE(OFF, ACC) \
 	VMULPS ACC, Y15, ACC \

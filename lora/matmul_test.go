@@ -2,19 +2,79 @@ package lora
 
 import (
 	"math"
+	"math/big"
 	"math/rand"
 	"testing"
 )
 
-// naiveAddMatMul is AddMatMul's statement written out element by element,
-// with every operation rounded to float32 by hand.
+// TestFMA32: fma32 is x*y + z computed exactly (big.Float) and rounded once
+// to float32, on random operands of every magnitude, products that cancel
+// z, results halfway between two float32s with and without a tail below
+// float64's precision, subnormal results, and overflow to infinity.
+func TestFMA32(t *testing.T) {
+	rng := rand.New(rand.NewSource(4))
+	exact := func(x, y, z float32) float32 {
+		if math.IsInf(float64(x), 0) || math.IsInf(float64(y), 0) || math.IsInf(float64(z), 0) {
+			return float32(float64(x)*float64(y) + float64(z))
+		}
+		p := new(big.Float).SetPrec(400).Mul(big.NewFloat(float64(x)), big.NewFloat(float64(y)))
+		f, _ := p.Add(p, big.NewFloat(float64(z))).Float32()
+		if f == 0 && math.Signbit(float64(x)) != math.Signbit(float64(y)) && z == 0 && math.Signbit(float64(z)) {
+			return float32(math.Copysign(0, -1))
+		}
+		return f
+	}
+	rnd := func() float32 {
+		switch rng.Intn(4) {
+		case 0: // any bits but NaN
+			for {
+				if f := math.Float32frombits(rng.Uint32()); f == f {
+					return f
+				}
+			}
+		case 1: // mantissas with few bits set, ties more likely
+			return float32(math.Ldexp(float64(rng.Intn(1<<12)|1), rng.Intn(60)-40)) * float32(1-2*rng.Intn(2))
+		default:
+			return float32(rng.NormFloat64() * math.Pow(2, float64(rng.Intn(40)-20)))
+		}
+	}
+	check := func(x, y, z float32) {
+		if got, want := fma32(x, y, z), exact(x, y, z); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("fma32(%g, %g, %g) = %g (%08x), want %g (%08x)", x, y, z, got, math.Float32bits(got), want, math.Float32bits(want))
+		}
+	}
+	for range 300000 {
+		x, y := rnd(), rnd()
+		check(x, y, rnd())
+		check(x, y, -float32(float64(x)*float64(y))) // the product's float32 rounding cancelled
+	}
+	// z + a product a half float32 ulp of z away, plus or minus a tail far
+	// below a float64 ulp: double rounding through float64 would tie.
+	for range 100000 {
+		z := float32(1+rng.Float64()) * float32(math.Ldexp(1, rng.Intn(40)-20))
+		half := math.Ldexp(1, math.Ilogb(float64(z))-24)
+		for _, tail := range []float64{0, 1, -1} {
+			// x*y = half * (1 + tail * 2^-23) exactly: y = 1 + tail*2^-23.
+			x := float32(half)
+			y := float32(1 + tail*math.Ldexp(1, -23))
+			check(x, y, z)
+			check(-x, y, z)
+		}
+	}
+	for _, c := range [][3]float32{{1e-30, 1e-10, 0}, {1e-20, 1e-20, 1e-45}, {3e38, 2, -3e38}, {3e38, 3e38, 0}, {float32(math.Inf(1)), 1, 1}, {0, -1, float32(math.Copysign(0, -1))}} {
+		check(c[0], c[1], c[2])
+	}
+}
+
+// naiveAddMatMul is AddMatMul's statement written out element by element:
+// each term fused (fma32, checked against big.Float by TestFMA32), the
+// scaling and the add rounded to float32 by hand.
 func naiveAddMatMul(c, l, rm []float32, m, n, r int, s float32) {
 	for i := 0; i < m; i++ {
 		for j := 0; j < n; j++ {
 			var d float32
 			for k := 0; k < r; k++ {
-				p := float32(l[i*r+k] * rm[k*n+j])
-				d = float32(d + p)
+				d = fma32(l[i*r+k], rm[k*n+j], d)
 			}
 			c[i*n+j] = float32(c[i*n+j] + float32(s*d))
 		}

@@ -56,26 +56,13 @@ func addBias(p part, vals []float32) error {
 
 // addDelta adds scale * B @ A to vals laid out as the base weight t.
 func addDelta(p part, t *statedict.Tensor, vals []float32) error {
-	a, err := floats(p.m.a)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.m.a.Name, err)
-	}
-	b, err := floats(p.m.b)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.m.b.Name, err)
-	}
 	ws := matrix(t.Shape)
 	rows, cols := int(ws[0]), int(ws[1])
-	r := int(matrix(p.m.a.Shape)[0])
-	in := int(matrix(p.m.a.Shape)[1]) // columns of B @ A
-	// vals (rows, cols) += s * L (rows, r) @ R (r, cols), where L @ R is
-	// B @ A laid out as the weight: B @ A itself for (out, in) weights,
-	// its transpose A.T @ B.T for fan_in_fan_out and embeddings.
-	if p.rowsOK {
-		AddMatMul(vals, b, a, rows, cols, r, float32(p.scale)) // L = B (out, r); R = A (r, in)
-	} else {
-		AddMatMul(vals, transpose(a, r, in), transpose(b, cols, r), rows, cols, r, float32(p.scale))
+	f, err := p.factors(cols)
+	if err != nil {
+		return err
 	}
+	AddMatMul(vals, f.l, f.rm, rows, cols, f.r, f.s)
 	if !p.dora {
 		return nil
 	}

@@ -1,0 +1,84 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// rowAdd adds 0.25 * row + 0.001 * column to the tensors named, as a
+// RowTransform (the row streamed a block at a time) and through Apply.
+type rowAdd map[string]int64 // name -> columns
+
+func (a rowAdd) Transforms(t *statedict.Tensor) bool { return a[t.Name] > 0 }
+
+func (a rowAdd) Apply(_ context.Context, t *statedict.Tensor, v []float32) error {
+	cols := a[t.Name]
+	for i := range v {
+		v[i] += 0.25*float32(int64(i)/cols) + 0.001*float32(int64(i)%cols)
+	}
+	return nil
+}
+
+func (a rowAdd) RowCols(t *statedict.Tensor) int64 { return a[t.Name] }
+
+func (a rowAdd) MergeRows(_ context.Context, t *statedict.Tensor) (func([]byte, dtype.DType, []byte, int64, int64), error) {
+	cols := a[t.Name]
+	return func(dst []byte, to dtype.DType, src []byte, r0, r1 int64) {
+		v := make([]float32, (r1-r0)*cols)
+		dtype.DecodeFloat32(t.DType, v, src)
+		for i := range v {
+			v[i] += 0.25*float32(r0+int64(i)/cols) + 0.001*float32(int64(i)%cols)
+		}
+		dtype.EncodeFloat32(to, dst, v)
+	}, nil
+}
+
+// wholeOnly hides rowAdd's row methods: every tensor goes through Apply.
+type wholeOnly struct{ TensorTransform }
+
+// TestRowTransformStreams: a RowTransform's tensors, streamed a block of
+// rows at a time (several blocks, the last one short, next to a tensor
+// not transformed), are written with the bytes the same transform gives
+// through Apply, to safetensors and .pt, cast or not; the progress counts
+// every input byte.
+func TestRowTransformStreams(t *testing.T) {
+	dir := t.TempDir()
+	in := writeRelease(t, dir, "{}", []rawTensor{
+		{"big", "BF16", []int64{700, 300}, encoded(dtype.BFloat16, 700*300, 1)}, // 1.6 blocks of 256 KiB
+		{"plain", "F32", []int64{10}, encoded(dtype.Float32, 10, 2)},
+		{"wide", "F32", []int64{333, 257}, encoded(dtype.Float32, 333*257, 3)},
+	})
+	tr := rowAdd{"big": 300, "wide": 257}
+	for _, ext := range []string{".safetensors", ".pt"} {
+		for _, opts := range [][]Option{nil, {WithDType(dtype.Float32)}, {WithDType(dtype.BFloat16)}} {
+			var read int64
+			rows := filepath.Join(dir, "rows"+ext)
+			convert(t, in, rows, append([]Option{WithTransform(tr), WithForce(true), WithProgress(func(n int64) { read += n })}, opts...)...)
+			whole := filepath.Join(dir, "whole"+ext)
+			convert(t, in, whole, append([]Option{WithTransform(wholeOnly{tr}), WithForce(true)}, opts...)...)
+			a, err := os.ReadFile(rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(whole)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a, b) {
+				t.Errorf("%s %d options: the row-streamed output differs from Apply's", ext, len(opts))
+			}
+			if want := int64(700*300*2 + 10*4 + 333*257*4); read != want {
+				t.Errorf("%s: progress %d bytes, want %d", ext, read, want)
+			}
+			if raw := rawOf(t, rows); raw["plain float32"] != string(encoded(dtype.Float32, 10, 2)) && len(opts) == 0 {
+				t.Errorf("%s: the tensor not transformed changed", ext)
+			}
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package lora
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/par"
+	"github.com/ckpt-dev/ckpt/statedict"
+)
+
+// factor is one adapter's delta to a base weight of (rows, cols) as
+// AddMatMul takes it: c += s * l (rows, r) @ rm (r, cols).
+type factor struct {
+	l, rm []float32
+	r     int
+	s     float32
+}
+
+// factors returns p's delta as the product L @ R laid out as the weight
+// (cols its columns): L = B (out, r), R = A (r, in) for (out, in) weights,
+// L = A.T, R = B.T for fan_in_fan_out and embeddings.
+func (p part) factors(cols int) (factor, error) {
+	a, err := floats(p.m.a)
+	if err != nil {
+		return factor{}, fmt.Errorf("%s: %w", p.m.a.Name, err)
+	}
+	b, err := floats(p.m.b)
+	if err != nil {
+		return factor{}, fmt.Errorf("%s: %w", p.m.b.Name, err)
+	}
+	r := int(matrix(p.m.a.Shape)[0])
+	in := int(matrix(p.m.a.Shape)[1]) // columns of B @ A
+	f := factor{l: b, rm: a, r: r, s: float32(p.scale)}
+	if !p.rowsOK {
+		f.l, f.rm = transpose(a, r, in), transpose(b, cols, r)
+	}
+	return f, nil
+}
+
+// RowCols returns the length of t's rows (its columns as a matrix) when
+// its merge can be done a block of rows at a time (MergeRows), and 0 when
+// t must be merged whole by Apply: a replacement, a bias, a DoRA weight
+// (its norm spans the whole tensor), or a tensor the merge does not touch.
+func (m *Merger) RowCols(t *statedict.Tensor) int64 {
+	ps := m.parts[t.Name]
+	if len(ps) == 0 {
+		return 0
+	}
+	for _, p := range ps {
+		if p.kind == KindReplacement || p.kind == KindBias || p.dora {
+			return 0
+		}
+	}
+	ws := matrix(t.Shape)
+	if ws == nil {
+		return 0
+	}
+	return ws[1]
+}
+
+// MergeRows reads t's adapter factors and returns the function that
+// merges rows r0 to r1 of t: src holds them in t's dtype, dst receives
+// them encoded as to. It gives the bits Apply gives (decode to float32,
+// each adapter's s * L @ R added in adapter order, encode), computed a
+// tile of 256 columns of one row at a time so that the values go from
+// src to dst without a float32 copy of the tensor; the rows are split
+// over the CPUs. t must be one RowCols accepts.
+func (m *Merger) MergeRows(ctx context.Context, t *statedict.Tensor) (func(dst []byte, to dtype.DType, src []byte, r0, r1 int64), error) {
+	cols := m.RowCols(t)
+	if cols == 0 {
+		return nil, fmt.Errorf("%w: %s is merged whole", ErrUnsupported, t.Name)
+	}
+	var fs []factor
+	for _, p := range m.parts[t.Name] {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		f, err := p.factors(int(cols))
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, f)
+	}
+	from := t.DType
+	return func(dst []byte, to dtype.DType, src []byte, r0, r1 int64) {
+		mergeRows(dst, to, src, from, fs, int(cols), int(r0), int(r1))
+	}, nil
+}
+
+// mergeRows is MergeRows' function: rows r0 to r1 of the weight, src and
+// dst holding those rows only.
+func mergeRows(dst []byte, to dtype.DType, src []byte, from dtype.DType, fs []factor, cols, r0, r1 int) {
+	is, os := from.Size(), to.Size()
+	_ = src[(r1-r0)*cols*is-1]
+	_ = dst[(r1-r0)*cols*os-1]
+	par.Range(r1-r0, 4, func(lo, hi int) {
+		var tile [tileCols]float32
+		for j0 := 0; j0 < cols; j0 += tileCols {
+			w := min(tileCols, cols-j0)
+			wv := 0
+			if haveVec {
+				wv = w / vecCols * vecCols
+			}
+			c := tile[:w:w]
+			for i := lo; i < hi; i++ {
+				e := i*cols + j0
+				decodeTile(from, c, src[e*is:(e+w)*is])
+				row := r0 + i
+				for _, f := range fs {
+					if wv > 0 {
+						addRowVec(&c[0], &f.l[row*f.r], &f.rm[j0], cols, f.r, wv, f.s)
+					}
+					if wv < w {
+						addTileGo(c[wv:], f.l[row*f.r:(row+1)*f.r], f.rm, cols, j0+wv, f.s)
+					}
+				}
+				encodeTile(to, dst[e*os:(e+w)*os], c)
+			}
+		}
+	})
+}
