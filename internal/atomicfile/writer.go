@@ -211,12 +211,29 @@ func (w *Writer) Write(p []byte) (int, error) {
 }
 
 // ReadFrom reads r into the buffers until EOF, writing each as it fills,
-// so that a copy into the output needs no buffer of its own.
+// so that a copy into the output needs no buffer of its own. A
+// RangeReader (alone or under an io.LimitedReader, as io.CopyN makes) is
+// copied in the kernel instead where the system allows (copyrange.go).
 func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 	if w.closed {
 		return 0, errFinished
 	}
 	var n int64
+	lr, limited := r.(*io.LimitedReader)
+	inner, limit := r, int64(-1)
+	if limited {
+		inner, limit = lr.R, lr.N
+	}
+	if rr, ok := inner.(RangeReader); ok {
+		k, fallback, err := w.copyRange(rr, limit)
+		n += k
+		if limited {
+			lr.N -= k
+		}
+		if err != nil || !fallback && (!limited || lr.N == 0) {
+			return n, err
+		}
+	}
 	for {
 		if err := w.failed(); err != nil {
 			return n, err
