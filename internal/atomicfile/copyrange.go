@@ -31,15 +31,18 @@ type RangeReader interface {
 	Copied(out *os.File, outOff, k int64) error
 }
 
-const (
-	// copyPiece is the most one copy_file_range call copies: the
-	// reader checks a piece while the next is copied.
-	copyPiece = 8 << 20
-	// minCopy is the least copied in the kernel: smaller ranges go
-	// through the buffers, which costs less than the system calls and
-	// the partial buffer the copy makes the writer send.
-	minCopy = 256 << 10
-)
+// copyPiece is the most one copy_file_range call copies: the reader
+// checks a piece while the next is copied.
+const copyPiece = 8 << 20
+
+// MinRangeCopy is the least copied in the kernel: smaller ranges go
+// through the buffers, which costs less than the system calls and the
+// partial buffer the copy makes the writer send. A variable, for tests.
+var MinRangeCopy int64 = 256 << 10
+
+// copyFile is copyFileRange; a variable, for tests of a refused or short
+// copy.
+var copyFile = copyFileRange
 
 // RangeCopies counts the bytes copied in the kernel by every Writer
 // (for tests and benchmarks, that the copy was taken).
@@ -58,7 +61,7 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 	if limit >= 0 && limit < size {
 		size = limit
 	}
-	if NoRangeCopy || src == nil || size < minCopy {
+	if NoRangeCopy || src == nil || size < MinRangeCopy {
 		return 0, true, nil
 	}
 	// What is buffered goes first, to its place before the copy's.
@@ -70,7 +73,7 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 		}
 	}
 	for n < size {
-		k, cerr := copyFileRange(src, off+n, w.f, w.off, min(size-n, copyPiece))
+		k, cerr := copyFile(src, off+n, w.f, w.off, min(size-n, copyPiece))
 		if k > 0 {
 			if w.budget != nil {
 				w.budget.Add(-k)
