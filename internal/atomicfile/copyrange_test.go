@@ -16,7 +16,7 @@ type fileRange struct {
 	f      *os.File
 	off, n int64
 	pos    int64
-	read   int64     // bytes read through Read
+	read   int64      // bytes read through Read
 	copied [][2]int64 // (output offset, length) of each piece copied
 	out    *os.File
 }
