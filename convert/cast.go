@@ -47,16 +47,16 @@ func newCastReader(r io.Reader, from, to dtype.DType) *castReader {
 	return c
 }
 
-// convert casts the first n elements of c.in to c.out.
-func (c *castReader) convert(n int) {
+// convert casts the first n elements of c.in to out.
+func (c *castReader) convert(n int, out []byte) {
 	fs, ts := c.from.Size(), c.to.Size()
 	part := func(lo, hi int) {
 		if c.direct != nil {
-			c.direct(c.out[lo*ts:hi*ts], c.in[lo*fs:hi*fs])
+			c.direct(out[lo*ts:hi*ts], c.in[lo*fs:hi*fs])
 			return
 		}
 		dtype.DecodeFloat32(c.from, c.mid[lo:hi], c.in[lo*fs:hi*fs])
-		dtype.EncodeFloat32(c.to, c.out[lo*ts:hi*ts], c.mid[lo:hi])
+		dtype.EncodeFloat32(c.to, out[lo*ts:hi*ts], c.mid[lo:hi])
 	}
 	par.Range(n, castPiece, part)
 }
@@ -85,9 +85,14 @@ func (c *castReader) Read(p []byte) (int, error) {
 		if n%fs != 0 && err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		c.convert(whole)
-		c.pending = c.out[:whole*c.to.Size()]
 		c.err = err
+		if k := whole * c.to.Size(); k > 0 && len(p) >= k {
+			// Straight into the caller's buffer (the output's).
+			c.convert(whole, p)
+			return k, nil
+		}
+		c.convert(whole, c.out)
+		c.pending = c.out[:whole*c.to.Size()]
 	}
 	n := copy(p, c.pending)
 	c.pending = c.pending[n:]
