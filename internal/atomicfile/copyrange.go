@@ -64,6 +64,14 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 	if NoRangeCopy || src == nil || size < MinRangeCopy {
 		return 0, true, nil
 	}
+	if w.budget != nil && w.direct != nil && w.budget.Load() < size {
+		// Past the page-cache budget the bytes go to the disk with
+		// direct I/O (writer.go), which at that size is faster than
+		// the dirty-page throttling a copy into the page cache meets
+		// (4 GB: docs/benchmarks.md). Without a budget (a synced
+		// output) the copy is cp && sync's.
+		return 0, true, nil
+	}
 	// What is buffered goes first, to its place before the copy's.
 	if len(w.buf) > 0 {
 		w.send(w.buf)

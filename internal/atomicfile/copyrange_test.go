@@ -47,7 +47,8 @@ func (r *fileRange) Read(p []byte) (int, error) {
 // TestReadFromCopiesRange: a RangeReader's bytes land at their place in
 // the output, between bytes written before and after, whether the kernel
 // copies them all, refuses at once (EXDEV: they are read), or stops part
-// way (the rest is read); io.CopyN's LimitedReader is seen through; the
+// way (the rest is read), or the output is past its page-cache budget
+// with direct I/O at hand (read); io.CopyN's LimitedReader is seen through; the
 // pieces reported copied are the output's ranges that hold them.
 func TestReadFromCopiesRange(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -83,6 +84,7 @@ func TestReadFromCopiesRange(t *testing.T) {
 			}
 			return real(s, so, d, do, k)
 		}, 2 * copyPiece},
+		{"over budget", real, 0},
 	} {
 		copyFile = tc.copyFn
 		f, err := os.Create(filepath.Join(dir, tc.name))
@@ -90,6 +92,15 @@ func TestReadFromCopiesRange(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := newWriter(f, NewBudget(1<<40))
+		if tc.name == "over budget" {
+			// Past the budget, with direct I/O at hand, the bytes
+			// are read and written directly.
+			if w.direct != nil {
+				w.direct.Close()
+			}
+			w.direct = &refusing{f: f, ok: 1 << 30}
+			w.budget = NewBudget(copyPiece)
+		}
 		before := RangeCopies.Load()
 		r := &fileRange{f: inF, off: skip, n: 3 * copyPiece}
 		w.Write(head)
