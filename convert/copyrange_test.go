@@ -24,20 +24,6 @@ func withRangeCopy(on bool, fn func()) int64 {
 	return atomicfile.RangeCopies.Load() - before
 }
 
-// filesOf returns the files of dir by name.
-func filesOf(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	for _, n := range dirFiles(t, dir) {
-		b, err := os.ReadFile(filepath.Join(dir, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[n] = b
-	}
-	return out
-}
-
 // TestRangeCopySameBytes: outputs written with the in-kernel copy are
 // byte for byte those written by reading, single files and shards, from
 // zip, legacy, safetensors and big-endian inputs; the copy is taken for
@@ -69,7 +55,7 @@ func TestRangeCopySameBytes(t *testing.T) {
 					opts = append(opts, WithMaxShardSize(shard), WithFormat(Safetensors))
 				}
 				copied[i] = withRangeCopy(on, func() { convert(t, in, out, opts...) })
-				got[i] = filesOf(t, dir)
+				got[i] = readDir(t, dir)
 			}
 			if len(got[0]) == 0 || len(got[0]) != len(got[1]) {
 				t.Fatalf("%s shard %d: files %d vs %d", tc.fixture, shard, len(got[0]), len(got[1]))

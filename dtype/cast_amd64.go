@@ -27,32 +27,18 @@ var (
 // vectorCasts reports whether the vector kernels are in use.
 func vectorCasts() (bf16, f16 bool) { return useAVX2, useF16C }
 
-func castF32ToBF16(dst, src []byte) {
-	n := len(src) / 4
-	if v := n &^ 15; useAVX2 && v > 0 {
-		_ = dst[2*v-1]
-		f32ToBF16AVX2(&dst[0], &src[0], v)
-		dst, src = dst[2*v:], src[4*v:]
+// vector runs kernel over the whole groups of 16 elements (fs bytes each
+// in src, ts in dst) where use is set, rest over what is left.
+func vector(dst, src []byte, fs, ts int, use bool, kernel func(dst, src *byte, n int), rest Caster) {
+	n := len(src) / fs
+	if v := n &^ 15; use && v > 0 {
+		_ = dst[ts*v-1]
+		kernel(&dst[0], &src[0], v)
+		dst, src = dst[ts*v:], src[fs*v:]
 	}
-	castF32ToBF16Go(dst, src)
+	rest(dst, src)
 }
 
-func castF32ToF16(dst, src []byte) {
-	n := len(src) / 4
-	if v := n &^ 15; useF16C && v > 0 {
-		_ = dst[2*v-1]
-		f32ToF16AVX2(&dst[0], &src[0], v)
-		dst, src = dst[2*v:], src[4*v:]
-	}
-	castF32ToF16Go(dst, src)
-}
-
-func castBF16ToF32(dst, src []byte) {
-	n := len(src) / 2
-	if v := n &^ 15; useAVX2 && v > 0 {
-		_ = dst[4*v-1]
-		bf16ToF32AVX2(&dst[0], &src[0], v)
-		dst, src = dst[4*v:], src[2*v:]
-	}
-	castBF16ToF32Go(dst, src)
-}
+func castF32ToBF16(dst, src []byte) { vector(dst, src, 4, 2, useAVX2, f32ToBF16AVX2, castF32ToBF16Go) }
+func castF32ToF16(dst, src []byte)  { vector(dst, src, 4, 2, useF16C, f32ToF16AVX2, castF32ToF16Go) }
+func castBF16ToF32(dst, src []byte) { vector(dst, src, 2, 4, useAVX2, bf16ToF32AVX2, castBF16ToF32Go) }
