@@ -80,6 +80,7 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 			return 0, false, err
 		}
 	}
+	defer w.realign()
 	for n < size {
 		k, cerr := copyFile(src, off+n, w.f, w.off, min(size-n, copyPiece))
 		if k > 0 {

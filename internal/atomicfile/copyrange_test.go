@@ -128,3 +128,61 @@ func TestReadFromCopiesRange(t *testing.T) {
 		f.Close()
 	}
 }
+
+// countingDirect is a direct handle that counts its writes.
+type countingDirect struct {
+	f      *os.File
+	writes int
+}
+
+func (c *countingDirect) WriteAt(p []byte, off int64) (int, error) {
+	if off%directAlign != 0 || len(p)%directAlign != 0 {
+		return 0, syscall.EINVAL
+	}
+	c.writes++
+	return c.f.WriteAt(p, off)
+}
+
+func (c *countingDirect) Close() error { return nil }
+
+// TestCopyRealigns: after a copy leaves the output's offset unaligned,
+// the buffers that follow end on aligned offsets again, so that once the
+// page-cache budget is spent they are written directly.
+func TestCopyRealigns(t *testing.T) {
+	dir := t.TempDir()
+	src := bytes.Repeat([]byte("0123456789abcdef"), int(MinRangeCopy)/16+77)
+	in := filepath.Join(dir, "in")
+	os.WriteFile(in, src, 0o644)
+	inF, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inF.Close()
+	f, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := newWriter(f, NewBudget(int64(len(src))))
+	if w.direct != nil {
+		w.direct.Close()
+	}
+	d := &countingDirect{f: f}
+	w.direct = d
+	tail := bytes.Repeat([]byte{7}, 3*outputBlock)
+	w.Write([]byte("odd"))
+	if _, err := io.Copy(w, &fileRange{f: inF, n: int64(len(src))}); err != nil {
+		t.Fatal(err)
+	}
+	w.Write(tail)
+	if err := w.finish(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(f.Name())
+	if !bytes.Equal(got, append(append([]byte("odd"), src...), tail...)) {
+		t.Error("output differs")
+	}
+	if d.writes < 2 {
+		t.Errorf("%d direct writes after the copy, want the full buffers written directly", d.writes)
+	}
+}
