@@ -2,6 +2,7 @@ package convert
 
 import (
 	"io"
+	"sync"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/par"
@@ -14,11 +15,21 @@ const (
 	castPiece = 32 << 10
 )
 
+// castBufs holds castReaders' buffers between tensors (castChunk elements
+// of up to 8 bytes each), so that a conversion of many tensors touches
+// the same memory again rather than fresh pages per tensor.
+var castBufs = sync.Pool{New: func() any { b := make([]byte, castChunk*8); return &b }}
+
 // castReader converts a stream of little-endian elements of one dtype to
-// another, a chunk at a time, the chunk split across the CPUs.
+// another, a chunk at a time, the chunk split across the CPUs: straight
+// from bytes to bytes where dtype.CastBytes has the pair (the vector
+// kernels), through float32 otherwise.
 type castReader struct {
 	r        io.Reader
 	from, to dtype.DType
+	direct   dtype.Caster
+	inBuf    *[]byte
+	outBuf   *[]byte
 	in       []byte
 	mid      []float32
 	out      []byte
@@ -27,23 +38,42 @@ type castReader struct {
 }
 
 func newCastReader(r io.Reader, from, to dtype.DType) *castReader {
-	return &castReader{r: r, from: from, to: to, in: make([]byte, castChunk*from.Size()),
-		mid: make([]float32, castChunk), out: make([]byte, castChunk*to.Size())}
+	c := &castReader{r: r, from: from, to: to, direct: dtype.CastBytes(from, to)}
+	c.inBuf, c.outBuf = castBufs.Get().(*[]byte), castBufs.Get().(*[]byte)
+	c.in, c.out = (*c.inBuf)[:castChunk*from.Size()], (*c.outBuf)[:castChunk*to.Size()]
+	if c.direct == nil {
+		c.mid = make([]float32, castChunk)
+	}
+	return c
 }
 
-// convert casts the first n elements of c.in to c.out.
-func (c *castReader) convert(n int) {
+// convert casts the first n elements of c.in to out.
+func (c *castReader) convert(n int, out []byte) {
 	fs, ts := c.from.Size(), c.to.Size()
 	part := func(lo, hi int) {
+		if c.direct != nil {
+			c.direct(out[lo*ts:hi*ts], c.in[lo*fs:hi*fs])
+			return
+		}
 		dtype.DecodeFloat32(c.from, c.mid[lo:hi], c.in[lo*fs:hi*fs])
-		dtype.EncodeFloat32(c.to, c.out[lo*ts:hi*ts], c.mid[lo:hi])
+		dtype.EncodeFloat32(c.to, out[lo*ts:hi*ts], c.mid[lo:hi])
 	}
 	par.Range(n, castPiece, part)
+}
+
+// release gives the buffers back once the stream is done.
+func (c *castReader) release() {
+	if c.inBuf != nil {
+		castBufs.Put(c.inBuf)
+		castBufs.Put(c.outBuf)
+		c.inBuf, c.outBuf, c.in, c.out = nil, nil, nil, nil
+	}
 }
 
 func (c *castReader) Read(p []byte) (int, error) {
 	for len(c.pending) == 0 {
 		if c.err != nil {
+			c.release()
 			return 0, c.err
 		}
 		n, err := io.ReadFull(c.r, c.in)
@@ -55,9 +85,14 @@ func (c *castReader) Read(p []byte) (int, error) {
 		if n%fs != 0 && err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		c.convert(whole)
-		c.pending = c.out[:whole*c.to.Size()]
 		c.err = err
+		if k := whole * c.to.Size(); k > 0 && len(p) >= k {
+			// Straight into the caller's buffer (the output's).
+			c.convert(whole, p)
+			return k, nil
+		}
+		c.convert(whole, c.out)
+		c.pending = c.out[:whole*c.to.Size()]
 	}
 	n := copy(p, c.pending)
 	c.pending = c.pending[n:]

@@ -231,19 +231,30 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 	defer c.aheadOrder(orderedSources(order, byName))()
 	for _, wt := range order {
 		it := byName[wt.Name]
-		rc, cr, err := c.itemReader(ctx, it)
-		if err != nil {
-			return 0, err
-		}
 		dg, err := digest.New(it.nbytes())
 		if err != nil {
-			rc.Close()
 			return 0, err
 		}
-		// The output reads straight into its write buffers (ReadFrom),
+		// Bytes copied unchanged from a local file are copied by the
+		// kernel and hashed as read back (copyrange.go); others are
+		// read straight into the output's write buffers (ReadFrom),
 		// hashing on the way; its own goroutine does the writing.
-		n, err := sw.WriteTensor(wt.Name, io.TeeReader(rc, dg))
-		rc.Close()
+		var src io.Reader
+		var rc io.ReadCloser
+		rcopy, cr, err := c.rangeSource(ctx, tmp, it, dg)
+		if err == nil && rcopy != nil {
+			src, rc = rcopy, rcopy
+		} else if err == nil {
+			rc, cr, err = c.itemReader(ctx, it)
+			src = io.TeeReader(rc, dg)
+		}
+		if err != nil {
+			return 0, err
+		}
+		n, err := sw.WriteTensor(wt.Name, src)
+		if cerr := rc.Close(); err == nil && rcopy != nil && cerr != nil {
+			err = cerr // reading the output back failed
+		}
 		total += n
 		if err != nil {
 			if d := damagedInput(err); d != nil {

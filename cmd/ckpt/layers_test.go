@@ -23,8 +23,9 @@ func TestLayers(t *testing.T) {
 	const rootPkg = "github.com/ckpt-dev/ckpt"
 	allowed := map[string][]string{
 		"pickle": {mod + "internal/dcpclass", "github.com/nlpodyssey/gopickle/"},
-		// dtype: the DType table and element codecs (standard library only).
-		"dtype": {},
+		// dtype: the DType table and element codecs (standard library, and
+		// golang.org/x/sys/cpu: whether the AVX2 casts run).
+		"dtype": {"golang.org/x/sys/cpu"},
 		// The class names of DCP's .metadata, for pickle and dcp (none).
 		"internal/dcpclass": {},
 		"safetensors":       {},
@@ -64,7 +65,8 @@ func TestLayers(t *testing.T) {
 		// internal/llamacpp: llama.cpp's names and q/k permutation (convert, verify).
 		"internal/llamacpp": {},
 		// internal/atomicfile: convert's atomic, direct-I/O local outputs.
-		"internal/atomicfile": {mod + "internal/human"},
+		// (golang.org/x/sys/unix: copy_file_range.)
+		"internal/atomicfile": {mod + "internal/human", "golang.org/x/sys/unix"},
 		// objstore is the only package that imports a cloud client:
 		// minio-go (s3://), Google's storage client and its auth
 		// (gs://), Azure's azblob (az://).

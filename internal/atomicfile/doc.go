@@ -15,6 +15,10 @@
 // replace only regular files (ErrNotRegular), writing through symbolic
 // links as cp does.
 //
+// Bytes that lie unchanged in a local file (a RangeReader given to
+// Writer.ReadFrom) are copied by the kernel with copy_file_range, as cp
+// copies, and read otherwise (other systems, a refused copy).
+//
 // It imports no other ckpt package but internal/human; its messages are
 // worded for ckpt convert, its only user.
 package atomicfile

@@ -92,6 +92,7 @@ type Writer struct {
 
 	buf  []byte // being filled
 	off  int64  // file offset of buf[0]
+	fill int    // buf is sent at this length; 0: when full (see realign)
 	free chan []byte
 	jobs chan writeJob
 	wg   sync.WaitGroup // outstanding jobs
@@ -175,8 +176,28 @@ func (w *Writer) failed() error {
 	return w.err
 }
 
+// sendAt is the length at which the buffer being filled is sent.
+func (w *Writer) sendAt() int {
+	if w.fill > 0 {
+		return w.fill
+	}
+	return cap(w.buf)
+}
+
+// realign makes the buffer being filled end at a multiple of directAlign
+// in the file, after bytes written around the buffers (copyRange) left
+// w.off unaligned: later buffers then start aligned and can be written
+// directly.
+func (w *Writer) realign() {
+	w.fill = 0
+	if r := int(w.off % directAlign); r != 0 {
+		w.fill = cap(w.buf) - r
+	}
+}
+
 // send hands b, to be written at w.off, to the writing goroutine.
 func (w *Writer) send(b []byte) {
+	w.fill = 0
 	w.wg.Add(1)
 	w.jobs <- writeJob{b: b, off: w.off}
 	w.off += int64(len(b))
@@ -195,11 +216,11 @@ func (w *Writer) Write(p []byte) (int, error) {
 	}
 	n := 0
 	for len(p) > 0 {
-		k := copy(w.buf[len(w.buf):cap(w.buf)], p)
+		k := copy(w.buf[len(w.buf):w.sendAt()], p)
 		w.buf = w.buf[:len(w.buf)+k]
 		n += k
 		p = p[k:]
-		if len(w.buf) == cap(w.buf) {
+		if len(w.buf) == w.sendAt() {
 			w.send(w.buf)
 			w.buf = <-w.free
 			if err := w.failed(); err != nil {
@@ -211,20 +232,37 @@ func (w *Writer) Write(p []byte) (int, error) {
 }
 
 // ReadFrom reads r into the buffers until EOF, writing each as it fills,
-// so that a copy into the output needs no buffer of its own.
+// so that a copy into the output needs no buffer of its own. A
+// RangeReader (alone or under an io.LimitedReader, as io.CopyN makes) is
+// copied in the kernel instead where the system allows (copyrange.go).
 func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 	if w.closed {
 		return 0, errFinished
 	}
 	var n int64
+	lr, limited := r.(*io.LimitedReader)
+	inner, limit := r, int64(-1)
+	if limited {
+		inner, limit = lr.R, lr.N
+	}
+	if rr, ok := inner.(RangeReader); ok {
+		k, fallback, err := w.copyRange(rr, limit)
+		n += k
+		if limited {
+			lr.N -= k
+		}
+		if err != nil || !fallback && (!limited || lr.N == 0) {
+			return n, err
+		}
+	}
 	for {
 		if err := w.failed(); err != nil {
 			return n, err
 		}
-		k, err := r.Read(w.buf[len(w.buf):cap(w.buf)])
+		k, err := r.Read(w.buf[len(w.buf):w.sendAt()])
 		w.buf = w.buf[:len(w.buf)+k]
 		n += int64(k)
-		if len(w.buf) == cap(w.buf) {
+		if len(w.buf) == w.sendAt() {
 			w.send(w.buf)
 			w.buf = <-w.free
 		}

@@ -1,0 +1,107 @@
+package atomicfile
+
+import (
+	"io"
+	"os"
+	"sync/atomic"
+)
+
+// Bytes that lie unchanged in a local file (a tensor of a .pth or
+// safetensors input that is written as it is) are copied into the output
+// by the kernel, as cp copies (copy_file_range): page cache to page
+// cache, with no pass through a buffer of this process, which is what
+// kept a conversion at 2-3x cp's time (docs/benchmarks.md). The reader
+// handed to Writer.ReadFrom says where its bytes lie (RangeReader), and
+// is told of each piece copied, so that it can check the bytes, read
+// back from the output, while the next piece is copied.
+
+// RangeReader is a reader whose remaining bytes lie unchanged in a local
+// file. Writer.ReadFrom (and so io.Copy and io.CopyN into a Writer)
+// copies them into the output in the kernel where the system allows, and
+// reads them through Read otherwise or for what is left after a failed
+// copy.
+type RangeReader interface {
+	io.Reader
+	// FileRange returns the file and the range [off, off+n) of it that
+	// holds the reader's remaining bytes.
+	FileRange() (f *os.File, off, n int64)
+	// Copied tells the reader that its next k bytes were copied into
+	// out at outOff (readable there with ReadAt): it skips them. An
+	// error stops the copy and is ReadFrom's.
+	Copied(out *os.File, outOff, k int64) error
+}
+
+// copyPiece is the most one copy_file_range call copies: the reader
+// checks a piece while the next is copied.
+const copyPiece = 8 << 20
+
+// MinRangeCopy is the least copied in the kernel: smaller ranges go
+// through the buffers, which costs less than the system calls and the
+// partial buffer the copy makes the writer send. A variable, for tests.
+var MinRangeCopy int64 = 256 << 10
+
+// copyFile is copyFileRange; a variable, for tests of a refused or short
+// copy.
+var copyFile = copyFileRange
+
+// RangeCopies counts the bytes copied in the kernel by every Writer
+// (for tests and benchmarks, that the copy was taken).
+var RangeCopies atomic.Int64
+
+// NoRangeCopy turns the in-kernel copy off: every RangeReader is read
+// (for tests of the ordinary path, and for comparisons).
+var NoRangeCopy = false
+
+// copyRange copies up to limit (< 0: all) of r's bytes into the file at
+// w.off in the kernel. It returns the bytes copied; fallback is true
+// when the rest must be read through r (the copy is not possible here,
+// or stopped short), false when all was copied or err is set.
+func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, err error) {
+	src, off, size := r.FileRange()
+	if limit >= 0 && limit < size {
+		size = limit
+	}
+	if NoRangeCopy || src == nil || size < MinRangeCopy {
+		return 0, true, nil
+	}
+	if w.budget != nil && w.direct != nil && w.budget.Load() < size {
+		// Past the page-cache budget the bytes go to the disk with
+		// direct I/O (writer.go), which at that size is faster than
+		// the dirty-page throttling a copy into the page cache meets
+		// (4 GB: docs/benchmarks.md). Without a budget (a synced
+		// output) the copy is cp && sync's.
+		return 0, true, nil
+	}
+	// What is buffered goes first, to its place before the copy's.
+	if len(w.buf) > 0 {
+		w.send(w.buf)
+		w.buf = <-w.free
+		if err := w.failed(); err != nil {
+			return 0, false, err
+		}
+	}
+	defer w.realign()
+	for n < size {
+		k, cerr := copyFile(src, off+n, w.f, w.off, min(size-n, copyPiece))
+		if k > 0 {
+			if w.budget != nil {
+				w.budget.Add(-k)
+				w.inCache.Add(k)
+			}
+			RangeCopies.Add(k)
+			at := w.off
+			w.off += k
+			n += k
+			if err := r.Copied(w.f, at, k); err != nil {
+				return n, false, err
+			}
+		}
+		if cerr != nil || k == 0 {
+			// Refused (another filesystem, no such call) or short
+			// (the input changed): the rest is read, and a short
+			// input reported as such.
+			return n, true, nil
+		}
+	}
+	return n, false, nil
+}
