@@ -54,6 +54,12 @@ type fileMaps struct {
 	mu   sync.Mutex
 	byFD map[*os.File][]byte // nil value: the file cannot be mapped
 	all  [][]byte            // every mapping, for release
+
+	// The memory file that storages from an object store are received
+	// into (memfile.go): made at the first such storage.
+	memSize int64
+	memOnce sync.Once
+	mem     *memFile
 }
 
 // region returns n bytes at off in f's mapping, or nil when f cannot be
@@ -86,6 +92,18 @@ func (fm *fileMaps) release() {
 		unmapFile(m)
 	}
 	fm.all, fm.byFD = nil, nil
+	fm.closeMem()
+	if fm.mem != nil {
+		fm.mem.unmap()
+	}
+}
+
+// closeMem closes the memory file's descriptor (its mapping stays).
+func (fm *fileMaps) closeMem() {
+	fm.memOnce.Do(func() {}) // no memory file after this
+	if fm.mem != nil {
+		fm.mem.closeFD()
+	}
 }
 
 // localFile returns the local file r reads from and where r's bytes start

@@ -40,7 +40,7 @@ func TestChunkSums(t *testing.T) {
 			off += n
 		}
 		cuts = append(cuts, size)
-		c := newChunkSums(data, true)
+		c := newChunkSums(data, int64(len(data)), true)
 		order := rng.Perm(len(cuts) - 1)
 		for _, k := range order {
 			c.landed(data[cuts[k]:cuts[k+1]], int64(cuts[k]))
@@ -48,7 +48,9 @@ func TestChunkSums(t *testing.T) {
 				c.landed(data[cuts[k]:cuts[k+1]], int64(cuts[k]))
 			}
 		}
-		c.fill(int64(size))
+		if err := c.fill(int64(size)); err != nil {
+			t.Fatal(err)
+		}
 		d, crc, err := c.finish()
 		if err != nil {
 			t.Fatal(err)
