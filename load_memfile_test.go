@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand"
 	"net/http"
 	"net/http/httptest"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/ckpt-dev/ckpt"
 	"github.com/ckpt-dev/ckpt/devicecopy"
-	"github.com/ckpt-dev/ckpt/internal/miniotest"
 	"github.com/ckpt-dev/ckpt/internal/testenv"
 	"github.com/minio/minio-go/v7"
 )
@@ -92,18 +90,7 @@ func writeU8ST(t *testing.T, path string, names []string, data [][]byte) {
 // MinIO and returns the URL prefix.
 func memFileBucket(t *testing.T, dir string) string {
 	t.Helper()
-	minioOnce.Do(func() { minioSrv, minioErr = miniotest.Start() })
-	if errors.Is(minioErr, miniotest.ErrNoBinary) && !miniotest.Required() {
-		t.Skip(minioErr.Error())
-	}
-	if minioErr != nil {
-		t.Fatal(minioErr)
-	}
-	minioSrv.SetEnv(t)
-	bucket := fmt.Sprintf("m%d", rand.Int63())
-	if err := minioSrv.MakeBucket(bucket); err != nil {
-		t.Fatal(err)
-	}
+	bucket := minioBucket(t)
 	names, _ := filepath.Glob(filepath.Join(dir, "*"))
 	for _, p := range names {
 		data, err := os.ReadFile(p)

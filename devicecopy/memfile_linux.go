@@ -32,34 +32,26 @@ func openMemFile(size int64) (*memFile, error) {
 // writeAt writes p at off with pwrite: the kernel copies it into the
 // file's pages, which no user mapping has touched.
 func (f *memFile) writeAt(p []byte, off int64) error {
-	for len(p) > 0 {
-		n, err := unix.Pwrite(f.fd, p, off)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("writing the memory file: %w", err)
-		}
-		if n == 0 {
-			return fmt.Errorf("writing the memory file: %w", unix.ENOSPC)
-		}
-		p, off = p[n:], off+int64(n)
-	}
-	return nil
+	return f.all(unix.Pwrite, "writing", p, off)
 }
 
 // readAt reads len(p) bytes at off with pread.
 func (f *memFile) readAt(p []byte, off int64) error {
+	return f.all(unix.Pread, "reading", p, off)
+}
+
+// all calls io (pwrite or pread) until all of p is done.
+func (f *memFile) all(io func(int, []byte, int64) (int, error), what string, p []byte, off int64) error {
 	for len(p) > 0 {
-		n, err := unix.Pread(f.fd, p, off)
+		n, err := io(f.fd, p, off)
 		if err == unix.EINTR {
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("reading the memory file: %w", err)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("nothing done at offset %d", off)
 		}
-		if n == 0 {
-			return fmt.Errorf("reading the memory file at %d: unexpected end", off)
+		if err != nil {
+			return fmt.Errorf("%s the memory file: %w", what, err)
 		}
 		p, off = p[n:], off+int64(n)
 	}
