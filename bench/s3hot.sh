@@ -45,7 +45,7 @@ done
 bench_minio_start "$PY" "$WORK/minio"
 for g in $SIZES; do "$WORK/s3get" put "s3://bench/big-$g.pt" "$DIR/big-$g.pt" >/dev/null; done
 
-minio_cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$MPID/stat"; }
+minio_cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$MPID/stat" 2>/dev/null || { echo "MinIO (pid $MPID) is gone" >&2; echo 0; }; }
 OUT=$WORK/out
 KEY=
 prep() { rm -rf "$OUT" "$SHM"/*; mkdir -p "$OUT"; find "$WORK/minio" -type f -path "*$KEY*" -exec cat {} + >/dev/null; }
