@@ -380,7 +380,7 @@ func readAll(ctx context.Context, storages []*HostStorage, total int64, cfg *hos
 		next++
 		return jobs[next-1]
 	}
-	st := &stream{in: make(chan *streamJob), report: report, ctx: ctx, maps: maps}
+	st := &stream{in: make(chan *streamJob), report: report, maps: maps}
 	streamDone := make(chan struct{})
 	go func() {
 		defer close(streamDone)

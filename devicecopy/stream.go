@@ -26,6 +26,10 @@ import (
 // stream's own goroutine only hashes the chunks that straddle pieces and
 // checks each storage as its last segment completes.
 //
+// With WithFileMapping, a storage whose reader streams (objstore's
+// ReadAtStream) is received into the load's memory file instead of a
+// buffer of its own: same segments, same checks (memfile.go).
+//
 // A local file is not read this way: a read from it costs no more when
 // small, and its 1 MiB pieces are hashed right after each read, while in
 // the CPU's cache (reading 16 MiB segments there made BenchmarkLoadHost
@@ -45,7 +49,6 @@ const (
 type stream struct {
 	in        chan *streamJob
 	report    func(int64)
-	ctx       context.Context   // the load's
 	maps      *fileMaps         // WithFileMapping: the memory file (memfile.go)
 	scratch   []byte            // for chunkSums.reread: run's goroutine only
 	completed chan *segmentRead // reads that ended (capacity streamDepth: never blocks)
@@ -105,14 +108,14 @@ func (j *streamJob) start(st *stream) {
 }
 
 // launch starts reading segment k of j.
-func (st *stream) launch(j *streamJob, k int) *segmentRead {
+func (st *stream) launch(ctx context.Context, j *streamJob, k int) *segmentRead {
 	r := &segmentRead{j: j, k: k}
 	off := int64(j.bounds[k])
 	st.wg.Add(1)
 	if j.mem != nil {
 		go func() {
 			defer st.wg.Done()
-			r.err = j.receive(st.ctx, off, int64(j.bounds[k+1]-j.bounds[k]))
+			r.err = j.receive(ctx, off, int64(j.bounds[k+1]-j.bounds[k]))
 			st.completed <- r
 		}()
 		return r
@@ -175,7 +178,7 @@ func (st *stream) run(ctx context.Context) (err error) {
 	}()
 	for {
 		for inflight < streamDepth && cur != nil && cur.next < len(cur.bounds)-1 {
-			queue = append(queue, st.launch(cur, cur.next))
+			queue = append(queue, st.launch(ctx, cur, cur.next))
 			inflight++
 			cur.next++
 		}
