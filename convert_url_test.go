@@ -60,22 +60,30 @@ type bucketURL struct {
 	left func(t *testing.T) []string
 }
 
+// minioBucket makes a fresh bucket in the shared MinIO (started at first
+// use), with the environment pointing at it for t, and returns its name.
+func minioBucket(t *testing.T) string {
+	t.Helper()
+	minioOnce.Do(func() { minioSrv, minioErr = miniotest.Start() })
+	if errors.Is(minioErr, miniotest.ErrNoBinary) && !miniotest.Required() {
+		t.Skip(minioErr.Error())
+	}
+	if minioErr != nil {
+		t.Fatal(minioErr)
+	}
+	minioSrv.SetEnv(t)
+	name := fmt.Sprintf("b%d", rand.Int63())
+	if err := minioSrv.MakeBucket(name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
 // eachBackend runs f over a fresh bucket of s3:// (MinIO), gs://
 // (fake-gcs-server) and az:// (Azurite).
 func eachBackend(t *testing.T, f func(t *testing.T, b bucketURL)) {
 	t.Run("s3", func(t *testing.T) {
-		minioOnce.Do(func() { minioSrv, minioErr = miniotest.Start() })
-		if errors.Is(minioErr, miniotest.ErrNoBinary) && !miniotest.Required() {
-			t.Skip(minioErr.Error())
-		}
-		if minioErr != nil {
-			t.Fatal(minioErr)
-		}
-		minioSrv.SetEnv(t)
-		name := fmt.Sprintf("b%d", rand.Int63())
-		if err := minioSrv.MakeBucket(name); err != nil {
-			t.Fatal(err)
-		}
+		name := minioBucket(t)
 		f(t, bucketURL{func(k string) string { return "s3://" + name + "/" + k }, func(t *testing.T) []string {
 			var left []string
 			ctx := context.Background()

@@ -137,7 +137,9 @@ func WithConcurrency(n int) Option { return func(c *config) { c.workers = n } }
 // the way torch.load(mmap=True) and safetensors load, at the cost of reading
 // the file and no more. The bytes are checked and hashed all the same. The
 // mapped data is valid until Model.Close and no longer; a later change to
-// the file may show through it.
+// the file may show through it. From an object store (s3://, gs://, az://,
+// https://) the storages are received into a memory file that the data
+// maps, with the same lifetime (devicecopy.WithFileMapping).
 func WithFileMapping() Option { return func(c *config) { c.mapFiles = true } }
 
 // WithMaxHostBytes refuses (devicecopy.ErrHostLimit) a load whose CPU

@@ -136,19 +136,7 @@ fi
 
 if has s3; then
   go build -o "$WORK/s3get" "$ROOT/bench/s3get"
-  MINIO=${CKPT_MINIO:-$(command -v minio || echo "$HOME/go/bin/minio")}
-  port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-  PORT=$(port) CPORT=$(port)
-  export AWS_ACCESS_KEY_ID=guard$RANDOM$RANDOM AWS_SECRET_ACCESS_KEY=secret$RANDOM$RANDOM$RANDOM
-  export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
-  export RCLONE_CONFIG_BENCH_TYPE=s3 RCLONE_CONFIG_BENCH_PROVIDER=Minio RCLONE_CONFIG_BENCH_ENDPOINT=$AWS_ENDPOINT_URL \
-    RCLONE_CONFIG_BENCH_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
-    RCLONE_CONFIG_BENCH_REGION=us-east-1
-  unset AWS_CA_BUNDLE   # plain http; a CA bundle only breaks rclone's transport
-  MINIO_ROOT_USER=$AWS_ACCESS_KEY_ID MINIO_ROOT_PASSWORD=$AWS_SECRET_ACCESS_KEY MINIO_BROWSER=off \
-    "$MINIO" server --quiet --address "127.0.0.1:$PORT" --console-address "127.0.0.1:$CPORT" "$WORK/minio" >"$WORK/minio.log" 2>&1 &
-  MPID=$!
-  for _ in $(seq 300); do curl -sf "$AWS_ENDPOINT_URL/minio/health/ready" >/dev/null && break; sleep 0.1; done
+  bench_minio_start "$PY" "$WORK/minio"
   for g in $SIZES; do
     "$WORK/s3get" put "s3://bench/big-$g.pt" "$WORK/big-$g.pt" >/dev/null
   done

@@ -11,6 +11,9 @@
 #   bench_gen_pt PY OUT GB   a torch.save state dict of float32 tensors of 256 MiB, >= GB GB
 #   bench_gen_st PY OUT MB   a safetensors file of MB MiB of float32 [4096, 4096] tensors
 #                            w.0000, w.0001, ... (random normal, numpy)
+#   bench_minio_start PY DIR   starts MinIO (CKPT_MINIO, minio on PATH, ~/go/bin/minio) on a free
+#                            loopback port with data in DIR, random keys, and the AWS_* and rclone
+#                            ("bench:") environment for it; sets MPID; returns once it is ready
 #   bench_build_ggufref PY DIR   compiles bench/ggufref against ggml's C (ollama v0.17.4's
 #                            vendored copy, from the Go module cache) into DIR/ggufref
 # bench_run also keeps each run's user+sys CPU seconds (CPUS, per label).
@@ -86,4 +89,21 @@ bench_build_ggufref() { # python, dir
     "$1" -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')/ml/backend/ggml/ggml
   ${CC:-gcc} -O3 -DNDEBUG -std=gnu11 -Wno-unused-function -I "$ggml/src" -I "$ggml/include" -I "$ggml/src/ggml-cpu" \
     -o "$2/ggufref" "$ROOT/bench/ggufref/ggufref.c" "$ggml/src/ggml-quants.c" -lm
+}
+
+bench_minio_start() { # python, data dir
+  local minio port cport
+  minio=${CKPT_MINIO:-$(command -v minio || echo "$HOME/go/bin/minio")}
+  port=$("$1" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  cport=$("$1" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  export AWS_ACCESS_KEY_ID=bench$RANDOM$RANDOM AWS_SECRET_ACCESS_KEY=secret$RANDOM$RANDOM$RANDOM
+  export AWS_ENDPOINT_URL=http://127.0.0.1:$port AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+  export RCLONE_CONFIG_BENCH_TYPE=s3 RCLONE_CONFIG_BENCH_PROVIDER=Minio RCLONE_CONFIG_BENCH_ENDPOINT=$AWS_ENDPOINT_URL \
+    RCLONE_CONFIG_BENCH_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
+    RCLONE_CONFIG_BENCH_REGION=us-east-1
+  unset AWS_CA_BUNDLE   # plain http; a CA bundle only breaks rclone's transport
+  MINIO_ROOT_USER=$AWS_ACCESS_KEY_ID MINIO_ROOT_PASSWORD=$AWS_SECRET_ACCESS_KEY MINIO_BROWSER=off \
+    "$minio" server --quiet --address "127.0.0.1:$port" --console-address "127.0.0.1:$cport" "$2" >"$2.log" 2>&1 &
+  MPID=$!
+  for _ in $(seq 300); do curl -sf "$AWS_ENDPOINT_URL/minio/health/ready" >/dev/null && break; sleep 0.1; done
 }

@@ -5,3 +5,6 @@ const (
 	SegmentSize = segmentSize
 	StreamDepth = streamDepth
 )
+
+// MemFilesOpened counts the memory files that loads have made.
+func MemFilesOpened() int64 { return memFilesOpened.Load() }

@@ -139,6 +139,10 @@ type HostStorage struct {
 	// Mapped is true when Data is a mapping of the file (WithFileMapping),
 	// not a copy: Release unmaps it.
 	Mapped bool
+	// MemFile is true when Data is a copy received into the load's
+	// memory file, a mapping that Release unmaps (WithFileMapping, for
+	// a storage read from an object store: memfile.go).
+	MemFile bool
 }
 
 // HostTensor is a loaded tensor and the storage holding its bytes.
@@ -167,7 +171,8 @@ func (r *HostResult) Tensor(name string) (HostTensor, bool) {
 
 // Release drops every buffer so that the garbage collector can free it.
 // Copied Data slices obtained earlier stay valid while their holders keep
-// them; mapped ones (WithFileMapping) are unmapped and must not be used.
+// them; mapped ones (WithFileMapping: Mapped or MemFile) are unmapped and
+// must not be used.
 func (r *HostResult) Release() {
 	for _, s := range r.Storages {
 		s.Data = nil
@@ -325,9 +330,13 @@ func LoadHost(ctx context.Context, ck *statedict.Checkpoint, plan *remap.Plan, o
 		return res.Storages[i].Storage.Key < res.Storages[j].Storage.Key
 	})
 	if cfg.mapFiles {
-		res.maps = &fileMaps{}
+		res.maps = &fileMaps{memSize: memFileSize(res.Storages)}
 	}
-	if err := readAll(ctx, res.Storages, res.Bytes, &cfg, res.maps); err != nil {
+	err := readAll(ctx, res.Storages, res.Bytes, &cfg, res.maps)
+	if res.maps != nil {
+		res.maps.closeMem()
+	}
+	if err != nil {
 		if res.maps != nil {
 			res.maps.release()
 		}
@@ -371,7 +380,7 @@ func readAll(ctx context.Context, storages []*HostStorage, total int64, cfg *hos
 		next++
 		return jobs[next-1]
 	}
-	st := &stream{in: make(chan *streamJob), report: report}
+	st := &stream{in: make(chan *streamJob), report: report, maps: maps}
 	streamDone := make(chan struct{})
 	go func() {
 		defer close(streamDone)

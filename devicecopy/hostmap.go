@@ -45,8 +45,17 @@ const mapAhead = 64 << 20
 // reading the lost pages fault (SIGBUS; a fault during LoadHost itself is
 // returned as an error). Without Release the mappings last until the
 // process exits. Where a file cannot be mapped (another system, a file
-// system without mmap) its storages are copied; compressed records and
-// object-store sources are always copied.
+// system without mmap) its storages are copied; compressed records are
+// always copied.
+//
+// Storages larger than 1 MiB read from an object store (objstore's
+// Object) are received into one anonymous memory file per load
+// (memfd_create, Linux) and their Data is a shared mapping of it (MemFile
+// true): checked and hashed as the pieces arrive, written by the kernel,
+// never touched through a mapping during the load (memfile.go). Release
+// unmaps it as it unmaps files; a mapping taken before Release must not
+// be used after it. Elsewhere, or where no memory file can be made, they
+// are copied into Go memory.
 func WithFileMapping() HostOption { return func(c *hostConfig) { c.mapFiles = true } }
 
 // fileMaps holds the mappings of one LoadHost call, one per file.
@@ -54,6 +63,12 @@ type fileMaps struct {
 	mu   sync.Mutex
 	byFD map[*os.File][]byte // nil value: the file cannot be mapped
 	all  [][]byte            // every mapping, for release
+
+	// The memory file that storages from an object store are received
+	// into (memfile.go): made at the first such storage.
+	memSize int64
+	memOnce sync.Once
+	mem     *memFile
 }
 
 // region returns n bytes at off in f's mapping, or nil when f cannot be
@@ -86,6 +101,18 @@ func (fm *fileMaps) release() {
 		unmapFile(m)
 	}
 	fm.all, fm.byFD = nil, nil
+	fm.closeMem()
+	if fm.mem != nil {
+		fm.mem.unmap()
+	}
+}
+
+// closeMem closes the memory file's descriptor (its mapping stays).
+func (fm *fileMaps) closeMem() {
+	fm.memOnce.Do(func() {}) // no memory file after this
+	if fm.mem != nil {
+		fm.mem.closeFD()
+	}
 }
 
 // localFile returns the local file r reads from and where r's bytes start

@@ -13,17 +13,28 @@ import (
 // covered whole and combines the chunks' values in order. The result is
 // the same as hashing the storage front to back.
 type chunkSums struct {
-	data []byte // the storage's buffer
+	data []byte // the storage's buffer, or nil: see reread
+	size int64  // the storage's size
 	crc  bool   // compute the CRC32 too
-	sums []uint64
-	crcs []uint32
-	done []bool // chunk i hashed; set by the goroutine that hashed it
-	next int64  // fill's progress: the chunks before it are hashed
+	// Without data (a storage received into a memory file), the chunks
+	// that no piece covered whole are read back with reread into
+	// scratch (batchLen chunks).
+	reread  func(p []byte, off int64) error
+	scratch []byte
+	sums    []uint64
+	crcs    []uint32
+	done    []bool // chunk i hashed; set by the goroutine that hashed it
+	next    int64  // fill's progress: the chunks before it are hashed
 }
 
-func newChunkSums(data []byte, crc bool) *chunkSums {
-	n := digest.ChunkCount(int64(len(data)))
-	c := &chunkSums{data: data, crc: crc, sums: make([]uint64, n), done: make([]bool, n)}
+// chunkBytes is the size of a digest chunk.
+const chunkBytes = digest.ChunkSize
+
+// newChunkSums checks a storage of size bytes, held in data (or, data
+// nil, elsewhere: see reread).
+func newChunkSums(data []byte, size int64, crc bool) *chunkSums {
+	n := digest.ChunkCount(size)
+	c := &chunkSums{data: data, size: size, crc: crc, sums: make([]uint64, n), done: make([]bool, n)}
 	if crc {
 		c.crcs = make([]uint32, n)
 	}
@@ -35,7 +46,7 @@ func newChunkSums(data []byte, crc bool) *chunkSums {
 // they both cover whole (disjoint pieces never do).
 func (c *chunkSums) landed(piece []byte, off int64) {
 	end := off + int64(len(piece))
-	size := int64(len(c.data))
+	size := c.size
 	var b batch
 	for i := (off + digest.ChunkSize - 1) / digest.ChunkSize; ; i++ {
 		cb := i * digest.ChunkSize
@@ -88,30 +99,46 @@ func (c *chunkSums) hash(b *batch) {
 // fill hashes the chunks that no piece covered whole and that end at or
 // before end, the bytes before end being final: every read into them has
 // returned. Calls must come in increasing order of end.
-func (c *chunkSums) fill(end int64) {
-	size := int64(len(c.data))
+func (c *chunkSums) fill(end int64) error {
 	var b batch
 	defer c.hash(&b)
 	for ; c.next < int64(len(c.done)); c.next++ {
 		cb := c.next * digest.ChunkSize
-		ce := min(cb+digest.ChunkSize, size)
+		ce := min(cb+digest.ChunkSize, c.size)
 		if ce > end {
-			return
+			return nil
 		}
-		if !c.done[c.next] && b.add(c.next, c.data[cb:ce]) {
+		if c.done[c.next] {
+			continue
+		}
+		chunk, err := c.chunk(cb, ce, b.n)
+		if err != nil {
+			return err
+		}
+		if b.add(c.next, chunk) {
 			c.hash(&b)
 		}
 	}
+	return nil
+}
+
+// chunk returns the bytes [cb, ce) of the storage, for slot k of a batch.
+func (c *chunkSums) chunk(cb, ce int64, k int) ([]byte, error) {
+	if c.data != nil {
+		return c.data[cb:ce], nil
+	}
+	p := c.scratch[k*digest.ChunkSize:][:ce-cb]
+	return p, c.reread(p, cb)
 }
 
 // finish returns the storage's xxh64c digest and CRC32 (0 unless asked
 // for). Every chunk must be hashed (fill over the whole storage).
 func (c *chunkSums) finish() (digest.Value, uint32, error) {
-	d, err := digest.Combine(int64(len(c.data)), c.sums)
+	d, err := digest.Combine(c.size, c.sums)
 	if err != nil || !c.crc {
 		return d, 0, err
 	}
-	return d, combineCRCs(int64(len(c.data)), c.crcs), nil
+	return d, combineCRCs(c.size, c.crcs), nil
 }
 
 // combineCRCs returns the CRC32 (IEEE) of size bytes from the CRC32s of

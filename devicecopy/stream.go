@@ -26,6 +26,10 @@ import (
 // stream's own goroutine only hashes the chunks that straddle pieces and
 // checks each storage as its last segment completes.
 //
+// With WithFileMapping, a storage whose reader streams (objstore's
+// ReadAtStream) is received into the load's memory file instead of a
+// buffer of its own: same segments, same checks (memfile.go).
+//
 // A local file is not read this way: a read from it costs no more when
 // small, and its 1 MiB pieces are hashed right after each read, while in
 // the CPU's cache (reading 16 MiB segments there made BenchmarkLoadHost
@@ -45,6 +49,8 @@ const (
 type stream struct {
 	in        chan *streamJob
 	report    func(int64)
+	maps      *fileMaps         // WithFileMapping: the memory file (memfile.go)
+	scratch   []byte            // for chunkSums.reread: run's goroutine only
 	completed chan *segmentRead // reads that ended (capacity streamDepth: never blocks)
 	wg        sync.WaitGroup    // segment reads under way
 }
@@ -61,6 +67,13 @@ type streamJob struct {
 	sums   *chunkSums
 	bounds []int // segment k is buf[bounds[k]:bounds[k+1]]
 	next   int   // next segment to start
+
+	// Received into the memory file (memfile.go) rather than buf: the
+	// reader, and the storage's place in the file and its mapping.
+	sr      streamReaderAt
+	mem     *memFile
+	memOff  int64
+	memData []byte
 }
 
 // segmentRead is one segment started.
@@ -71,15 +84,18 @@ type segmentRead struct {
 	err   error
 }
 
-// start allocates the job's buffer and splits it into segments that end at
+// start gives the job its place in the load's memory file (toMemFile) or
+// allocates its buffer, and splits it into segments that end at
 // multiples of segmentSize in the file, so that the requests of an object
 // store fall on the server's block boundaries (see
 // objstore.Object.ReadAtPieces); the first and the last segment are half a
 // segment to one and a half long.
-func (j *streamJob) start() {
+func (j *streamJob) start(st *stream) {
 	n := int(j.hs.Storage.NBytes)
-	j.buf = make([]byte, n)
-	j.sums = newChunkSums(j.buf, j.hs.Storage.HasCRC)
+	if !j.toMemFile(st) {
+		j.buf = make([]byte, n)
+		j.sums = newChunkSums(j.buf, int64(n), j.hs.Storage.HasCRC)
+	}
 	j.bounds = []int{0}
 	at := segmentSize - int(j.base%segmentSize)
 	if at < segmentSize/2 {
@@ -92,11 +108,19 @@ func (j *streamJob) start() {
 }
 
 // launch starts reading segment k of j.
-func (st *stream) launch(j *streamJob, k int) *segmentRead {
+func (st *stream) launch(ctx context.Context, j *streamJob, k int) *segmentRead {
 	r := &segmentRead{j: j, k: k}
-	seg := j.buf[j.bounds[k]:j.bounds[k+1]]
 	off := int64(j.bounds[k])
 	st.wg.Add(1)
+	if j.mem != nil {
+		go func() {
+			defer st.wg.Done()
+			r.err = j.receive(ctx, off, int64(j.bounds[k+1]-j.bounds[k]))
+			st.completed <- r
+		}()
+		return r
+	}
+	seg := j.buf[j.bounds[k]:j.bounds[k+1]]
 	go func() {
 		defer st.wg.Done()
 		// The pages are faulted in beside the request, not by it
@@ -154,7 +178,7 @@ func (st *stream) run(ctx context.Context) (err error) {
 	}()
 	for {
 		for inflight < streamDepth && cur != nil && cur.next < len(cur.bounds)-1 {
-			queue = append(queue, st.launch(cur, cur.next))
+			queue = append(queue, st.launch(ctx, cur, cur.next))
 			inflight++
 			cur.next++
 		}
@@ -190,7 +214,7 @@ func (st *stream) run(ctx context.Context) (err error) {
 				in = nil
 				continue
 			}
-			j.start()
+			j.start(st)
 			open = append(open, j)
 			cur = j
 		case <-ctx.Done():
@@ -205,7 +229,9 @@ func (st *stream) run(ctx context.Context) (err error) {
 func (st *stream) check(r *segmentRead, open *[]*streamJob) error {
 	j := r.j
 	end := j.bounds[r.k+1]
-	j.sums.fill(int64(end))
+	if err := j.sums.fill(int64(end)); err != nil {
+		return storageError(j.hs, err)
+	}
 	st.report(int64(end - j.bounds[r.k]))
 	if r.k < len(j.bounds)-2 {
 		return nil
@@ -231,5 +257,8 @@ func (st *stream) finish(j *streamJob) error {
 		return &CRCError{File: s.File, Record: s.Record, Storage: s.Key, Tensors: users(hs.Tensors, hs.Values), Want: s.CRC32, Got: crc}
 	}
 	hs.Digest, hs.Data, hs.CRCChecked = d, j.buf, s.HasCRC
+	if j.mem != nil {
+		hs.Data, hs.MemFile = j.memData, true
+	}
 	return nil
 }

@@ -104,9 +104,9 @@ func (b *azureBackend) url(key string) string { return "az://" + b.container + "
 
 // get reads a range pinned to the ETag: the server refuses a replaced
 // blob (If-Match, HTTP 412), and the ETag of the answer is checked too.
-func (b *azureBackend) get(ctx context.Context, key string, off int64, dst []byte, ver version) (int, int64, version, error) {
+func (b *azureBackend) get(ctx context.Context, key string, off int64, dst dest, ver version) (int, int64, version, error) {
 	bc := b.c.NewBlobClient(key)
-	o := &blob.DownloadStreamOptions{Range: blob.HTTPRange{Offset: off, Count: int64(len(dst))}}
+	o := &blob.DownloadStreamOptions{Range: blob.HTTPRange{Offset: off, Count: dst.n}}
 	if ver.etag != "" {
 		etag := azcore.ETag(ver.etag)
 		o.AccessConditions = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}}

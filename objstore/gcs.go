@@ -61,12 +61,12 @@ func (b *gcsBackend) url(key string) string { return "gs://" + b.bucket + "/" + 
 // bucket reads as a missing object (GCS answers both with 404; asking
 // which would cost every directory open a request): the listing that
 // Store.IsDir makes after a miss tells ErrNoBucket.
-func (b *gcsBackend) get(ctx context.Context, key string, off int64, dst []byte, ver version) (int, int64, version, error) {
+func (b *gcsBackend) get(ctx context.Context, key string, off int64, dst dest, ver version) (int, int64, version, error) {
 	obj := b.h.Object(key).ReadCompressed(true) // the stored bytes, never transcoded
 	if ver.gen != 0 {
 		obj = obj.If(storage.Conditions{GenerationMatch: ver.gen})
 	}
-	r, err := obj.NewRangeReader(ctx, off, int64(len(dst)))
+	r, err := obj.NewRangeReader(ctx, off, dst.n)
 	if err != nil {
 		if off == 0 && isGCSStatus(err, http.StatusRequestedRangeNotSatisfiable) {
 			// An empty object has no byte 0.
@@ -86,7 +86,7 @@ func (b *gcsBackend) get(ctx context.Context, key string, off int64, dst []byte,
 		return 0, 0, ver, fmt.Errorf("%w: the answer starts at %d, not %d", ErrNoRange, r.Attrs.StartOffset, off)
 	}
 	size := r.Attrs.Size
-	n, err := readBody(ctx, r, dst, min(int64(len(dst)), size-off))
+	n, err := readBody(ctx, r, dst, min(dst.n, size-off))
 	return n, size, got, err
 }
 

@@ -44,13 +44,13 @@ func (e *httpStatusError) mapped() error {
 	return fmt.Errorf("unexpected HTTP status %d", e.code)
 }
 
-func (b *httpBackend) get(ctx context.Context, key string, off int64, dst []byte, ver version) (int, int64, version, error) {
+func (b *httpBackend) get(ctx context.Context, key string, off int64, dst dest, ver version) (int, int64, version, error) {
 	u := b.url(key)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, 0, ver, err
 	}
-	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+int64(len(dst))-1))
+	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+dst.n-1))
 	switch {
 	case ver.etag != "":
 		req.Header.Set("If-Match", ver.etag)

@@ -73,7 +73,7 @@ func (s *Store) Open(key string) (*Object, error) {
 	var ver version
 	err := s.do("open", key, func(ctx context.Context) error {
 		var err error
-		n, size, ver, err = s.b.get(ctx, key, 0, head, version{})
+		n, size, ver, err = s.b.get(ctx, key, 0, into(head), version{})
 		return err
 	})
 	if err != nil {
@@ -117,12 +117,17 @@ var errClosed = errors.New("objstore: read after Close")
 // fetch reads [off, off+len(dst)) into dst, pinned to the object's
 // version, with the Store's bound, retries and timeouts.
 func (o *Object) fetch(ctx context.Context, off int64, dst []byte) error {
-	want := min(int64(len(dst)), o.size-off)
+	return o.fetchTo(ctx, off, into(dst))
+}
+
+// fetchTo is fetch into a buffer or a streamed read's sink.
+func (o *Object) fetchTo(ctx context.Context, off int64, dst dest) error {
+	want := min(dst.n, o.size-off)
 	return o.s.do("read", o.key, func(rctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n, size, _, err := o.s.b.get(ctx, o.key, off, dst[:want], o.ver)
+		n, size, _, err := o.s.b.get(ctx, o.key, off, dst.upTo(want), o.ver)
 		if err != nil {
 			return err
 		}

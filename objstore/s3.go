@@ -88,9 +88,9 @@ func newS3(bucket string, transport http.RoundTripper) (*s3Backend, error) {
 
 func (b *s3Backend) url(key string) string { return "s3://" + b.bucket + "/" + key }
 
-func (b *s3Backend) get(ctx context.Context, key string, off int64, dst []byte, ver version) (int, int64, version, error) {
+func (b *s3Backend) get(ctx context.Context, key string, off int64, dst dest, ver version) (int, int64, version, error) {
 	var opts minio.GetObjectOptions
-	if err := opts.SetRange(off, off+int64(len(dst))-1); err != nil {
+	if err := opts.SetRange(off, off+dst.n-1); err != nil {
 		return 0, 0, ver, err
 	}
 	if ver.etag != "" {

@@ -39,10 +39,10 @@ type version struct {
 
 // backend is one kind of server.
 type backend interface {
-	// get reads [off, off+len(dst)) of key into dst, pinned to ver unless
+	// get reads [off, off+dst.n) of key into dst (readBody), pinned to ver unless
 	// it is zero, and returns how many bytes it read (fewer only at the
 	// object's end), the object's size and version.
-	get(ctx context.Context, key string, off int64, dst []byte, ver version) (int, int64, version, error)
+	get(ctx context.Context, key string, off int64, dst dest, ver version) (int, int64, version, error)
 	// list returns the names of the objects directly under the prefix
 	// dir (a key ending in "/", or "" for the root), relative to it.
 	list(ctx context.Context, dir string) ([]string, error)
@@ -61,7 +61,8 @@ type Store struct {
 	requests atomic.Int64
 	s3       *s3Backend // nil for http
 
-	bufs sync.Pool // chunk buffers
+	bufs   sync.Pool // chunk buffers
+	pieces piecePool // streamed reads' buffers (ReadAtStream)
 
 	mu     sync.Mutex
 	opened map[string]*Object // opened by IsDir, for the next Open
@@ -288,6 +289,10 @@ func retryable(err error) bool {
 // classify maps a request's error to the package's errors: sentinels for
 // the known causes, transientError for what may pass.
 func (s *Store) classify(err error) error {
+	var se *sinkError
+	if errors.As(err, &se) {
+		return se
+	}
 	if isGuardError(err) {
 		return &guardError{msg: s.scrub(oneLine(err)), err: err}
 	}
@@ -393,14 +398,17 @@ func withLanded(ctx context.Context, fn func(piece []byte, at int)) context.Cont
 // holds a few of them), large enough that the calls cost nothing.
 const landedPiece = 1 << 20
 
-// readBody reads exactly n bytes of a ranged response into dst; a body
+// readBody reads exactly n bytes of a ranged response into d (a streamed
+// read's pieces go to its sink: streamBody); a body
 // cut short is a transient error (the caller retries). When ctx carries a
 // function (withLanded), it is called with every landedPiece of dst as the
 // piece fills.
-func readBody(ctx context.Context, body io.Reader, dst []byte, n int64) (int, error) {
-	if n > int64(len(dst)) {
-		n = int64(len(dst))
+func readBody(ctx context.Context, body io.Reader, d dest, n int64) (int, error) {
+	n = min(n, d.n)
+	if d.sink != nil {
+		return streamBody(body, d.sink, n)
 	}
+	dst := d.buf
 	landed, _ := ctx.Value(landedKey{}).(func(piece []byte, at int))
 	if landed == nil {
 		k, err := io.ReadFull(body, dst[:n])

@@ -89,7 +89,7 @@ func (s *Store) Size(ctx context.Context, key string) (int64, bool, error) {
 			}
 			return err
 		}
-		_, n, _, err := s.b.get(ctx, key, 0, make([]byte, 1), version{})
+		_, n, _, err := s.b.get(ctx, key, 0, into(make([]byte, 1)), version{})
 		size = n
 		return err
 	})

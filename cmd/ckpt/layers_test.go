@@ -49,7 +49,7 @@ func TestLayers(t *testing.T) {
 		"lora": {mod + "dtype", mod + "statedict", mod + "internal/par", "golang.org/x/sys/cpu"},
 		// Splitting work over the CPUs (standard library only).
 		"internal/par": {},
-		"devicecopy":   {mod + "dtype", mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", mod + "cuda"},
+		"devicecopy":   {mod + "dtype", mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", mod + "cuda", "golang.org/x/sys/unix"}, // unix: memfd_create (memfile.go)
 		"kernels":      {},
 		"scan":         {mod + "dtype", mod + "pickle", mod + "statedict", mod + "dcp", mod + "torchzip", mod + "gguf", "github.com/klauspost/compress/"},
 		"torchzip":     {mod + "dtype", mod + "pickle"},

@@ -53,7 +53,8 @@ checks each zip record's CRC32 where the file has one, computes the xxh64c
 digest of every storage (docs/checksum.md) and reports bytes, time and rate.
 Storages stored uncompressed in a local file are mapped from it (as
 torch.load(mmap=True) does), not copied: the load costs what reading the
-file costs; --no-mmap copies them into new memory instead.
+file costs; from an object store they are received into a memory file
+(memfd) the load maps; --no-mmap copies them into new memory instead.
 
 With GPU targets (cuda:N) it uploads every storage once per device into one
 allocation per GPU, through page-locked staging buffers, checking CRC32s and
