@@ -2,7 +2,6 @@ package quant
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 )
@@ -52,8 +51,6 @@ func (c *rowsCodec) CodeSpan(first, n int64) (int64, int64) {
 // whole rows it touches, so a row is the least a reader holds in float32.
 const maxRowElems = 1 << 24
 
-var rowsPool = sync.Pool{New: func() any { return new([]float32) }}
-
 // Dequantize decodes the rows the range touches.
 func (c *rowsCodec) Dequantize(dst []float32, first int64, codes []byte, comps [][]byte) error {
 	n := int64(len(dst))
@@ -67,13 +64,9 @@ func (c *rowsCodec) Dequantize(dst []float32, first int64, codes []byte, comps [
 	if first == r0*c.cols && n == (r1-r0)*c.cols {
 		return c.dec(dst, codes, comps, int(r0), int(r1))
 	}
-	p := rowsPool.Get().(*[]float32)
-	defer rowsPool.Put(p)
-	need := (r1 - r0) * c.cols
-	if int64(cap(*p)) < need {
-		*p = make([]float32, need)
-	}
-	tmp := (*p)[:need]
+	p := f32Bufs.Get(int((r1 - r0) * c.cols))
+	defer f32Bufs.Put(p)
+	tmp := *p
 	if err := c.dec(tmp, codes, comps, int(r0), int(r1)); err != nil {
 		return err
 	}
