@@ -96,3 +96,13 @@ func BenchmarkDequantFP8BlockBF16Staged(b *testing.B) {
 func BenchmarkDequantMXFP4BF16Staged(b *testing.B) {
 	benchDequant(b, benchMXFP4Codec, dtype.BFloat16, true)
 }
+
+// BenchmarkDequantFP8BlockBF16Table is BenchmarkDequantFP8BlockBF16
+// through the per-block tables (grid_encode.go), the vector decode off.
+func BenchmarkDequantFP8BlockBF16Table(b *testing.B) {
+	benchDequant(b, func(b *testing.B) (Codec, []byte, [][]byte, int64) {
+		c, codes, comps, n := benchFP8Codec(b)
+		c.(*gridCodec).vec = nil
+		return c, codes, comps, n
+	}, dtype.BFloat16)
+}
