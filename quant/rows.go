@@ -25,6 +25,22 @@ type rowsCodec struct {
 	// from the codes (DequantizeTo's one-pass path); done is false for a
 	// dtype it does not write.
 	enc func(dt dtype.DType, dst, codes []byte, comps [][]byte, first, n int64) (done bool, err error)
+	// align, when above 1, is the element count ChunkAlign reports.
+	align int64
+}
+
+func (c *rowsCodec) chunkAlign() int64 { return c.align }
+
+// ChunkAlign returns the element count a reader that splits a weight
+// into chunks (decoded in parallel) should make them multiples of, from
+// the weight's first element: 1 when any split will do. gpt-oss MXFP4 in
+// the transformers layout reports 32 output rows (one group of every
+// stored row), which its vector path decodes whole.
+func ChunkAlign(c Codec) int64 {
+	if a, ok := c.(interface{ chunkAlign() int64 }); ok && a.chunkAlign() > 1 {
+		return a.chunkAlign()
+	}
+	return 1
 }
 
 // WholeCodes reports whether every range needs the whole stored weight:

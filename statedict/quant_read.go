@@ -231,7 +231,13 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer s.releaseSpan(sp, int64(len(p)))
-	nchunks := (last - first + quantChunk - 1) / quantChunk
+	// Chunks end at multiples of step, counted from the weight's first
+	// element: whole groups for a codec that asks (quant.ChunkAlign).
+	step := int64(quantChunk)
+	if a := quant.ChunkAlign(s.codec); a > 1 && a <= 4*quantChunk {
+		step = (quantChunk + a - 1) / a * a
+	}
+	nchunks := (last-1)/step - first/step + 1
 	workers := min(int64(runtime.GOMAXPROCS(0)), nchunks)
 	var (
 		wg       sync.WaitGroup
@@ -239,14 +245,15 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 		firstErr error
 		next     = make(chan int64, nchunks)
 	)
-	for c := int64(0); c < nchunks; c++ {
-		next <- first + c*quantChunk
+	next <- first
+	for e0 := (first/step + 1) * step; e0 < last; e0 += step {
+		next <- e0
 	}
 	close(next)
 	decode := func() {
 		var enc []byte
 		for e0 := range next {
-			n := min(int64(quantChunk), last-e0)
+			n := min((e0/step+1)*step, last) - e0
 			if err := s.decodeChunk(p, off, e0, n, sp, &enc); err != nil {
 				setErr(&mu, &firstErr, &Error{Tensor: s.name, Err: err})
 				return
