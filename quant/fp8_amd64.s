@@ -47,16 +47,22 @@
 	VPSRLD $16, Y5, Y5 \
 	VBLENDVPS Y4, 288(R8), Y5, Y
 
+// ARGS loads both kernels' arguments (dst, src []byte, s float32,
+// k *fp8Consts): DI, SI, CX the 16-code steps, Y10 the scale, R8 the
+// constants, X11 the shift; ZF set when there is no step.
+#define ARGS \
+	MOVQ dst_base+0(FP), DI \
+	MOVQ src_base+24(FP), SI \
+	MOVQ src_len+32(FP), CX \
+	VBROADCASTSS s+48(FP), Y10 \
+	MOVQ k+56(FP), R8 \
+	MOVQ 384(R8), AX \
+	MOVQ AX, X11 \
+	SHRQ $4, CX
+
 // func fp8BF16AVX2(dst, src []byte, s float32, k *fp8Consts)
 TEXT ·fp8BF16AVX2(SB), NOSPLIT, $0-64
-	MOVQ dst_base+0(FP), DI
-	MOVQ src_base+24(FP), SI
-	MOVQ src_len+32(FP), CX
-	VBROADCASTSS s+48(FP), Y10
-	MOVQ k+56(FP), R8
-	MOVQ 384(R8), AX
-	MOVQ AX, X11
-	SHRQ $4, CX
+	ARGS
 	JZ bfdone
 bfloop:
 	DECODE8(0, Y6, NANOR)
@@ -76,14 +82,7 @@ bfdone:
 
 // func fp8F32AVX2(dst, src []byte, s float32, k *fp8Consts)
 TEXT ·fp8F32AVX2(SB), NOSPLIT, $0-64
-	MOVQ dst_base+0(FP), DI
-	MOVQ src_base+24(FP), SI
-	MOVQ src_len+32(FP), CX
-	VBROADCASTSS s+48(FP), Y10
-	MOVQ k+56(FP), R8
-	MOVQ 384(R8), AX
-	MOVQ AX, X11
-	SHRQ $4, CX
+	ARGS
 	JZ fdone
 floop:
 	DECODE8(0, Y6, NANSET)
