@@ -59,9 +59,9 @@ type quantJob struct {
 	once sync.Once
 	err  error
 
-	mu      sync.Mutex // the chunk cache of codes
+	mu      sync.Mutex // the chunk cache of codes (from quantBufs)
 	chunk   int64
-	cache   []byte
+	cache   *[]byte
 	perRows int64
 	perSize int64
 }
@@ -86,6 +86,7 @@ func (r codesAt) ReadAt(p []byte, off int64) (int, error) {
 	for n < len(p) {
 		o := off + int64(n)
 		if o >= total {
+			j.release()
 			return n, io.EOF
 		}
 		k := o / j.perSize
@@ -93,19 +94,32 @@ func (r codesAt) ReadAt(p []byte, off int64) (int, error) {
 			r0 := k * j.perRows
 			r1 := min(j.q.Rows(), r0+j.perRows)
 			b, e := j.q.CodeSpan(r0, r1)
-			if int64(cap(j.cache)) < e-b {
-				j.cache = make([]byte, e-b)
+			if j.cache != nil && int64(cap(*j.cache)) >= e-b {
+				*j.cache = (*j.cache)[:e-b]
+			} else {
+				quantBufs.Put(j.cache)
+				j.cache = quantBufs.Get(int(e - b))
 			}
-			j.cache = j.cache[:e-b]
-			if err := quant.QuantizeRows(j.q, j.read, j.cache, r0, r1); err != nil {
-				j.cache = nil
+			if err := quant.QuantizeRows(j.q, j.read, *j.cache, r0, r1); err != nil {
+				j.release()
 				return n, err
 			}
 			j.chunk = k
 		}
-		n += copy(p[n:], j.cache[o-k*j.perSize:])
+		n += copy(p[n:], (*j.cache)[o-k*j.perSize:])
+	}
+	if off+int64(n) >= total {
+		// The weight's last codes are out: a writer reads on to the next
+		// tensor, and a read again recomputes its chunk.
+		j.release()
 	}
 	return n, nil
+}
+
+// release gives the chunk cache back to quantBufs; j.mu is held.
+func (j *quantJob) release() {
+	quantBufs.Put(j.cache)
+	j.cache = nil
 }
 
 // companionAt serves output i (a scale) once Prepare has computed it.
@@ -137,7 +151,6 @@ type sourceRows struct {
 	cols   int64
 	es     int64
 	rows   int64
-	bufs   sync.Pool
 	mu     sync.Mutex
 	cond   *sync.Cond
 	next   int64 // the first row the stream has not given
@@ -158,18 +171,13 @@ func rowReader(ctx context.Context, sc *sourceChecks, t *statedict.Tensor, cols 
 	}
 	s := &sourceRows{ctx: ctx, t: t, sc: sc, cols: cols, es: int64(t.DType.Size()), rows: t.NumEl() / max(cols, 1)}
 	s.cond = sync.NewCond(&s.mu)
-	s.bufs.New = func() any { return new([]byte) }
 	return s.read, ""
 }
 
 func (s *sourceRows) read(dst []float32, r0, r1 int64) error {
-	bp := s.bufs.Get().(*[]byte)
-	defer s.bufs.Put(bp)
-	n := (r1 - r0) * s.cols * s.es
-	if int64(cap(*bp)) < n {
-		*bp = make([]byte, n)
-	}
-	b := (*bp)[:n]
+	bp := quantBufs.Get(int((r1 - r0) * s.cols * s.es))
+	defer quantBufs.Put(bp)
+	b := *bp
 	streamed, err := s.stream(b, r0, r1)
 	if err != nil {
 		return err

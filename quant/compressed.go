@@ -232,10 +232,8 @@ func floatQuantized(m CompressedModule) (*Group, error) {
 	if a.Type != "" && a.Type != "float" || a.NumBits != 0 && a.NumBits != 8 {
 		return nil, fmt.Errorf("%w: float-quantized with %s weights of %d bits (8-bit float is read)", ErrUnknownLayout, a.Type, a.NumBits)
 	}
-	for _, n := range []string{"weight_zero_point", "weight_g_idx"} {
-		if _, ok := m.Tensors[m.Prefix+n]; ok {
-			return nil, fmt.Errorf("%w: float-quantized weight with %s (ckpt reads symmetric float quantization without act-order)", ErrUnknownLayout, n)
-		}
+	if _, ok := m.Tensors[m.Prefix+"weight_zero_point"]; ok {
+		return nil, fmt.Errorf("%w: float-quantized weight with weight_zero_point (ckpt reads symmetric float quantization)", ErrUnknownLayout)
 	}
 	s := m.Tensors[m.Prefix+"weight_scale"]
 	if len(w.Shape) != 2 {
@@ -270,8 +268,20 @@ func floatQuantized(m CompressedModule) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Group{Name: w.Name, DType: m.DType, Shape: w.Shape, Weight: w, Companions: []Stored{s}, Codec: c,
-		Scheme: fmt.Sprintf("compressed-tensors float-quantized %s, %s, scales in weight_scale", f8Name(w.DType), desc)}, nil
+	g := &Group{Name: w.Name, DType: m.DType, Shape: w.Shape, Weight: w, Companions: []Stored{s}, Codec: c}
+	if gi, ok := m.Tensors[m.Prefix+"weight_g_idx"]; ok {
+		if a.Strategy != "group" {
+			g.Consumed = append(g.Consumed, gi.Name) // upstream reads it for groups only
+		} else {
+			if g.Codec, err = newGIdxCodec(c, gi); err != nil {
+				return nil, err
+			}
+			g.Companions = append(g.Companions, gi)
+			desc += ", activation order in weight_g_idx"
+		}
+	}
+	g.Scheme = fmt.Sprintf("compressed-tensors float-quantized %s, %s, scales in weight_scale", f8Name(w.DType), desc)
+	return g, nil
 }
 
 // blockStructure reads [bh, bw] or the older "BHxBW".

@@ -11,7 +11,8 @@ import (
 // a DeepSeek-V3 block-FP8 weight [7168, 2048] and one gpt-oss-20b
 // expert's MXFP4 gate_up_proj ([1, 5760, 90, 16] read as [1, 2880,
 // 5760]), each to float32 and to bfloat16 (DequantizeTo), 256 Ki
-// elements a call as statedict's reader asks. SetBytes is the output's
+// elements a call as statedict's reader asks (whole groups of 32 output
+// rows for MXFP4, quant.ChunkAlign). SetBytes is the output's
 // bytes, so MB/s compares with cp of the output.
 
 func benchFP8Codec(b *testing.B) (Codec, []byte, [][]byte, int64) {
@@ -60,13 +61,17 @@ const benchChunk = 1 << 18
 // dtype.EncodeFloat32 as before the one-pass paths.
 func benchDequant(b *testing.B, mk func(*testing.B) (Codec, []byte, [][]byte, int64), dt dtype.DType, staged ...bool) {
 	c, codes, comps, n := mk(b)
-	out := make([]byte, benchChunk*dt.Size())
-	f32 := make([]float32, benchChunk)
+	step := int64(benchChunk) // as statedict's reader: chunks of whole groups where the codec asks
+	if a := ChunkAlign(c); a > 1 {
+		step = (benchChunk + a - 1) / a * a
+	}
+	out := make([]byte, step*int64(dt.Size()))
+	f32 := make([]float32, step)
 	b.SetBytes(n * int64(dt.Size()))
 	b.ResetTimer()
 	for range b.N {
-		for e := int64(0); e < n; e += benchChunk {
-			k := min(benchChunk, n-e)
+		for e := int64(0); e < n; e += step {
+			k := min(step, n-e)
 			cb, ce := c.CodeSpan(e, k)
 			var err error
 			switch {
@@ -95,4 +100,14 @@ func BenchmarkDequantFP8BlockBF16Staged(b *testing.B) {
 }
 func BenchmarkDequantMXFP4BF16Staged(b *testing.B) {
 	benchDequant(b, benchMXFP4Codec, dtype.BFloat16, true)
+}
+
+// BenchmarkDequantFP8BlockBF16Table is BenchmarkDequantFP8BlockBF16
+// through the per-block tables (grid_encode.go), the vector decode off.
+func BenchmarkDequantFP8BlockBF16Table(b *testing.B) {
+	benchDequant(b, func(b *testing.B) (Codec, []byte, [][]byte, int64) {
+		c, codes, comps, n := benchFP8Codec(b)
+		c.(*gridCodec).vec = nil
+		return c, codes, comps, n
+	}, dtype.BFloat16)
 }

@@ -2,7 +2,7 @@ package quant
 
 import (
 	"fmt"
-	"sync"
+	"github.com/ckpt-dev/ckpt/internal/par"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 )
@@ -27,12 +27,9 @@ func DequantizeTo(c Codec, dt dtype.DType, dst []byte, first int64, codes []byte
 		}
 	}
 	n := len(dst) / es
-	p := f32Pool.Get().(*[]float32)
-	defer f32Pool.Put(p)
-	if cap(*p) < n {
-		*p = make([]float32, n)
-	}
-	fs := (*p)[:n]
+	p := f32Bufs.Get(n)
+	defer f32Bufs.Put(p)
+	fs := *p
 	if err := c.Dequantize(fs, first, codes, comps); err != nil {
 		return err
 	}
@@ -46,4 +43,7 @@ type encoder interface {
 	dequantizeTo(dt dtype.DType, dst []byte, first int64, codes []byte, comps [][]byte) (done bool, err error)
 }
 
-var f32Pool = sync.Pool{New: func() any { return new([]float32) }}
+// f32Bufs holds the float32 staging buffers of this package (decoding
+// and quantizing): a free list the collector does not empty, so a long
+// conversion reuses the same few buffers (a fresh page is a page fault).
+var f32Bufs = &par.FreeList[float32]{Max: 16}

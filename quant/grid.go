@@ -24,6 +24,7 @@ type gridCodec struct {
 	scale      dtype.DType // element type of the scales
 	round      dtype.DType // Float32, or the dtype the product is rounded to
 	lut        *[256]float32
+	vec        *fp8Consts // the vector decode's constants (fp8_vec.go)
 }
 
 // CodeSpan: one byte per float8 element.
@@ -107,7 +108,7 @@ func newGrid(w, scale Stored, bh, bw int64, round dtype.DType) (*gridCodec, erro
 		return nil, fmt.Errorf("%w: scale %s has shape %s, want [%d, %d] for a %s weight in %dx%d blocks",
 			ErrCompanionShape, scale.Name, shapeText(scale.Shape), sr, sc, shapeText(w.Shape), bh, bw)
 	}
-	return &gridCodec{rows: rows, cols: cols, bh: bh, bw: bw, sc: sc, scale: scale.DType, round: round, lut: lut}, nil
+	return &gridCodec{rows: rows, cols: cols, bh: bh, bw: bw, sc: sc, scale: scale.DType, round: round, lut: lut, vec: fp8VecConsts(w.DType)}, nil
 }
 
 // gridShape reports whether shape holds sr x sc scales: [sr, sc], or for

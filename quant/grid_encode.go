@@ -36,6 +36,10 @@ func (c *gridCodec) dequantizeTo(dt dtype.DType, dst []byte, first int64, codes 
 	if n == 0 {
 		return true, nil
 	}
+	if c.vecFor(dt) {
+		c.vecTo(int(es), dst, first, codes, scales)
+		return true, nil
+	}
 	tp := gridTabPool.Get().(*gridTables)
 	defer gridTabPool.Put(tp)
 	ssz := int64(c.scale.Size())
@@ -77,6 +81,43 @@ func (c *gridCodec) dequantizeTo(dt dtype.DType, dst []byte, first int64, codes 
 		}
 	}
 	return true, nil
+}
+
+// vecFor reports whether the vector decode (fp8_vec.go) writes dt:
+// bfloat16 or float32 from float32 products (bfloat16 also from products
+// rounded to bfloat16: rounding twice to it is rounding once).
+func (c *gridCodec) vecFor(dt dtype.DType) bool {
+	if c.vec == nil {
+		return false
+	}
+	switch dt {
+	case dtype.BFloat16:
+		return c.round == dtype.Float32 || c.round == dtype.BFloat16
+	case dtype.Float32:
+		return c.round == dtype.Float32
+	}
+	return false
+}
+
+// vecTo writes elements [first, first+len(codes)) with the vector decode,
+// row segment by row segment, block by block.
+func (c *gridCodec) vecTo(es int, dst []byte, first int64, codes, scales []byte) {
+	ssz := int64(c.scale.Size())
+	n := int64(len(codes))
+	for i := int64(0); i < n; {
+		e := first + i
+		r, col := e/c.cols, e%c.cols
+		rowBase := (r / c.bh) * c.sc
+		end := min(n, i+c.cols-col)
+		for i < end {
+			blk := col / c.bw
+			k := min(end-i, (blk+1)*c.bw-col)
+			s := dtype.ToFloat32(c.scale, scales[(rowBase+blk)*ssz:])
+			fp8Vec(c.vec, es, dst[i*int64(es):(i+k)*int64(es)], codes[i:i+k], s)
+			i += k
+			col += k
+		}
+	}
 }
 
 // direct encodes each code's product with s, gridTile at a time.

@@ -92,9 +92,18 @@ func (l MXFP4Layout) encodeGroupRows(out []byte, tab *[256][16]uint16, blocks, s
 	le := binary.LittleEndian
 	stride := l.Groups * 16 // bytes of one stored row
 	out = out[:2*nr*r]
+	// Sixteen stored rows at a time by the vector path (mxfp4_vec.go)
+	// for a whole group in bfloat16, where their scales allow.
+	vec := haveFP8Vec && nr == 32 && tab == mxfp4BF16()
+	var adj [16]uint16
 	i := 0
-	for ; i+4 <= r; i += 4 {
+	for i+4 <= r {
 		gi := (ex*r+i)*l.Groups + g
+		if vec && i+16 <= r && mxfp4VecAdj(&adj, scales[gi:], l.Groups) {
+			mxfp4T16AVX2(&out[2*i], 2*r, &blocks[gi*16], stride, &adj, mxfp4Vec)
+			i += 16
+			continue
+		}
 		b := blocks[gi*16 : gi*16+3*stride+16]
 		t0, t1 := &tab[scales[gi]], &tab[scales[gi+l.Groups]]
 		t2, t3 := &tab[scales[gi+2*l.Groups]], &tab[scales[gi+3*l.Groups]]
@@ -113,6 +122,7 @@ func (l MXFP4Layout) encodeGroupRows(out []byte, tab *[256][16]uint16, blocks, s
 				le.PutUint64(out[2*((el-j0)*r+i):], v)
 			}
 		}
+		i += 4
 	}
 	for ; i < r; i++ {
 		for j := 0; j < nr; j++ {

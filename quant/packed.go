@@ -156,9 +156,20 @@ func (l PackedIntLayout) groupMap(gIdx []byte) ([]int32, error) {
 	if l.GIdx == dtype.Invalid || l.TensorWide || l.Groups <= 1 {
 		return nil, nil
 	}
-	es := l.GIdx.Size()
-	if len(gIdx) != l.Cols*es {
-		return nil, fmt.Errorf("%w: weight_g_idx has %d bytes, want %d", ErrCodecBuffer, len(gIdx), l.Cols*es)
+	return gIdxGroups(l.GIdx, gIdx, l.Cols, l.Groups)
+}
+
+// gIdxGroups decodes weight_g_idx (d: Int32 or Int64) into each of cols
+// columns' group, nil for column order (a -1 in it, upstream's
+// is_column_order). An index outside [0, groups), or a group not of
+// cols/groups columns, is an ErrCodecBuffer: upstream cuts the columns,
+// sorted by group, into groups of group_size, so unequal groups would
+// take another group's scale for some columns (which ones, the order of
+// an unstable sort decides).
+func gIdxGroups(d dtype.DType, gIdx []byte, cols, groups int) ([]int32, error) {
+	es := d.Size()
+	if len(gIdx) != cols*es {
+		return nil, fmt.Errorf("%w: weight_g_idx has %d bytes, want %d", ErrCodecBuffer, len(gIdx), cols*es)
 	}
 	at := func(c int) int64 {
 		if es == 8 {
@@ -166,24 +177,24 @@ func (l PackedIntLayout) groupMap(gIdx []byte) ([]int32, error) {
 		}
 		return int64(int32(binary.LittleEndian.Uint32(gIdx[4*c:])))
 	}
-	for c := 0; c < l.Cols; c++ {
+	for c := 0; c < cols; c++ {
 		if at(c) == -1 {
 			return nil, nil // not set: column order, as upstream's is_column_order
 		}
 	}
-	m := make([]int32, l.Cols)
-	count := make([]int, l.Groups)
+	m := make([]int32, cols)
+	count := make([]int, groups)
 	for c := range m {
 		g := at(c)
-		if g < 0 || g >= int64(l.Groups) {
-			return nil, fmt.Errorf("%w: weight_g_idx[%d] = %d, outside the %d groups", ErrCodecBuffer, c, g, l.Groups)
+		if g < 0 || g >= int64(groups) {
+			return nil, fmt.Errorf("%w: weight_g_idx[%d] = %d, outside the %d groups", ErrCodecBuffer, c, g, groups)
 		}
 		m[c] = int32(g)
 		count[g]++
 	}
 	for g, n := range count {
-		if n != l.Cols/l.Groups {
-			return nil, fmt.Errorf("%w: weight_g_idx gives group %d %d columns, want %d (groups of group_size)", ErrCodecBuffer, g, n, l.Cols/l.Groups)
+		if n != cols/groups {
+			return nil, fmt.Errorf("%w: weight_g_idx gives group %d %d columns, want %d (groups of group_size)", ErrCodecBuffer, g, n, cols/groups)
 		}
 	}
 	return m, nil

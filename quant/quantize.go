@@ -208,8 +208,8 @@ func parallelRows(rows, per int64, fn func(r0, r1 int64, buf *[]float32) error) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := f32Pool.Get().(*[]float32)
-			defer f32Pool.Put(buf)
+			buf := f32Bufs.Get(0)
+			defer f32Bufs.Put(buf)
 			for r0 := range next {
 				if err := fn(r0, min(rows, r0+per), buf); err != nil {
 					mu.Lock()

@@ -2,7 +2,6 @@ package quant
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 )
@@ -26,6 +25,22 @@ type rowsCodec struct {
 	// from the codes (DequantizeTo's one-pass path); done is false for a
 	// dtype it does not write.
 	enc func(dt dtype.DType, dst, codes []byte, comps [][]byte, first, n int64) (done bool, err error)
+	// align, when above 1, is the element count ChunkAlign reports.
+	align int64
+}
+
+func (c *rowsCodec) chunkAlign() int64 { return c.align }
+
+// ChunkAlign returns the element count a reader that splits a weight
+// into chunks (decoded in parallel) should make them multiples of, from
+// the weight's first element: 1 when any split will do. gpt-oss MXFP4 in
+// the transformers layout reports 32 output rows (one group of every
+// stored row), which its vector path decodes whole.
+func ChunkAlign(c Codec) int64 {
+	if a, ok := c.(interface{ chunkAlign() int64 }); ok && a.chunkAlign() > 1 {
+		return a.chunkAlign()
+	}
+	return 1
 }
 
 // WholeCodes reports whether every range needs the whole stored weight:
@@ -52,8 +67,6 @@ func (c *rowsCodec) CodeSpan(first, n int64) (int64, int64) {
 // whole rows it touches, so a row is the least a reader holds in float32.
 const maxRowElems = 1 << 24
 
-var rowsPool = sync.Pool{New: func() any { return new([]float32) }}
-
 // Dequantize decodes the rows the range touches.
 func (c *rowsCodec) Dequantize(dst []float32, first int64, codes []byte, comps [][]byte) error {
 	n := int64(len(dst))
@@ -67,13 +80,9 @@ func (c *rowsCodec) Dequantize(dst []float32, first int64, codes []byte, comps [
 	if first == r0*c.cols && n == (r1-r0)*c.cols {
 		return c.dec(dst, codes, comps, int(r0), int(r1))
 	}
-	p := rowsPool.Get().(*[]float32)
-	defer rowsPool.Put(p)
-	need := (r1 - r0) * c.cols
-	if int64(cap(*p)) < need {
-		*p = make([]float32, need)
-	}
-	tmp := (*p)[:need]
+	p := f32Bufs.Get(int((r1 - r0) * c.cols))
+	defer f32Bufs.Put(p)
+	tmp := *p
 	if err := c.dec(tmp, codes, comps, int(r0), int(r1)); err != nil {
 		return err
 	}

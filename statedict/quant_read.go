@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/par"
 	"github.com/ckpt-dev/ckpt/quant"
 )
 
@@ -53,7 +54,10 @@ type codeSpan struct {
 // wholeCodes is implemented by codecs that need the whole stored weight for every range.
 type wholeCodes interface{ WholeCodes() bool }
 
-var spanPool = sync.Pool{New: func() any { return new([]byte) }}
+// spanBufs holds the code spans' buffers: a free list the collector does
+// not empty, so that a long conversion reads its codes into the same few
+// buffers (on some VMs every fresh page costs a fault of ~10 us).
+var spanBufs = &par.FreeList[byte]{Max: 4}
 
 // acquireSpan returns a span holding codes [b, e), the kept one when it
 // covers them, else one read now (which is kept instead).
@@ -69,13 +73,9 @@ func (s *quantSource) acquireSpan(b, e int64) (*codeSpan, error) {
 		return sp, nil
 	}
 	s.mu.Unlock()
-	buf := spanPool.Get().(*[]byte)
-	if int64(cap(*buf)) < e-b {
-		*buf = make([]byte, e-b)
-	}
-	*buf = (*buf)[:e-b]
+	buf := spanBufs.Get(int(e - b))
 	if _, err := s.codesAt.ReadAt(*buf, s.codesOff+b); err != nil {
-		spanPool.Put(buf)
+		spanBufs.Put(buf)
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
@@ -84,7 +84,7 @@ func (s *quantSource) acquireSpan(b, e int64) (*codeSpan, error) {
 	sp := &codeSpan{b: b, e: e, buf: buf, refs: 1}
 	s.mu.Lock()
 	if old := s.span; old != nil && old.refs == 0 {
-		spanPool.Put(old.buf)
+		spanBufs.Put(old.buf)
 	}
 	s.span = sp
 	s.mu.Unlock()
@@ -99,12 +99,12 @@ func (s *quantSource) releaseSpan(sp *codeSpan, n int64) {
 	defer s.mu.Unlock()
 	sp.refs--
 	if sp != s.span && sp.refs == 0 {
-		spanPool.Put(sp.buf)
+		spanBufs.Put(sp.buf)
 	}
 	s.served += n
 	if k := s.span; k != nil && k.refs == 0 && s.served >= s.numel*int64(s.dt.Size()) {
 		s.span, s.served = nil, 0
-		spanPool.Put(k.buf)
+		spanBufs.Put(k.buf)
 	}
 }
 
@@ -231,7 +231,13 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer s.releaseSpan(sp, int64(len(p)))
-	nchunks := (last - first + quantChunk - 1) / quantChunk
+	// Chunks end at multiples of step, counted from the weight's first
+	// element: whole groups for a codec that asks (quant.ChunkAlign).
+	step := int64(quantChunk)
+	if a := quant.ChunkAlign(s.codec); a > 1 && a <= 4*quantChunk {
+		step = (quantChunk + a - 1) / a * a
+	}
+	nchunks := (last-1)/step - first/step + 1
 	workers := min(int64(runtime.GOMAXPROCS(0)), nchunks)
 	var (
 		wg       sync.WaitGroup
@@ -239,14 +245,15 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 		firstErr error
 		next     = make(chan int64, nchunks)
 	)
-	for c := int64(0); c < nchunks; c++ {
-		next <- first + c*quantChunk
+	next <- first
+	for e0 := (first/step + 1) * step; e0 < last; e0 += step {
+		next <- e0
 	}
 	close(next)
 	decode := func() {
 		var enc []byte
 		for e0 := range next {
-			n := min(int64(quantChunk), last-e0)
+			n := min((e0/step+1)*step, last) - e0
 			if err := s.decodeChunk(p, off, e0, n, sp, &enc); err != nil {
 				setErr(&mu, &firstErr, &Error{Tensor: s.name, Err: err})
 				return

@@ -118,8 +118,9 @@ func TestQuantFP8BlockUpstream(t *testing.T) {
 }
 
 // TestQuantCompressedFloatUpstream: compressed-tensors float-quantized
-// with four config groups (block, channel, group, tensor; targets by
-// regex, exact name and class) and an ignore list reads as
+// with six config groups (block, channel, group, tensor, and groups with
+// activation ordering in weight_g_idx, bfloat16 and float32 scales;
+// targets by regex, exact name and class) and an ignore list reads as
 // compressed-tensors' _dequantize gives it (in the scale's dtype, then
 // the model's), bit for bit, in bfloat16 and float32; the static input
 // scale is consumed, ignored modules stay as stored.
@@ -133,6 +134,8 @@ func TestQuantCompressedFloatUpstream(t *testing.T) {
 				"model.layers.0.self_attn.v_proj.weight": "per tensor",
 				"model.layers.0.mlp.up_proj.weight":      "per channel",
 				"model.layers.0.mlp.down_proj.weight":    "per channel",
+				"model.layers.0.mlp.gate_proj.weight":    "groups of 16, activation order in weight_g_idx",
+				"model.layers.0.mlp.shared_proj.weight":  "groups of 32, activation order in weight_g_idx",
 				"model.layers.0.self_attn.k_proj.weight": "",
 			}
 			for n, w := range want {

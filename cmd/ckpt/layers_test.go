@@ -32,13 +32,15 @@ func TestLayers(t *testing.T) {
 		// digest: golang.org/x/sys/cpu tells whether the CPU has the
 		// AVX-512 that ChunkSums' vector path needs.
 		"digest":    {"github.com/cespare/xxhash/", "golang.org/x/sys/cpu"},
-		"statedict": {mod + "dtype", mod + "quant", mod + "pickle", mod + "safetensors", mod + "dcp", mod + "torchzip", mod + "gguf", mod + "ggml", mod + "internal/human", "github.com/klauspost/compress/"},
+		"statedict": {mod + "dtype", mod + "quant", mod + "internal/par", mod + "pickle", mod + "safetensors", mod + "dcp", mod + "torchzip", mod + "gguf", mod + "ggml", mod + "internal/human", "github.com/klauspost/compress/"},
 		// ggml: the numeric codecs of ggml's types (standard library
 		// only); gguf: the GGUF container, read and written.
 		"ggml": {mod + "dtype"},
 		// quant: the quantization schemes of quantized releases (dtype and
-		// the standard library; ggml where a scheme shares its codecs).
-		"quant":             {mod + "dtype", mod + "ggml"},
+		// the standard library; ggml where a scheme shares its codecs;
+		// internal/par's free lists; golang.org/x/sys/cpu: whether the AVX2
+		// decodes run).
+		"quant":             {mod + "dtype", mod + "ggml", mod + "internal/par", "golang.org/x/sys/cpu"},
 		"ggml/internal/gen": {},
 		"gguf":              {mod + "ggml"},
 		// Compiles ggml's reference C in tests (standard library only).

@@ -21,6 +21,12 @@
 # vllm-project/compressed-tensors src/compressed_tensors/quantization/lifecycle/forward.py
 # _dequantize computes it: x_q.to(scale.dtype) * scale, broadcast per
 # tensor / channel / group, per block over the padded weight, then cut.
+# Groups with activation ordering (weight_g_idx) as _process_quantization
+# (same file, strategy group) applies g_idx: columns sorted by
+# argsort(g_idx), cut into groups of group_size, x_q.to(scale.dtype) *
+# scale per group, output.to(scale.dtype), columns put back by
+# argsort(perm); quantized the way GPTQ's act-order assigns groups (the
+# columns in a permuted order, group_size at a time).
 import json, os, sys
 import torch
 from safetensors.torch import save_file
@@ -78,7 +84,7 @@ def fp8(d, fmt="e4m3", bh=128, bw=128, tdtype="bfloat16"):
         st[n + "_scale_inv"] = s
         y = weight_dequant(q, s, bh, bw)
         exp[n + ".f32"] = y
-        exp[n + ".out"] = y.to(DT[tdtype])
+        exp[n + ".out"] = y.to(DT[tdtype]).clone()
     st["model.norm.weight"] = torch.ones(200, dtype=DT[tdtype])
     st["lm_head.weight"] = torch.randn(16, 200).to(DT[tdtype])
     exp["model.norm.weight.out"] = st["model.norm.weight"]
@@ -108,6 +114,25 @@ def ct_dequant(q, s, strategy, arg):
     xb = x.reshape(pm // bh, bh, pn // bw, bw).transpose(1, 2)
     y = xb.to(s.dtype) * s.unsqueeze(-1).unsqueeze(-1)
     return y.transpose(1, 2).reshape(pm, pn)[:M, :N]
+
+
+def ct_dequant_gidx(q, s, g_idx, group_size):
+    # _process_quantization, strategy group, do_dequantize, g_idx set
+    perm = torch.argsort(g_idx)
+    x = q.index_select(-1, perm)
+    x = x.unflatten(-1, (-(-x.shape[-1] // group_size), group_size))
+    out = (x.to(s.dtype) * s.unsqueeze(-1)).flatten(start_dim=-2).to(s.dtype)
+    return out.index_select(-1, torch.argsort(perm))
+
+
+def gidx_quantize(w, gs, fmax, f8, sdt):
+    M, N = w.shape
+    order = torch.randperm(N)  # the act-order: columns by (made-up) activation size
+    g_idx = torch.empty(N, dtype=torch.int32)
+    g_idx[order] = torch.arange(N, dtype=torch.int32) // gs
+    s = torch.stack([w[:, g_idx == g].abs().amax(dim=1) for g in range(N // gs)], dim=1) / fmax
+    q = (w / s[:, g_idx.long()]).clamp(-fmax, fmax).to(f8)
+    return q, s.to(sdt), g_idx
 
 
 def ct(d, tdtype="bfloat16"):
@@ -143,7 +168,14 @@ def ct(d, tdtype="bfloat16"):
         st[m + ".weight_scale"] = s
         y = ct_dequant(q, s, strat, arg)
         exp[m + ".weight.f32"] = y.to(torch.float32).contiguous()
-        exp[m + ".weight.out"] = y.to(DT[tdtype]).contiguous()
+        exp[m + ".weight.out"] = y.to(DT[tdtype]).clone()
+    for m, sdt, gs in ((p + "mlp.gate_proj", torch.bfloat16, 16), (p + "mlp.shared_proj", torch.float32, 32)):
+        w = model({m + ".weight": (40, 128)})[m + ".weight"]
+        q, s, g_idx = gidx_quantize(w, gs, fmax, f8, sdt)
+        st[m + ".weight"], st[m + ".weight_scale"], st[m + ".weight_g_idx"] = q, s, g_idx
+        y = ct_dequant_gidx(q, s, g_idx, gs)
+        exp[m + ".weight.f32"] = y.to(torch.float32).contiguous()
+        exp[m + ".weight.out"] = y.to(DT[tdtype]).clone()
     st[p + "self_attn.v_proj.input_scale"] = torch.tensor([0.25])
     st[p + "self_attn.k_proj.weight"] = torch.randn(64, 96).to(DT[tdtype])  # ignored: stays
     st["lm_head.weight"] = torch.randn(16, 64).to(DT[tdtype])
@@ -156,6 +188,8 @@ def ct(d, tdtype="bfloat16"):
               "group_0": {"targets": ["re:.*q_proj$"], "weights": w8("block", block_structure=[128, 128])},
               "group_1": {"targets": ["re:.*mlp\\..*_proj"], "weights": w8("channel")},
               "group_2": {"targets": [p + "self_attn.o_proj"], "weights": w8("group", group_size=32)},
+              "group_4": {"targets": [p + "mlp.gate_proj"], "weights": w8("group", group_size=16, actorder="group")},
+              "group_5": {"targets": [p + "mlp.shared_proj"], "weights": w8("group", group_size=32, actorder="weight")},
               "group_3": {"targets": ["Linear"], "weights": w8("tensor"),
                           "input_activations": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False}},
           },
