@@ -2,7 +2,11 @@
 
 package dtype
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // The vector kernels (cast_amd64.s) take whole groups of 16 elements;
 // the Go loops do the rest.
@@ -40,5 +44,40 @@ func vector(dst, src []byte, fs, ts int, use bool, kernel func(dst, src *byte, n
 }
 
 func castF32ToBF16(dst, src []byte) { vector(dst, src, 4, 2, useAVX2, f32ToBF16AVX2, castF32ToBF16Go) }
+
+// The float32-slice forms behind DecodeFloat32 and EncodeFloat32: the
+// whole groups of 16 elements through the vector kernels (amd64 is
+// little-endian, so a []float32's bytes are its little-endian encoding),
+// returning how many elements they did; the caller's loop does the rest.
+
+func vecDecodeBF16(dst []float32, src []byte) int {
+	v := len(dst) &^ 15
+	if !useAVX2 || v == 0 {
+		return 0
+	}
+	_, _ = dst[v-1], src[2*v-1]
+	bf16ToF32AVX2((*byte)(unsafe.Pointer(&dst[0])), &src[0], v)
+	return v
+}
+
+func vecEncodeBF16(dst []byte, src []float32) int {
+	v := len(src) &^ 15
+	if !useAVX2 || v == 0 {
+		return 0
+	}
+	_, _ = dst[2*v-1], src[v-1]
+	f32ToBF16AVX2(&dst[0], (*byte)(unsafe.Pointer(&src[0])), v)
+	return v
+}
+
+func vecEncodeF16(dst []byte, src []float32) int {
+	v := len(src) &^ 15
+	if !useF16C || v == 0 {
+		return 0
+	}
+	_, _ = dst[2*v-1], src[v-1]
+	f32ToF16AVX2(&dst[0], (*byte)(unsafe.Pointer(&src[0])), v)
+	return v
+}
 func castF32ToF16(dst, src []byte)  { vector(dst, src, 4, 2, useF16C, f32ToF16AVX2, castF32ToF16Go) }
 func castBF16ToF32(dst, src []byte) { vector(dst, src, 2, 4, useAVX2, bf16ToF32AVX2, castBF16ToF32Go) }

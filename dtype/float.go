@@ -180,7 +180,8 @@ func PutFloat32(d DType, b []byte, f float32) {
 
 // DecodeFloat32 decodes len(dst) little-endian elements of the floating
 // dtype d from src (ToFloat32 per element): one loop per dtype, so that
-// the dtype is not looked at per element.
+// the dtype is not looked at per element, bfloat16 sixteen at a time by
+// the vector kernel of CastBytes where the CPU has one.
 func DecodeFloat32(d DType, dst []float32, src []byte) {
 	le := binary.LittleEndian
 	switch d {
@@ -189,7 +190,8 @@ func DecodeFloat32(d DType, dst []float32, src []byte) {
 			dst[i] = math.Float32frombits(le.Uint32(src[4*i:]))
 		}
 	case BFloat16:
-		for i := range dst {
+		v := vecDecodeBF16(dst, src)
+		for i := v; i < len(dst); i++ {
 			dst[i] = math.Float32frombits(uint32(le.Uint16(src[2*i:])) << 16)
 		}
 	case Float64:
@@ -219,17 +221,19 @@ var halfTable = sync.OnceValue(func() *[1 << 16]float32 {
 })
 
 // EncodeFloat32 encodes src as little-endian elements of d (float64,
-// float32, float16 or bfloat16, PutFloat32 per element) into dst.
+// float32, float16 or bfloat16, PutFloat32 per element) into dst,
+// bfloat16 and float16 sixteen at a time by the vector kernels of
+// CastBytes where the CPU has them (the same bits).
 func EncodeFloat32(d DType, dst []byte, src []float32) {
 	le := binary.LittleEndian
 	switch d {
 	case BFloat16:
-		for i, f := range src {
-			le.PutUint16(dst[2*i:], F32ToBF16(f))
+		for i := vecEncodeBF16(dst, src); i < len(src); i++ {
+			le.PutUint16(dst[2*i:], F32ToBF16(src[i]))
 		}
 	case Float16:
-		for i, f := range src {
-			le.PutUint16(dst[2*i:], f32ToF16Fast(f))
+		for i := vecEncodeF16(dst, src); i < len(src); i++ {
+			le.PutUint16(dst[2*i:], f32ToF16Fast(src[i]))
 		}
 	case Float32:
 		for i, f := range src {

@@ -19,18 +19,3 @@ var haveVec = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 func addRowAVX2(c, l, rm *float32, n, r, cols int, s float32)
 
 func addRowVec(c, l, rm *float32, n, r, cols int, s float32) { addRowAVX2(c, l, rm, n, r, cols, s) }
-
-// decodeBF16AVX2 widens n (a multiple of 16) bfloat16s at src to float32s
-// at dst.
-//
-//go:noescape
-func decodeBF16AVX2(dst *float32, src *uint16, n int)
-
-// encodeBF16AVX2 rounds n (a multiple of 16) float32s at src to
-// bfloat16s at dst as dtype.F32ToBF16 does.
-//
-//go:noescape
-func encodeBF16AVX2(dst *uint16, src *float32, n int)
-
-func decodeBF16Vec(dst *float32, src *uint16, n int) { decodeBF16AVX2(dst, src, n) }
-func encodeBF16Vec(dst *uint16, src *float32, n int) { encodeBF16AVX2(dst, src, n) }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -243,6 +244,6 @@ func floats(t *statedict.Tensor) ([]float32, error) {
 	if int64(len(b)) != t.NumEl()*int64(t.DType.Size()) {
 		return nil, fmt.Errorf("%w: %d bytes for %d %s elements", ErrShape, len(b), t.NumEl(), t.DType)
 	}
-	decodeTile(t.DType, v, b) // dtype.DecodeFloat32, bfloat16 with AVX2
+	dtype.DecodeFloat32(t.DType, v, b) // bfloat16 with AVX2 where the CPU has it
 	return v, nil
 }

@@ -105,7 +105,7 @@ func mergeRows(dst []byte, to dtype.DType, src []byte, from dtype.DType, fs []fa
 			c := tile[:w:w]
 			for i := lo; i < hi; i++ {
 				e := i*cols + j0
-				decodeTile(from, c, src[e*is:(e+w)*is])
+				dtype.DecodeFloat32(from, c, src[e*is:(e+w)*is])
 				row := r0 + i
 				for _, f := range fs {
 					if wv > 0 {
@@ -115,7 +115,7 @@ func mergeRows(dst []byte, to dtype.DType, src []byte, from dtype.DType, fs []fa
 						addTileGo(c[wv:], f.l[row*f.r:(row+1)*f.r], f.rm, cols, j0+wv, f.s)
 					}
 				}
-				encodeTile(to, dst[e*os:(e+w)*os], c)
+				dtype.EncodeFloat32(to, dst[e*os:(e+w)*os], c)
 			}
 		}
 	})
