@@ -229,6 +229,26 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 	var total int64
 	order := sw.Order()
 	defer c.aheadOrder(orderedSources(order, byName))()
+	// A tensor copied in the kernel is checked (read back and hashed) on
+	// its own goroutine while the next tensor is written: its checks are
+	// collected (pending) after the next WriteTensor, so that copying and
+	// checking overlap across tensors, which are mostly smaller than one
+	// piece of the copy. A failure still fails the conversion, naming its
+	// tensor, before anything is committed.
+	var pending func() error
+	defer func() {
+		if pending != nil {
+			pending() // an earlier error returned: only end the checker
+		}
+	}()
+	collect := func() error {
+		if pending == nil {
+			return nil
+		}
+		f := pending
+		pending = nil
+		return f()
+	}
 	for _, wt := range order {
 		it := byName[wt.Name]
 		dg, err := digest.New(it.nbytes())
@@ -252,24 +272,42 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 			return 0, err
 		}
 		n, err := sw.WriteTensor(wt.Name, src)
-		if cerr := rc.Close(); err == nil && rcopy != nil && cerr != nil {
-			err = cerr // reading the output back failed
-		}
 		total += n
-		if err != nil {
-			if d := damagedInput(err); d != nil {
-				return 0, d
+		name := wt.Name
+		finish := func() error {
+			if cerr := rc.Close(); err == nil && rcopy != nil && cerr != nil {
+				err = cerr // reading the output back failed
 			}
-			return 0, writeErr(tmp.final, err)
+			if err != nil {
+				if d := damagedInput(err); d != nil {
+					return d
+				}
+				return writeErr(tmp.final, err)
+			}
+			v, err := dg.Sum()
+			if err != nil {
+				return &TensorError{Name: name, Err: err}
+			}
+			if err := cr.verify(v); err != nil {
+				return err
+			}
+			digests[name] = v.String()
+			return nil
 		}
-		v, err := dg.Sum()
-		if err != nil {
-			return 0, &TensorError{Name: wt.Name, Err: err}
+		if perr := collect(); perr != nil {
+			rc.Close()
+			return 0, perr
 		}
-		if err := cr.verify(v); err != nil {
+		if rcopy != nil && err == nil {
+			pending = finish
+			continue
+		}
+		if err := finish(); err != nil {
 			return 0, err
 		}
-		digests[wt.Name] = v.String()
+	}
+	if err := collect(); err != nil {
+		return 0, err
 	}
 	if err := sw.Close(); err != nil {
 		return 0, writeErr(tmp.final, err)
