@@ -32,25 +32,9 @@ var Names = []struct{ From, To string }{
 // Top are llama.cpp's names of the tensors outside the blocks.
 var Top = []string{"token_embd.weight", "output_norm.weight", "output.weight"}
 
-// Patterns are Names compiled, in the same order.
-var Patterns = func() []*regexp.Regexp {
-	out := make([]*regexp.Regexp, len(Names))
-	for i, n := range Names {
-		out[i] = regexp.MustCompile(n.From)
-	}
-	return out
-}()
-
 // Rename returns llama.cpp's name for a Hugging Face name, and whether
-// one of Names matched.
-func Rename(name string) (string, bool) {
-	for i, re := range Patterns {
-		if re.MatchString(name) {
-			return re.ReplaceAllString(name, Names[i].To), true
-		}
-	}
-	return name, false
-}
+// one of Names matched: Archs["llama"].Rename.
+func Rename(name string) (string, bool) { return Archs["llama"].Rename(name) }
 
 // QK matches llama.cpp's names of the tensors it permutes; group 1 is "q"
 // or "k".
