@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ckpt-dev/ckpt/internal/par"
 )
 
 // IsURL reports whether s names an object this package reads (s3://,
@@ -61,8 +63,8 @@ type Store struct {
 	requests atomic.Int64
 	s3       *s3Backend // nil for http
 
-	bufs   sync.Pool // chunk buffers
-	pieces piecePool // streamed reads' buffers (ReadAtStream)
+	bufs   sync.Pool          // chunk buffers
+	pieces par.FreeList[byte] // streamed reads' buffers (ReadAtStream): a few pages touched once per Store, not per byte
 
 	mu     sync.Mutex
 	opened map[string]*Object // opened by IsDir, for the next Open
@@ -85,6 +87,7 @@ func NewStore(ctx context.Context, rawURL string, opts ...Option) (*Store, strin
 		return nil, "", &Error{URL: redact(rawURL), Err: fmt.Errorf("%w: credentials in a URL are refused; use the environment", ErrBadURL)}
 	}
 	s := &Store{ctx: ctx, cfg: cfg, sem: make(chan struct{}, cfg.concurrency)}
+	s.pieces.Max = 2 * cfg.concurrency
 	transport := &guardTransport{base: &countingTransport{base: newTransport(cfg), n: &s.requests}, idle: cfg.idle,
 		speedLimit: cfg.speedLimit, speedTime: cfg.speedTime}
 	switch strings.ToLower(u.Scheme) {

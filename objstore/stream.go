@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/ckpt-dev/ckpt/internal/par"
 )
 
 // Streamed reads (Object.ReadAtStream): the bytes of a range are handed to
@@ -44,8 +46,7 @@ func (d dest) upTo(n int64) dest {
 type pieceSink struct {
 	at   int64 // the GET's start, relative to the streamed read's origin
 	fn   func(piece []byte, off int64) error
-	pool *piecePool
-	keep int // buffers the pool keeps
+	pool *par.FreeList[byte] // the Store's streamed-read buffers, landedPiece bytes each
 }
 
 // sinkError is an error of the caller's sink: not retried, and returned
@@ -55,39 +56,13 @@ type sinkError struct{ err error }
 func (e *sinkError) Error() string { return e.err.Error() }
 func (e *sinkError) Unwrap() error { return e.err }
 
-// piecePool keeps the buffers of streamed GETs, landedPiece bytes each,
-// for the next GETs: a few pages touched once per Store, not per byte.
-type piecePool struct {
-	mu   sync.Mutex
-	free [][]byte
-}
-
-func (p *piecePool) get() []byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if n := len(p.free); n > 0 {
-		b := p.free[n-1]
-		p.free = p.free[:n-1]
-		return b
-	}
-	return make([]byte, landedPiece)
-}
-
-// put keeps b unless the pool already holds max buffers.
-func (p *piecePool) put(b []byte, max int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.free) < max {
-		p.free = append(p.free, b)
-	}
-}
-
 // streamBody reads n bytes of body through a pooled buffer, handing each
 // piece to the sink. Pieces end at multiples of landedPiece counted from
 // the streamed read's origin (not the GET's start).
 func streamBody(body io.Reader, s *pieceSink, n int64) (int, error) {
-	buf := s.pool.get()
-	defer s.pool.put(buf, s.keep)
+	bp := s.pool.Get(landedPiece)
+	defer s.pool.Put(bp)
+	buf := *bp
 	var k int64
 	for k < n {
 		step := min(landedPiece-(s.at+k)%landedPiece, n-k)
@@ -144,7 +119,7 @@ func (o *Object) ReadAtStream(ctx context.Context, origin, off, n int64, sink fu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := dest{n: end - at, sink: &pieceSink{at: off - origin + at, fn: sink, pool: &o.s.pieces, keep: 2 * o.s.cfg.concurrency}}
+			d := dest{n: end - at, sink: &pieceSink{at: off - origin + at, fn: sink, pool: &o.s.pieces}}
 			if err := o.fetchTo(rctx, off+at, d); err != nil {
 				fail(err)
 			}

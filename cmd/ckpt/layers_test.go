@@ -72,7 +72,7 @@ func TestLayers(t *testing.T) {
 		// objstore is the only package that imports a cloud client:
 		// minio-go (s3://), Google's storage client and its auth
 		// (gs://), Azure's azblob (az://).
-		"objstore": {"github.com/minio/minio-go/", "cloud.google.com/go/storage", "golang.org/x/oauth2",
+		"objstore": {mod + "internal/par", "github.com/minio/minio-go/", "cloud.google.com/go/storage", "golang.org/x/oauth2",
 			"google.golang.org/api/", "github.com/Azure/azure-sdk-for-go/sdk/"},
 		// The root package ckpt owns the orchestration (open, plan,
 		// pre-flight, load, upload, saved digests).
