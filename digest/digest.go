@@ -265,7 +265,7 @@ func (d *Digest) Write(p []byte) (int, error) {
 	}
 	n := len(p)
 	for len(p) > 0 {
-		if d.fill == 0 && len(p) >= 8*ChunkSize {
+		if d.fill == 0 && len(p) >= vectorMin*ChunkSize {
 			// Whole chunks, hashed several at a time.
 			k := min(len(p)/ChunkSize, manyChunks)
 			var chunks [manyChunks][]byte

@@ -106,7 +106,7 @@ func allWays(t *testing.T, b []byte) []Value {
 		}
 		out = append(out, v)
 	}
-	for _, step := range []int{1, 7, 4096, ChunkSize, ChunkSize + 3, 8 * ChunkSize, 9*ChunkSize + 5, len(b) + 1} {
+	for _, step := range []int{1, 7, 4096, ChunkSize, ChunkSize + 3, 3 * ChunkSize, 4*ChunkSize + 7, 5 * ChunkSize, 8 * ChunkSize, 9*ChunkSize + 5, len(b) + 1} {
 		if step == 1 && len(b) > 3*ChunkSize {
 			continue
 		}

@@ -95,3 +95,8 @@ func finish64(v1, v2, v3, v4 uint64, n uint64) uint64 {
 	h ^= h >> 32
 	return h
 }
+
+// vectorMin is the fewest whole chunks a Digest.Write hashes together
+// through ChunkSums: from three on, one vector pass (the batch filled with
+// copies) costs less than the chunks one by one.
+const vectorMin = 3

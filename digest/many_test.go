@@ -1,6 +1,7 @@
 package digest
 
 import (
+	"fmt"
 	"math/rand"
 	"testing"
 )
@@ -62,4 +63,20 @@ func BenchmarkChunkSums(b *testing.B) {
 			}
 		}
 	})
+}
+
+func BenchmarkDigestWrite(b *testing.B) {
+	data := pattern(64 << 20)
+	for _, w := range []int{64 << 10, 192 << 10, 256 << 10, 512 << 10, 1 << 20, 4 << 20} {
+		b.Run(fmt.Sprintf("write=%dK", w>>10), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				d, _ := New(int64(len(data)))
+				for off := 0; off < len(data); off += w {
+					d.Write(data[off:min(off+w, len(data))])
+				}
+				d.Sum()
+			}
+		})
+	}
 }
