@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/internal/ieeecrc"
 	"github.com/ckpt-dev/ckpt/remap"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -458,7 +458,7 @@ func readStorage(ctx context.Context, hs *HostStorage, st *stream, maps *fileMap
 	var crc uint32
 	err = readPieces(ctx, rc, buf, func(piece []byte) {
 		if s.HasCRC {
-			crc = crc32.Update(crc, crc32.IEEETable, piece)
+			crc = ieeecrc.Update(crc, piece)
 		}
 		d.Write(piece)
 		report(int64(len(piece)))

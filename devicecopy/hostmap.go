@@ -3,13 +3,13 @@ package devicecopy
 import (
 	"context"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"runtime/debug"
 	"sync"
 
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/internal/ieeecrc"
 )
 
 // Mapping local files (WithFileMapping): a storage stored as is (not
@@ -169,7 +169,7 @@ func hashMapped(ctx context.Context, hs *HostStorage, data []byte, report func(i
 		}
 		piece := data[off:min(off+pieceSize, len(data))]
 		if s.HasCRC {
-			crc = crc32.Update(crc, crc32.IEEETable, piece)
+			crc = ieeecrc.Update(crc, piece)
 		}
 		d.Write(piece)
 		report(int64(len(piece)))

@@ -1,9 +1,8 @@
 package devicecopy
 
 import (
-	"hash/crc32"
-
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/internal/ieeecrc"
 )
 
 // chunkSums checks a storage from pieces that arrive in any order, from
@@ -89,7 +88,7 @@ func (c *chunkSums) hash(b *batch) {
 		i := b.index[k]
 		c.sums[i] = b.sums[k]
 		if c.crc {
-			c.crcs[i] = crc32.ChecksumIEEE(b.chunks[k])
+			c.crcs[i] = ieeecrc.Checksum(b.chunks[k])
 		}
 		c.done[i] = true
 	}
@@ -145,48 +144,13 @@ func (c *chunkSums) finish() (digest.Value, uint32, error) {
 // their digest chunks, in order.
 func combineCRCs(size int64, crcs []uint32) uint32 {
 	var crc uint32
-	whole := crc32Shift(digest.ChunkSize)
+	whole := ieeecrc.Shift(digest.ChunkSize)
 	for i, v := range crcs {
 		shift := whole
 		if last := size - int64(i)*digest.ChunkSize; last < digest.ChunkSize {
-			shift = crc32Shift(last)
+			shift = ieeecrc.Shift(last)
 		}
-		crc = gf2Mul(shift, crc) ^ v
+		crc = ieeecrc.Mul(shift, crc) ^ v
 	}
 	return crc
-}
-
-// The CRC32 (IEEE) of A followed by B is x^(8·len(B))·crc(A) + crc(B) in
-// GF(2)[x] modulo the CRC polynomial: the pre- and post-inversion cancel
-// out. Polynomials are in the reflected bit order of crc32.IEEE: bit 31
-// holds the coefficient of x^0, bit 0 that of x^31.
-
-// gf2Mul returns a·b modulo the IEEE polynomial.
-func gf2Mul(a, b uint32) uint32 {
-	var p uint32
-	for m := uint32(1) << 31; m != 0; m >>= 1 {
-		if a&m != 0 {
-			p ^= b
-		}
-		if b&1 != 0 { // b·x overflows into x^32: reduce
-			b = b>>1 ^ crc32.IEEE
-		} else {
-			b >>= 1
-		}
-	}
-	return p
-}
-
-// crc32Shift returns x^(8n) modulo the IEEE polynomial: what appending n
-// bytes does to the CRC of what came before.
-func crc32Shift(n int64) uint32 {
-	result := uint32(1) << 31 // x^0
-	base := uint32(1) << 23   // x^8
-	for ; n > 0; n >>= 1 {
-		if n&1 != 0 {
-			result = gf2Mul(result, base)
-		}
-		base = gf2Mul(base, base)
-	}
-	return result
 }

@@ -8,20 +8,6 @@ import (
 	"github.com/ckpt-dev/ckpt/digest"
 )
 
-func TestCRC32Shift(t *testing.T) {
-	rng := rand.New(rand.NewSource(1))
-	b := make([]byte, 300000)
-	rng.Read(b)
-	for _, cut := range []int{0, 1, 7, 8, 65535, 65536, 65537, 123457, len(b) - 1, len(b)} {
-		a, c := b[:cut], b[cut:]
-		// What finish does for each chunk: crc(A+B) = x^(8 len B) crc(A) + crc(B).
-		got := gf2Mul(crc32Shift(int64(len(c))), crc32.ChecksumIEEE(a)) ^ crc32.ChecksumIEEE(c)
-		if want := crc32.ChecksumIEEE(b); got != want {
-			t.Errorf("cut at %d: combined %08x, want %08x", cut, got, want)
-		}
-	}
-}
-
 // TestChunkSums feeds a buffer's pieces in a random order, some of them
 // twice (a retried request), with cuts that split chunks, and checks that
 // the digest and CRC32 equal those of the whole buffer hashed in order:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/ckpt-dev/ckpt/cuda"
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/internal/ieeecrc"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -240,7 +240,7 @@ func hashPiece(piece []byte, sums []uint64, crcs []uint32, first int64) {
 			i := int64(b.index[k]) - first
 			sums[i] = b.sums[k]
 			if crcs != nil {
-				crcs[i] = crc32.ChecksumIEEE(b.chunks[k])
+				crcs[i] = ieeecrc.Checksum(b.chunks[k])
 			}
 		}
 		b.n = 0

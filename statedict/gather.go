@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"slices"
 
 	"github.com/ckpt-dev/ckpt/dcp"
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/ieeecrc"
 )
 
 // piece is a box [lo, hi) of a logical tensor whose elements lie in a
@@ -340,7 +340,7 @@ func (s *pieceStream) got(b []byte) error {
 	if !s.check {
 		return nil
 	}
-	s.crc = crc32.Update(s.crc, crc32.IEEETable, b)
+	s.crc = ieeecrc.Update(s.crc, b)
 	if s.left == 0 && s.srcLeft == 0 {
 		if s.crc != s.p.crc {
 			return fmt.Errorf("%w: CRC32 %08x, the zip record says %08x", ErrChunkCRC, s.crc, s.p.crc)

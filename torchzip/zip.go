@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"strings"
+
+	"github.com/ckpt-dev/ckpt/internal/ieeecrc"
 )
 
 // Alignment is the boundary torch aligns every record's payload to.
@@ -140,7 +141,7 @@ func (w *Writer) WriteRecord(name string, size int64, r io.Reader) error {
 	if err := w.write(hdr); err != nil {
 		return w.fail(err)
 	}
-	h := crc32.NewIEEE()
+	h := ieeecrc.New()
 	var n int64
 	var err error
 	if rf, ok := w.w.(io.ReaderFrom); ok {

@@ -10,12 +10,12 @@ import (
 	"sync/atomic"
 
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
 
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/internal/ieeecrc"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -205,7 +205,7 @@ func StorageCRC(ctx context.Context, s *statedict.Storage, report func(int64)) (
 		return 0, &statedict.Error{Tensor: s.Record, Err: err}
 	}
 	defer rc.Close()
-	h := crc32.NewIEEE()
+	h := ieeecrc.New()
 	buf := make([]byte, 64<<10)
 	var n int64
 	for {

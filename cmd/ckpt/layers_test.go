@@ -32,7 +32,7 @@ func TestLayers(t *testing.T) {
 		// digest: golang.org/x/sys/cpu tells whether the CPU has the
 		// AVX-512 that ChunkSums' vector path needs.
 		"digest":    {"github.com/cespare/xxhash/", "golang.org/x/sys/cpu"},
-		"statedict": {mod + "dtype", mod + "quant", mod + "internal/par", mod + "pickle", mod + "safetensors", mod + "dcp", mod + "torchzip", mod + "gguf", mod + "ggml", mod + "internal/human", "github.com/klauspost/compress/"},
+		"statedict": {mod + "dtype", mod + "quant", mod + "internal/par", mod + "internal/ieeecrc", mod + "pickle", mod + "safetensors", mod + "dcp", mod + "torchzip", mod + "gguf", mod + "ggml", mod + "internal/human", "github.com/klauspost/compress/"},
 		// ggml: the numeric codecs of ggml's types (standard library
 		// only); gguf: the GGUF container, read and written.
 		"ggml": {mod + "dtype"},
@@ -51,19 +51,22 @@ func TestLayers(t *testing.T) {
 		"lora": {mod + "dtype", mod + "statedict", mod + "internal/par", "golang.org/x/sys/cpu"},
 		// Splitting work over the CPUs (standard library only).
 		"internal/par": {},
-		"devicecopy":   {mod + "dtype", mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", mod + "cuda", "golang.org/x/sys/unix"}, // unix: memfd_create (memfile.go)
-		"kernels":      {},
-		"scan":         {mod + "dtype", mod + "pickle", mod + "statedict", mod + "dcp", mod + "torchzip", mod + "gguf", "github.com/klauspost/compress/"},
-		"torchzip":     {mod + "dtype", mod + "pickle"},
-		"dcp":          {mod + "dtype", mod + "pickle", mod + "internal/dcpclass", mod + "torchzip"},
-		"convert":      {mod + "internal/par", mod + "dtype", mod + "verify", mod + "internal/atomicfile", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "quant", mod + "internal/human", mod + "internal/llamacpp", "github.com/klauspost/compress/"},
+		// The zip checksum, four folding chains with AVX-512 VPCLMULQDQ
+		// (golang.org/x/sys/cpu: whether they run).
+		"internal/ieeecrc": {"golang.org/x/sys/cpu"},
+		"devicecopy":       {mod + "dtype", mod + "internal/ieeecrc", mod + "statedict", mod + "remap", mod + "digest", mod + "kernels", mod + "cuda", "golang.org/x/sys/unix"}, // unix: memfd_create (memfile.go)
+		"kernels":          {},
+		"scan":             {mod + "dtype", mod + "pickle", mod + "statedict", mod + "dcp", mod + "torchzip", mod + "gguf", "github.com/klauspost/compress/"},
+		"torchzip":         {mod + "dtype", mod + "pickle", mod + "internal/ieeecrc"},
+		"dcp":              {mod + "dtype", mod + "pickle", mod + "internal/dcpclass", mod + "torchzip"},
+		"convert":          {mod + "internal/par", mod + "dtype", mod + "verify", mod + "internal/atomicfile", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "quant", mod + "internal/human", mod + "internal/llamacpp", "github.com/klauspost/compress/"},
 		// The driver binding (purego), NVML, inventory, environment, the
 		// devices report.
 		"cuda": {"github.com/ebitengine/purego"},
 
 		// verify: ckpt verify's Check and Compare, ckpt diff's Diff
 		// (golang.org/x/sys/cpu: whether its AVX2 kernels run).
-		"verify": {mod + "statedict", mod + "digest", mod + "dtype", mod + "internal/llamacpp", "golang.org/x/sys/cpu"},
+		"verify": {mod + "statedict", mod + "internal/ieeecrc", mod + "digest", mod + "dtype", mod + "internal/llamacpp", "golang.org/x/sys/cpu"},
 		// internal/llamacpp: llama.cpp's names and q/k permutation (convert, verify).
 		"internal/llamacpp": {},
 		// internal/atomicfile: convert's atomic, direct-I/O local outputs.
