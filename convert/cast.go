@@ -2,7 +2,6 @@ package convert
 
 import (
 	"io"
-	"sync"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/par"
@@ -16,9 +15,13 @@ const (
 )
 
 // castBufs holds castReaders' buffers between tensors (castChunk elements
-// of up to 8 bytes each), so that a conversion of many tensors touches
-// the same memory again rather than fresh pages per tensor.
-var castBufs = sync.Pool{New: func() any { b := make([]byte, castChunk*8); return &b }}
+// of up to 8 bytes each), and castMid their float32 staging, so that a
+// conversion of many tensors touches the same memory again rather than
+// fresh pages per tensor (a free list the collector does not empty).
+var (
+	castBufs = par.FreeList[byte]{Max: 4}
+	castMid  = par.FreeList[float32]{Max: 2}
+)
 
 // castReader converts a stream of little-endian elements of one dtype to
 // another, a chunk at a time, the chunk split across the CPUs: straight
@@ -30,6 +33,7 @@ type castReader struct {
 	direct   dtype.Caster
 	inBuf    *[]byte
 	outBuf   *[]byte
+	midBuf   *[]float32
 	in       []byte
 	mid      []float32
 	out      []byte
@@ -39,10 +43,11 @@ type castReader struct {
 
 func newCastReader(r io.Reader, from, to dtype.DType) *castReader {
 	c := &castReader{r: r, from: from, to: to, direct: dtype.CastBytes(from, to)}
-	c.inBuf, c.outBuf = castBufs.Get().(*[]byte), castBufs.Get().(*[]byte)
+	c.inBuf, c.outBuf = castBufs.Get(castChunk*8), castBufs.Get(castChunk*8)
 	c.in, c.out = (*c.inBuf)[:castChunk*from.Size()], (*c.outBuf)[:castChunk*to.Size()]
 	if c.direct == nil {
-		c.mid = make([]float32, castChunk)
+		c.midBuf = castMid.Get(castChunk)
+		c.mid = *c.midBuf
 	}
 	return c
 }
@@ -66,7 +71,8 @@ func (c *castReader) release() {
 	if c.inBuf != nil {
 		castBufs.Put(c.inBuf)
 		castBufs.Put(c.outBuf)
-		c.inBuf, c.outBuf, c.in, c.out = nil, nil, nil, nil
+		castMid.Put(c.midBuf)
+		c.inBuf, c.outBuf, c.midBuf, c.in, c.out, c.mid = nil, nil, nil, nil, nil, nil
 	}
 }
 
