@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/ckpt-dev/ckpt/internal/par"
 )
 
 // ErrNoData is returned when reading the data of a tensor saved without any
@@ -204,15 +206,53 @@ func SwapBytes(b []byte, unit int) {
 	}
 }
 
+// stridedWindow is the most a stridedReader holds of its raw span at a
+// time. A run of elements that fits in it is gathered from one read of
+// the bytes it spans, kept for the runs after it: a transposed view (an
+// expert weight [in, out] read as [out, in]) reads each source row band
+// once instead of once per output row.
+var stridedWindow int64 = 64 << 20
+
+// stridedWindows keeps the windows between tensors: a fresh 64 MiB costs
+// thousands of page faults.
+var stridedWindows = par.FreeList[byte]{Max: 2}
+
 // stridedReader gathers a non-contiguous tensor's elements in C order,
-// reading the innermost dimension's run at a time from the raw span.
+// reading the innermost dimension's run at a time from the raw span:
+// a contiguous run straight into the caller's buffer, a strided one
+// through a window of the span (stridedWindow).
 type stridedReader struct {
-	t    *Tensor
-	raw  *io.SectionReader // starts at the tensor's first element
-	swap int
-	idx  []int64 // index of the next element
-	left int64   // elements still to deliver
-	buf  []byte
+	t      *Tensor
+	raw    *io.SectionReader // starts at the tensor's first element
+	swap   int
+	idx    []int64 // index of the next element
+	left   int64   // elements still to deliver
+	win    *[]byte // the window's buffer (from stridedWindows)
+	winOff int64   // raw offset of the window's first byte
+	winLen int64   // bytes of the window read
+}
+
+// span returns the raw bytes [off, off+n) from the window, reading a new
+// window that starts at off when they are not all in it.
+func (s *stridedReader) span(off, n int64) ([]byte, error) {
+	if off < s.winOff || off+n > s.winOff+s.winLen {
+		size := max(n, min(stridedWindow, s.raw.Size()-off))
+		if s.win == nil || int64(cap(*s.win)) < size {
+			stridedWindows.Put(s.win)
+			s.win = stridedWindows.Get(int(size))
+		}
+		buf := (*s.win)[:size]
+		m, err := s.raw.ReadAt(buf, off)
+		if int64(m) < n {
+			s.winLen = 0
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("%w: %v", ErrTruncated, err)
+		}
+		s.winOff, s.winLen = off, int64(m)
+	}
+	return (*s.win)[off-s.winOff : off-s.winOff+n], nil
 }
 
 func (s *stridedReader) Read(p []byte) (int, error) {
@@ -239,21 +279,24 @@ func (s *stridedReader) Read(p []byte) (int, error) {
 			run = s.t.Shape[nd-1] - s.idx[nd-1]
 		}
 		run = min(run, int64(len(p)-n)/es, s.left)
-		if inner > 1 {
-			// Keep the bytes read per run near the bytes delivered.
-			run = min(run, max(1, (1<<20/es-1)/inner+1))
-		}
-		span := ((run-1)*inner + 1) * es
-		if int64(cap(s.buf)) < span {
-			s.buf = make([]byte, span)
-		}
-		buf := s.buf[:span]
-		if _, err := s.raw.ReadAt(buf, off*es); err != nil {
-			return n, fmt.Errorf("%w: %v", ErrTruncated, err)
-		}
-		for k := int64(0); k < run; k++ {
-			copy(p[n:], buf[k*inner*es:k*inner*es+es])
-			n += int(es)
+		if inner == 1 {
+			// A contiguous run (a row of a column slice, say): exactly
+			// its bytes, read into p.
+			if _, err := s.raw.ReadAt(p[n:int64(n)+run*es], off*es); err != nil {
+				return n, fmt.Errorf("%w: %v", ErrTruncated, err)
+			}
+			n += int(run * es)
+		} else {
+			// Keep the bytes a run spans within one window.
+			run = min(run, max(1, (stridedWindow/es-1)/inner+1))
+			buf, err := s.span(off*es, ((run-1)*inner+1)*es)
+			if err != nil {
+				return n, err
+			}
+			for k := int64(0); k < run; k++ {
+				copy(p[n:], buf[k*inner*es:k*inner*es+es])
+				n += int(es)
+			}
 		}
 		s.left -= run
 		if nd > 0 {
@@ -270,4 +313,9 @@ func (s *stridedReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (s *stridedReader) Close() error { return nil }
+// Close gives the window back.
+func (s *stridedReader) Close() error {
+	stridedWindows.Put(s.win)
+	s.win, s.winLen = nil, 0
+	return nil
+}
