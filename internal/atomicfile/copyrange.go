@@ -64,16 +64,12 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 	if NoRangeCopy || src == nil || size < MinRangeCopy {
 		return 0, true, nil
 	}
-	if w.budget != nil && w.direct != nil && w.budget.Load() < size && DirtyRoom() < size {
-		// Past the page-cache budget, a copy goes on while the
-		// kernel's dirty pages stay below the point where it
-		// throttles writers (DirtyRoom): there the copy costs what
-		// cp's costs, while reading the bytes into this process to
-		// write them directly costs a copy through user space (4 GB:
-		// 1.4-1.7x cp, docs/benchmarks.md). Past that point the bytes
-		// go to the disk with direct I/O (writer.go), which is faster
-		// than the throttled copy. Without a budget (a synced output)
-		// the copy is cp && sync's.
+	if w.budget != nil && w.direct != nil && w.budget.Load() < size {
+		// Past the page-cache budget the bytes go to the disk with
+		// direct I/O (writer.go), which at that size is faster than
+		// the dirty-page throttling a copy into the page cache meets
+		// (4 GB: docs/benchmarks.md). Without a budget (a synced
+		// output) the copy is cp && sync's.
 		return 0, true, nil
 	}
 	// What is buffered goes first, to its place before the copy's.

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 )
@@ -70,8 +69,8 @@ func TestReadFromCopiesRange(t *testing.T) {
 	head := []byte("header of an odd length")
 	const skip, n = 1001, 2*copyPiece + 777
 	want := append(append(append([]byte{}, head...), src[skip:skip+n]...), "tail"...)
-	real, room := copyFile, DirtyRoom
-	defer func() { copyFile, DirtyRoom = real, room }()
+	real := copyFile
+	defer func() { copyFile = real }()
 	for _, tc := range []struct {
 		name     string
 		copyFn   func(*os.File, int64, *os.File, int64, int64) (int64, error)
@@ -86,7 +85,6 @@ func TestReadFromCopiesRange(t *testing.T) {
 			return real(s, so, d, do, k)
 		}, 2 * copyPiece},
 		{"over budget", real, 0},
-		{"over budget, dirty room", real, n},
 	} {
 		copyFile = tc.copyFn
 		f, err := os.Create(filepath.Join(dir, tc.name))
@@ -94,15 +92,9 @@ func TestReadFromCopiesRange(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := newWriter(f, NewBudget(1<<40))
-		DirtyRoom = func() int64 { return 0 }
-		if tc.name == "over budget, dirty room" {
-			// Past the budget while the kernel's dirty pages leave
-			// room: the copy goes on.
-			DirtyRoom = func() int64 { return 1 << 40 }
-		}
-		if strings.HasPrefix(tc.name, "over budget") {
-			// Past the budget, with direct I/O at hand and no dirty
-			// room, the bytes are read and written directly.
+		if tc.name == "over budget" {
+			// Past the budget, with direct I/O at hand, the bytes
+			// are read and written directly.
 			if w.direct != nil {
 				w.direct.Close()
 			}

@@ -77,38 +77,3 @@ func backgroundThreshold(bgBytes, bgRatio, meminfo, cgMax, cgCur string) int64 {
 	}
 	return avail / 100 * ratio
 }
-
-// DirtyRoom returns how many more bytes may be dirtied in the page cache
-// before the kernel starts to throttle writers (freerunRoom); 0 where
-// unknown. Copies in the kernel go on past the budget while it leaves
-// room for them (copyrange.go). A variable, for tests.
-var DirtyRoom = dirtyRoom
-
-// freerunRoom is the room below the kernel's "freerun" ceiling, halfway
-// between the background write-back threshold bg and the dirty threshold
-// hard (balance_dirty_pages throttles no writer below it), less the bytes
-// meminfo says are dirty or under write-back now (the output's own
-// included). Below the ceiling the output's pages are written back by the kernel's
-// flusher as cp's are, without holding the writer up.
-func freerunRoom(bg, hard int64, meminfo string) int64 {
-	if bg <= 0 || hard <= 0 {
-		return 0
-	}
-	var dirty int64
-	seen := 0
-	for _, line := range strings.Split(meminfo, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 3 && (f[0] == "Dirty:" || f[0] == "Writeback:") && f[2] == "kB" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil || kb < 0 || kb > math.MaxInt64/1024/2 {
-				return 0
-			}
-			dirty += kb * 1024
-			seen++
-		}
-	}
-	if seen != 2 {
-		return 0
-	}
-	return max(bg/2+hard/2-dirty, 0)
-}

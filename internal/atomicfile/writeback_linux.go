@@ -9,35 +9,14 @@ import (
 // this process (backgroundThreshold of /proc/sys/vm, /proc/meminfo and the
 // process's cgroup memory limit, v2 or v1).
 func writeBackThreshold() int64 {
-	meminfo, cgMax, cgCur := memoryState()
-	return backgroundThreshold(readSmall("/proc/sys/vm/dirty_background_bytes"), readSmall("/proc/sys/vm/dirty_background_ratio"),
-		meminfo, cgMax, cgCur)
-}
-
-// dirtyRoom is freerunRoom of the kernel's thresholds now (both computed
-// as backgroundThreshold computes the background one) and /proc/meminfo.
-func dirtyRoom() int64 {
-	meminfo, cgMax, cgCur := memoryState()
-	bg := backgroundThreshold(readSmall("/proc/sys/vm/dirty_background_bytes"), readSmall("/proc/sys/vm/dirty_background_ratio"),
-		meminfo, cgMax, cgCur)
-	hard := backgroundThreshold(readSmall("/proc/sys/vm/dirty_bytes"), readSmall("/proc/sys/vm/dirty_ratio"),
-		meminfo, cgMax, cgCur)
-	return freerunRoom(bg, hard, meminfo)
-}
-
-// readSmall returns a small file of /proc or /sys ("" when unreadable).
-func readSmall(p string) string {
-	b, err := os.ReadFile(p)
-	if err != nil || len(b) > 1<<16 {
-		return ""
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil || len(b) > 1<<16 {
+			return ""
+		}
+		return string(b)
 	}
-	return string(b)
-}
-
-// memoryState returns /proc/meminfo and the memory limit and use of this
-// process's cgroup (v2 or v1; "" where there is none).
-func memoryState() (meminfo, cgMax, cgCur string) {
-	read := readSmall
+	var cgMax, cgCur string
 	for _, line := range strings.Split(read("/proc/self/cgroup"), "\n") {
 		f := strings.SplitN(line, ":", 3)
 		if len(f) != 3 || strings.Contains(f[2], "..") {
@@ -51,5 +30,6 @@ func memoryState() (meminfo, cgMax, cgCur string) {
 			cgMax, cgCur = read("/sys/fs/cgroup/memory"+dir+"/memory.limit_in_bytes"), read("/sys/fs/cgroup/memory"+dir+"/memory.usage_in_bytes")
 		}
 	}
-	return read("/proc/meminfo"), cgMax, cgCur
+	return backgroundThreshold(read("/proc/sys/vm/dirty_background_bytes"), read("/proc/sys/vm/dirty_background_ratio"),
+		read("/proc/meminfo"), cgMax, cgCur)
 }

@@ -6,6 +6,3 @@ package atomicfile
 // no output bytes go through the page cache on purpose (without direct I/O
 // they are ordinary writes all the same).
 func writeBackThreshold() int64 { return 0 }
-
-// dirtyRoom is 0 where the kernel's dirty thresholds are not known.
-func dirtyRoom() int64 { return 0 }

@@ -130,33 +130,3 @@ func writeBack(t *testing.T, w *Writer, f *os.File, data []byte, readFrom bool) 
 	f.Close()
 	return bytes.Equal(got, data)
 }
-
-// TestFreerunRoom: the room is what lies between the dirty and
-// write-back pages and the point halfway between the two thresholds; none
-// when anything is unknown or the ceiling is passed.
-func TestFreerunRoom(t *testing.T) {
-	mem := func(dirty, wb string) string {
-		return "MemAvailable:   23000000 kB\nDirty:  " + dirty + " kB\nWriteback:   " + wb + " kB\n"
-	}
-	for _, c := range []struct {
-		name     string
-		bg, hard int64
-		meminfo  string
-		want     int64
-	}{
-		{"idle", 2000 << 20, 4000 << 20, mem("0", "0"), 3000 << 20},
-		{"dirty and under write-back", 2000 << 20, 4000 << 20, mem("1024000", "24000"), 3000<<20 - 1048000*1024},
-		{"past the ceiling", 2000 << 20, 4000 << 20, mem("4000000", "0"), 0},
-		{"no Writeback line", 2000 << 20, 4000 << 20, "Dirty: 0 kB\n", 0},
-		{"unknown threshold", 0, 4000 << 20, mem("0", "0"), 0},
-		{"garbage", 2000 << 20, 4000 << 20, mem("x", "0"), 0},
-		{"huge", 2000 << 20, 4000 << 20, mem("99999999999999999999", "0"), 0},
-	} {
-		if got := freerunRoom(c.bg, c.hard, c.meminfo); got != c.want {
-			t.Errorf("%s: %d, want %d", c.name, got, c.want)
-		}
-	}
-	if n := DirtyRoom(); n < 0 {
-		t.Errorf("DirtyRoom %d", n)
-	}
-}
