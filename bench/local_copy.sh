@@ -11,7 +11,9 @@
 # first; cold = sync and caches dropped (root), ckpt --sync against
 # cp && sync. Each round runs every command once, the order rotated from
 # round to round. One line per run: regime, work, command, wall s, user+sys
-# CPU-s, minor faults; then medians. Outputs go beside the inputs' copies
+# CPU-s, minor faults, and the MB dirty or under write-back in the whole
+# system once the command returned (/proc/meminfo Dirty + Writeback: what
+# it left to the kernel's write-back); then medians. Outputs go beside the inputs' copies
 # in a temporary directory under $TMPDIR (default /var/tmp), removed at
 # the end.
 set -euo pipefail
@@ -30,13 +32,14 @@ prep() { # regime, input
 run() { # regime work label cmd...
   local regime=$1 work=$2 label=$3; shift 3
   /usr/bin/time -f '%e %U %S %R' -o "$OUT.time" "$@" >/dev/null 2>"$OUT.err" || { cat "$OUT.err" >&2; exit 1; }
+  local d; d=$(awk '/^(Dirty|Writeback):/ {s += $2} END {printf "%d", s / 1024}' /proc/meminfo)
   read -r w u s f <"$OUT.time"
-  printf '%s\t%s\t%s\t%s\t%.2f\t%s\n' "$regime" "$work" "$label" "$w" "$(echo "$u + $s" | bc -l)" "$f" | tee -a "$OUT.runs"
+  printf '%s\t%s\t%s\t%s\t%.2f\t%s\t%s\n' "$regime" "$work" "$label" "$w" "$(echo "$u + $s" | bc -l)" "$f" "$d" | tee -a "$OUT.runs"
 }
 cpsync() { cp "$1" "$2" && sync "$2"; }
 export -f cpsync
 echo "# $(date -u '+%F %T') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf 'regime\twork\tcommand\twall_s\tcpu_s\tminflt\n'
+printf 'regime\twork\tcommand\twall_s\tcpu_s\tminflt\tdirty_wb_mb\n'
 for ((r = 0; r < ROUNDS; r++)); do
   for regime in $REGIMES; do
     sync=() cp=(cp)

@@ -222,7 +222,16 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 		return 0, err
 	}
 	bw := c.output(tmp)
-	sw, err := safetensors.NewWriter(bw, decl, md)
+	// The header goes out padded (out_safetensors.go); the Writer's own,
+	// unpadded, is dropped on the way.
+	hdr, err := paddedHeader(decl, md, dataLen(items))
+	if err != nil {
+		return 0, writeErr(tmp.final, err)
+	}
+	if _, err := bw.Write(hdr); err != nil {
+		return 0, writeErr(tmp.final, err)
+	}
+	sw, err := safetensors.NewWriter(&headerSkipper{w: bw}, decl, md)
 	if err != nil {
 		return 0, writeErr(tmp.final, err)
 	}
@@ -318,11 +327,14 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 	if err := setDigests(); err != nil {
 		return 0, err
 	}
-	hdr, _, err := safetensors.HeaderBytes(decl, md)
+	final, err := paddedHeader(decl, md, dataLen(items))
 	if err != nil {
 		return 0, writeErr(tmp.final, err)
 	}
-	if _, err := tmp.writeAt(hdr, 0); err != nil {
+	if len(final) != len(hdr) {
+		return 0, writeErr(tmp.final, errors.New("the header's length changed with its digests"))
+	}
+	if _, err := tmp.writeAt(final, 0); err != nil {
 		return 0, writeErr(tmp.final, err)
 	}
 	return total, nil
@@ -358,7 +370,7 @@ func safetensorsHeadLen(items []*item, meta map[string]string) (int64, error) {
 		return 0, err
 	}
 	md[digest.MetadataKey] = string(b)
-	hdr, _, err := safetensors.HeaderBytes(decl, md)
+	hdr, err := paddedHeader(decl, md, dataLen(items))
 	return int64(len(hdr)), err
 }
 

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -48,7 +49,7 @@ func (r *fileRange) Read(p []byte) (int, error) {
 // the output, between bytes written before and after, whether the kernel
 // copies them all, refuses at once (EXDEV: they are read), or stops part
 // way (the rest is read), or the output is past its page-cache budget
-// with direct I/O at hand (read); io.CopyN's LimitedReader is seen through; the
+// or has none (synced) with direct I/O at hand (read); io.CopyN's LimitedReader is seen through; the
 // pieces reported copied are the output's ranges that hold them.
 func TestReadFromCopiesRange(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -85,6 +86,8 @@ func TestReadFromCopiesRange(t *testing.T) {
 			return real(s, so, d, do, k)
 		}, 2 * copyPiece},
 		{"over budget", real, 0},
+		{"synced", real, 0},
+		{"synced, buffered", real, n},
 	} {
 		copyFile = tc.copyFn
 		f, err := os.Create(filepath.Join(dir, tc.name))
@@ -100,6 +103,19 @@ func TestReadFromCopiesRange(t *testing.T) {
 			}
 			w.direct = &refusing{f: f, ok: 1 << 30}
 			w.budget = NewBudget(copyPiece)
+		}
+		if strings.HasPrefix(tc.name, "synced") {
+			// A synced output (no budget) with direct I/O at hand is
+			// read and written directly; without direct I/O its
+			// bytes go to the page cache anyway, and are copied.
+			if w.direct != nil {
+				w.direct.Close()
+			}
+			w.direct, w.budget = &refusing{f: f, ok: 1 << 30}, nil
+			if tc.name == "synced, buffered" {
+				w.direct.Close()
+				w.direct = nil
+			}
 		}
 		before := RangeCopies.Load()
 		r := &fileRange{f: inF, off: skip, n: 3 * copyPiece}
