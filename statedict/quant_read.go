@@ -200,7 +200,8 @@ func (q *quantStream) Read(p []byte) (int, error) {
 	// the next chunk edge, so that the reads after it are aligned again
 	// and little is copied) and serve p from it.
 	n := min(q.end-q.off, quantWindow)
-	if a := quant.ChunkAlign(q.s.codec) * int64(q.s.dt.Size()); a > 1 && a <= quantWindow {
+	if a := quant.ChunkAlign(q.s.codec); a > 1 && a*int64(q.s.dt.Size()) <= quantWindow {
+		a *= int64(q.s.dt.Size())
 		n = min(n, a-q.off%a)
 	}
 	n = q.s.readLen(q.off, n)
