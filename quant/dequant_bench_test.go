@@ -27,6 +27,11 @@ func benchFP8Codec(b *testing.B) (Codec, []byte, [][]byte, int64) {
 	r := rand.New(rand.NewSource(1))
 	codes := make([]byte, rows*cols)
 	r.Read(codes)
+	for i, q := range codes {
+		if q&0x7f == 0x7f {
+			codes[i] = q - 1 // no NaN codes, as in a real weight
+		}
+	}
 	scales := make([]float32, 56*16)
 	for i := range scales {
 		scales[i] = r.Float32() / 448
@@ -110,4 +115,14 @@ func BenchmarkDequantFP8BlockBF16Table(b *testing.B) {
 		c.(*gridCodec).vec = nil
 		return c, codes, comps, n
 	}, dtype.BFloat16)
+}
+
+func BenchmarkDequantFP8BlockF16(b *testing.B) { benchDequant(b, benchFP8Codec, dtype.Float16) }
+
+// BenchmarkDequantFP8BlockBF16AVX2 is BenchmarkDequantFP8BlockBF16 with
+// the AVX-512 kernel off (the AVX2 one, a call per row segment).
+func BenchmarkDequantFP8BlockBF16AVX2(b *testing.B) {
+	defer func(v bool) { haveFP8Vec512 = v }(haveFP8Vec512)
+	haveFP8Vec512 = false
+	benchDequant(b, benchFP8Codec, dtype.BFloat16)
 }

@@ -6,7 +6,7 @@
 // by the bit trick, times the block's scale, to float32 or bfloat16.
 // R8 points at the fp8Consts (offsets: mag 0, sign 32, expAdd 64,
 // inf 96, nanMin 128, infF 160, nanF 192, one 224, r7fff 256, bfNaN 288,
-// subC 320, subMax 352, shift 384, exp1 416); X11 holds the shift, Y10 the
+// subC 320, subMax 352, shift 384, exp1 416, f16NaN 448); X11 holds the shift, Y10 the
 // broadcast scale.
 
 // DECODE8 leaves in YOUT the float32 products of the 8 codes at OFF(SI);
@@ -94,5 +94,33 @@ floop:
 	DECQ CX
 	JNZ floop
 fdone:
+	VZEROUPPER
+	RET
+
+// F16 rounds the float32s of Y to float16 (nearest even) in X: a NaN
+// keeps its sign and quiet bit only (sign|0x7e00, as dtype.F32ToF16).
+// Clobbers Y4, Y5.
+#define F16(Y, X) \
+	VCMPPS $3, Y, Y, Y4 \
+	VANDPS 448(R8), Y, Y5 \
+	VBLENDVPS Y4, Y5, Y, Y \
+	VCVTPS2PH $0, Y, X
+
+// func fp8F16AVX2(dst, src []byte, s float32, k *fp8Consts)
+TEXT ·fp8F16AVX2(SB), NOSPLIT, $0-64
+	ARGS
+	JZ hdone
+hloop:
+	DECODE8(0, Y6, NANSET)
+	DECODE8(8, Y7, NANSET)
+	F16(Y6, X6)
+	F16(Y7, X7)
+	VMOVDQU X6, (DI)
+	VMOVDQU X7, 16(DI)
+	ADDQ $16, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ hloop
+hdone:
 	VZEROUPPER
 	RET

@@ -47,10 +47,12 @@ type fp8Consts struct {
 	shift  uint64    // 20 or 21
 	_      [24]byte
 	exp1   [8]uint32 // 1 << 23
+	f16NaN [8]uint32 // 0xffc00000: a NaN's sign and quiet bit, what float16 keeps
+	t512   *fp8Tab512
 }
 
-func newFP8Consts(shift uint64, bias, mbits int, inf, nanMin uint32) *fp8Consts {
-	c := &fp8Consts{shift: shift}
+func newFP8Consts(shift uint64, bias, mbits int, inf, nanMin uint32, d dtype.DType) *fp8Consts {
+	c := &fp8Consts{shift: shift, t512: newFP8Tab512(f8Tables[d])}
 	for i := 0; i < 8; i++ {
 		c.mag[i], c.sign[i] = 0x7f, 0x80
 		c.expAdd[i] = uint32(127-bias) << 23
@@ -60,13 +62,14 @@ func newFP8Consts(shift uint64, bias, mbits int, inf, nanMin uint32) *fp8Consts 
 		c.inf[i], c.nanMin[i] = inf, nanMin-1
 		c.infF[i], c.nanF[i] = 0x7f800000, math.Float32bits(float32(math.NaN()))
 		c.one[i], c.r7fff[i], c.bfNaN[i] = 1, 0x7fff, 0x7fc0
+		c.f16NaN[i] = 0xffc00000
 	}
 	return c
 }
 
 var (
-	fp8E4M3Consts = newFP8Consts(20, 7, 3, 0x100, 0x7f)
-	fp8E5M2Consts = newFP8Consts(21, 15, 2, 0x7c, 0x7d)
+	fp8E4M3Consts = newFP8Consts(20, 7, 3, 0x100, 0x7f, dtype.Float8E4M3FN)
+	fp8E5M2Consts = newFP8Consts(21, 15, 2, 0x7c, 0x7d, dtype.Float8E5M2)
 )
 
 // fp8VecConsts returns the constants of d, nil for a float8 format the
@@ -103,31 +106,72 @@ func (k *fp8Consts) value(b byte) float32 {
 	return v
 }
 
-// fp8VecGo writes the products of codes q with scale s into out, as
-// bfloat16 (es 2) or float32 (es 4), one element at a time.
-func fp8VecGo(k *fp8Consts, es int, out, q []byte, s float32) {
+// fp8Out is the output dtype of the vector decode.
+type fp8Out int
+
+const (
+	fp8ToBF16 fp8Out = iota
+	fp8ToF32
+	fp8ToF16
+)
+
+// size is the bytes of one output element.
+func (o fp8Out) size() int {
+	if o == fp8ToF32 {
+		return 4
+	}
+	return 2
+}
+
+// fp8OutOf is the vector decode's output for dt; false for a dtype it
+// does not write.
+func fp8OutOf(dt dtype.DType) (fp8Out, bool) {
+	switch dt {
+	case dtype.BFloat16:
+		return fp8ToBF16, true
+	case dtype.Float32:
+		return fp8ToF32, true
+	case dtype.Float16:
+		return fp8ToF16, true
+	}
+	return 0, false
+}
+
+// fp8VecGo writes the products of codes q with scale s into out, in o's
+// dtype, one element at a time: float32 products rounded by
+// dtype.F32ToBF16 or dtype.F32ToF16 (nearest even, overflow to Inf,
+// float16 subnormals, NaN 0x7fc0 or sign|0x7e00).
+func fp8VecGo(k *fp8Consts, o fp8Out, out, q []byte, s float32) {
 	le := binary.LittleEndian
-	if es == 2 {
+	switch o {
+	case fp8ToBF16:
 		for j, b := range q {
 			le.PutUint16(out[2*j:], dtype.F32ToBF16(k.value(b)*s))
 		}
-		return
-	}
-	for j, b := range q {
-		le.PutUint32(out[4*j:], math.Float32bits(k.value(b)*s))
+	case fp8ToF16:
+		for j, b := range q {
+			le.PutUint16(out[2*j:], dtype.F32ToF16(k.value(b)*s))
+		}
+	default:
+		for j, b := range q {
+			le.PutUint32(out[4*j:], math.Float32bits(k.value(b)*s))
+		}
 	}
 }
 
-// fp8Vec is fp8VecGo, the vector kernel doing what it can.
-func fp8Vec(k *fp8Consts, es int, out, q []byte, s float32) {
+// fp8Vec is fp8VecGo, the AVX2 kernel doing what it can.
+func fp8Vec(k *fp8Consts, o fp8Out, out, q []byte, s float32) {
 	n := 0
-	if haveFP8Vec && len(q) >= 16 {
+	if haveFP8Vec && len(q) >= 16 && (o != fp8ToF16 || haveF16C) {
 		n = len(q) &^ 15
-		if es == 2 {
+		switch o {
+		case fp8ToBF16:
 			fp8BF16AVX2(out[:2*n], q[:n], s, k)
-		} else {
+		case fp8ToF16:
+			fp8F16AVX2(out[:2*n], q[:n], s, k)
+		default:
 			fp8F32AVX2(out[:4*n], q[:n], s, k)
 		}
 	}
-	fp8VecGo(k, es, out[es*n:], q[n:], s)
+	fp8VecGo(k, o, out[o.size()*n:], q[n:], s)
 }

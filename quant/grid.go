@@ -71,17 +71,18 @@ func (c *gridCodec) Dequantize(dst []float32, first int64, codes []byte, comps [
 	return nil
 }
 
-var f8Tables = map[dtype.DType]*[256]float32{}
-
-func init() {
+// f8Tables maps a float8 dtype to the float32 value of each code.
+var f8Tables = func() map[dtype.DType]*[256]float32 {
+	m := map[dtype.DType]*[256]float32{}
 	for _, d := range []dtype.DType{dtype.Float8E4M3FN, dtype.Float8E5M2} {
 		var t [256]float32
 		for b := range t {
 			t[b] = float32(dtype.Float8ToFloat64(d, byte(b)))
 		}
-		f8Tables[d] = &t
+		m[d] = &t
 	}
-}
+	return m
+}()
 
 // newGrid checks a float8 weight and its scale against a grid of
 // bh x bw blocks and returns the codec. round is the dtype products are

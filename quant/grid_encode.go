@@ -37,7 +37,7 @@ func (c *gridCodec) dequantizeTo(dt dtype.DType, dst []byte, first int64, codes 
 		return true, nil
 	}
 	if c.vecFor(dt) {
-		c.vecTo(int(es), dst, first, codes, scales)
+		c.vecTo(dt, dst, first, codes, scales)
 		return true, nil
 	}
 	tp := gridTabPool.Get().(*gridTables)
@@ -84,15 +84,16 @@ func (c *gridCodec) dequantizeTo(dt dtype.DType, dst []byte, first int64, codes 
 }
 
 // vecFor reports whether the vector decode (fp8_vec.go) writes dt:
-// bfloat16 or float32 from float32 products (bfloat16 also from products
-// rounded to bfloat16: rounding twice to it is rounding once).
+// bfloat16, float16 or float32 from float32 products (bfloat16 and
+// float16 also from products rounded to the same dtype: rounding twice
+// to it is rounding once).
 func (c *gridCodec) vecFor(dt dtype.DType) bool {
 	if c.vec == nil {
 		return false
 	}
 	switch dt {
-	case dtype.BFloat16:
-		return c.round == dtype.Float32 || c.round == dtype.BFloat16
+	case dtype.BFloat16, dtype.Float16:
+		return c.round == dtype.Float32 || c.round == dt
 	case dtype.Float32:
 		return c.round == dtype.Float32
 	}
@@ -100,23 +101,33 @@ func (c *gridCodec) vecFor(dt dtype.DType) bool {
 }
 
 // vecTo writes elements [first, first+len(codes)) with the vector decode,
-// row segment by row segment, block by block.
-func (c *gridCodec) vecTo(es int, dst []byte, first int64, codes, scales []byte) {
+// one call per row segment (fp8Seg), the block row's scales in float32.
+func (c *gridCodec) vecTo(dt dtype.DType, dst []byte, first int64, codes, scales []byte) {
+	o, _ := fp8OutOf(dt)
+	es := int64(o.size())
 	ssz := int64(c.scale.Size())
+	var small [64]float32
+	row := small[:min(c.sc, 64)] // the scales of the block row rb, in float32
+	if c.sc > 64 {
+		p := f32Bufs.Get(int(c.sc))
+		defer f32Bufs.Put(p)
+		row = *p
+	}
+	rb := int64(-1)
 	n := int64(len(codes))
 	for i := int64(0); i < n; {
 		e := first + i
 		r, col := e/c.cols, e%c.cols
-		rowBase := (r / c.bh) * c.sc
-		end := min(n, i+c.cols-col)
-		for i < end {
-			blk := col / c.bw
-			k := min(end-i, (blk+1)*c.bw-col)
-			s := dtype.ToFloat32(c.scale, scales[(rowBase+blk)*ssz:])
-			fp8Vec(c.vec, es, dst[i*int64(es):(i+k)*int64(es)], codes[i:i+k], s)
-			i += k
-			col += k
+		if r/c.bh != rb {
+			rb = r / c.bh
+			for j := range row {
+				row[j] = dtype.ToFloat32(c.scale, scales[(rb*c.sc+int64(j))*ssz:])
+			}
 		}
+		k := min(n-i, c.cols-col)
+		b0 := col / c.bw
+		fp8Seg(c.vec, o, dst[i*es:(i+k)*es], codes[i:i+k], row[b0:], int(c.bw), int(col-b0*c.bw))
+		i += k
 	}
 }
 

@@ -27,9 +27,26 @@ type rowsCodec struct {
 	enc func(dt dtype.DType, dst, codes []byte, comps [][]byte, first, n int64) (done bool, err error)
 	// align, when above 1, is the element count ChunkAlign reports.
 	align int64
+	// unit, when above 1, is the element count SpanAlign reports.
+	unit int64
 }
 
 func (c *rowsCodec) chunkAlign() int64 { return c.align }
+func (c *rowsCodec) spanAlign() int64  { return c.unit }
+
+// SpanAlign returns the element count, from the weight's first element,
+// at whose multiples the codes a range needs (CodeSpan) begin and end,
+// when a range needs more codes than its own: gpt-oss MXFP4 in the
+// transformers layout reports one expert (any of its logical rows reads
+// all of its stored rows). A reader whose ranges do not cross these
+// boundaries reads each unit's codes once and holds one unit at a time.
+// 1 when ranges need only their own codes.
+func SpanAlign(c Codec) int64 {
+	if a, ok := c.(interface{ spanAlign() int64 }); ok && a.spanAlign() > 1 {
+		return a.spanAlign()
+	}
+	return 1
+}
 
 // ChunkAlign returns the element count a reader that splits a weight
 // into chunks (decoded in parallel) should make them multiples of, from

@@ -76,7 +76,7 @@ func mxfp4Group(base string, blocks, scales Stored, cfg Config) (*Group, error) 
 			}
 			return sub.DequantTransposedRows(dst, codes, comps[0][x0*sg:x1*sg], r0-x0*int(h), r1-x0*int(h))
 		}}
-	c.align = 32 * r
+	c.align, c.unit = 32*r, h*r
 	c.enc = func(dt dtype.DType, dst, codes []byte, comps [][]byte, first, n int64) (bool, error) {
 		tab := mxfp4Table(dt)
 		if tab == nil {

@@ -72,6 +72,11 @@ func (s *quantSource) acquireSpan(b, e int64) (*codeSpan, error) {
 		s.mu.Unlock()
 		return sp, nil
 	}
+	if old := s.span; old != nil && old.refs == 0 {
+		// No read holds it: its buffer can take the codes read next.
+		s.span = nil
+		spanBufs.Put(old.buf)
+	}
 	s.mu.Unlock()
 	buf := spanBufs.Get(int(e - b))
 	if _, err := s.codesAt.ReadAt(*buf, s.codesOff+b); err != nil {
@@ -180,8 +185,9 @@ func (q *quantStream) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if len(p) >= quantDirect {
-		n := int(min(int64(len(p)), q.end-q.off, quantWindow))
+	lim := min(int64(len(p)), q.end-q.off, quantWindow)
+	if n := q.s.readLen(q.off, lim); len(p) >= quantDirect || n < lim {
+		// A writer's buffer, or as much of p as ends on a whole chunk.
 		n, err := q.s.ReadAt(p[:n], q.off)
 		q.off += int64(n)
 		if err == io.EOF && n > 0 {
@@ -189,7 +195,16 @@ func (q *quantStream) Read(p []byte) (int, error) {
 		}
 		return n, err
 	}
+	// A small read, or the rest of a buffer smaller than a whole chunk:
+	// decode a window (for a codec whose chunks are aligned, just up to
+	// the next chunk edge, so that the reads after it are aligned again
+	// and little is copied) and serve p from it.
 	n := min(q.end-q.off, quantWindow)
+	if a := quant.ChunkAlign(q.s.codec); a > 1 && a*int64(q.s.dt.Size()) <= quantWindow {
+		a *= int64(q.s.dt.Size())
+		n = min(n, a-q.off%a)
+	}
+	n = q.s.readLen(q.off, n)
 	if int64(cap(q.buf)) < n {
 		q.buf = make([]byte, n)
 	}
@@ -202,6 +217,26 @@ func (q *quantStream) Read(p []byte) (int, error) {
 	m := copy(p, q.pending)
 	q.pending = q.pending[m:]
 	return m, err
+}
+
+// readLen cuts a stream's read of n logical bytes at off so that it
+// does not cross a boundary of the codec's code units (quant.SpanAlign:
+// one MXFP4 expert, whose codes are then read once and held alone) and,
+// where it can, ends on a whole chunk (quant.ChunkAlign: 32 MXFP4 output
+// rows, which the vector path decodes whole; a read ending inside one
+// decodes it through a buffer and copies it, and so does the next read).
+func (s *quantSource) readLen(off, n int64) int64 {
+	es := int64(s.dt.Size())
+	end := off + n
+	if u := quant.SpanAlign(s.codec) * es; u > es {
+		end = min(end, (off/u+1)*u)
+	}
+	if a := quant.ChunkAlign(s.codec) * es; a > es && end < s.numel*es {
+		if e := end / a * a; e > off {
+			end = e
+		}
+	}
+	return end - off
 }
 
 // ReadAt fills p with the logical bytes at off, decoding chunks of
