@@ -63,9 +63,9 @@ func (m *Merger) RowCols(t *statedict.Tensor) int64 {
 // merges rows r0 to r1 of t: src holds them in t's dtype, dst receives
 // them encoded as to. It gives the bits Apply gives (decode to float32,
 // each adapter's s * L @ R added in adapter order, encode), computed a
-// tile of 256 columns of one row at a time so that the values go from
-// src to dst without a float32 copy of the tensor; the rows are split
-// over the CPUs. t must be one RowCols accepts.
+// tile of a few rows and columns at a time (mergeRows) so that the values
+// go from src to dst without a float32 copy of the tensor; the rows are
+// split over the CPUs. t must be one RowCols accepts.
 func (m *Merger) MergeRows(ctx context.Context, t *statedict.Tensor) (func(dst []byte, to dtype.DType, src []byte, r0, r1 int64), error) {
 	cols := m.RowCols(t)
 	if cols == 0 {
