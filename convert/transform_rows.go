@@ -73,15 +73,18 @@ func (c *config) rowCols(t *statedict.Tensor) int64 {
 // Read transforms the rows straight into the caller's buffer (rowStream):
 // the output's write buffers, so the bytes are not copied again.
 func (c *config) rowReader(ctx context.Context, t *statedict.Tensor, to dtype.DType, cols int64) (io.ReadCloser, *checkedReader, error) {
-	fn, err := c.transform.(RowTransform).MergeRows(ctx, t)
+	fn, release, err := c.transform.(RowTransform).MergeRows(ctx, t)
 	if err != nil {
 		return nil, nil, &TensorError{Name: t.Name, Err: err}
 	}
 	rc, cr, err := c.checks.tensorReader(ctx, t, true)
 	if err != nil {
+		release()
 		return nil, nil, err
 	}
-	return newRowStream(ctx, c, t.Name, rc, fn, to, cols*int64(t.DType.Size()), cols*int64(to.Size()), t.NumEl()/cols), cr, nil
+	s := newRowStream(ctx, c, t.Name, rc, fn, to, cols*int64(t.DType.Size()), cols*int64(to.Size()), t.NumEl()/cols)
+	s.finish = release
+	return s, cr, nil
 }
 
 // newRowStream starts the stream of rows rows of inRow bytes read from rc,
@@ -113,7 +116,8 @@ type rowStream struct {
 	did           int64  // rows of cur transformed
 	part          []byte // transformed bytes of cur not yet read (in cur.out)
 	err           error
-	perr          error // why produce stopped before the last row
+	perr          error  // why produce stopped before the last row
+	finish        func() // the transform's, called by Close (nil: none)
 	closed        bool
 }
 
@@ -224,6 +228,9 @@ func (s *rowStream) Close() error {
 		s.free <- ch
 	}
 	<-s.done
+	if s.finish != nil {
+		s.finish()
+	}
 	err := s.rc.Close()
 	close(s.free)
 	for ch := range s.free {
