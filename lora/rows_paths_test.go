@@ -9,21 +9,27 @@ import (
 	"github.com/ckpt-dev/ckpt/dtype"
 )
 
-// kernelPaths runs fn once per kernel the CPU has, each forced through the
-// package switches: AVX-512 (with AVX2 beside it), AVX2 alone, portable Go.
-func kernelPaths(t *testing.T, fn func(t *testing.T)) {
+// forEachKernel calls run once per kernel the CPU has, each forced through
+// the package switches: AVX-512 (with AVX2 beside it), AVX2 alone,
+// portable Go; the switches are restored after.
+func forEachKernel(run func(name string)) {
 	v, w := haveVec, have512
 	defer func() { haveVec, have512 = v, w }()
 	for _, p := range []struct {
 		name     string
 		vec, avx bool
-	}{{"avx512", v, w}, {"avx2", v, false}, {"go", false, false}} {
-		if p.vec && !v || p.avx && !w || p.name == "avx512" && !w || p.name == "avx2" && !v {
-			continue
+		has      bool
+	}{{"avx512", v, w, w}, {"avx2", v, false, v}, {"go", false, false, true}} {
+		if p.has {
+			haveVec, have512 = p.vec, p.avx
+			run(p.name)
 		}
-		haveVec, have512 = p.vec, p.avx
-		t.Run(p.name, fn)
 	}
+}
+
+// kernelPaths runs fn as a subtest once per kernel (forEachKernel).
+func kernelPaths(t *testing.T, fn func(t *testing.T)) {
+	forEachKernel(func(name string) { t.Run(name, fn) })
 }
 
 // oddFloats returns n float32s mixing normal values of every magnitude
@@ -168,18 +174,12 @@ func BenchmarkMergeRows(b *testing.B) {
 	src := make([]byte, rows*cols*2)
 	dtype.EncodeFloat32(dtype.BFloat16, src, randFloats(rng, rows*cols))
 	dst := make([]byte, len(src))
-	v, w := haveVec, have512
-	defer func() { haveVec, have512 = v, w }()
-	for _, p := range []struct {
-		name     string
-		vec, avx bool
-	}{{"avx512", v, w}, {"avx2", v, false}, {"go", false, false}} {
-		haveVec, have512 = p.vec, p.avx
-		b.Run(p.name, func(b *testing.B) {
+	forEachKernel(func(name string) {
+		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(src)))
 			for b.Loop() {
 				mergeRows(dst, dtype.BFloat16, src, dtype.BFloat16, fs, cols, 0, rows)
 			}
 		})
-	}
+	})
 }
