@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -27,7 +28,7 @@ func (a rowAdd) Apply(_ context.Context, t *statedict.Tensor, v []float32) error
 
 func (a rowAdd) RowCols(t *statedict.Tensor) int64 { return a[t.Name] }
 
-func (a rowAdd) MergeRows(_ context.Context, t *statedict.Tensor) (func([]byte, dtype.DType, []byte, int64, int64), error) {
+func (a rowAdd) MergeRows(_ context.Context, t *statedict.Tensor) (func([]byte, dtype.DType, []byte, int64, int64), func(), error) {
 	cols := a[t.Name]
 	return func(dst []byte, to dtype.DType, src []byte, r0, r1 int64) {
 		v := make([]float32, (r1-r0)*cols)
@@ -36,7 +37,7 @@ func (a rowAdd) MergeRows(_ context.Context, t *statedict.Tensor) (func([]byte, 
 			v[i] += 0.25*float32(r0+int64(i)/cols) + 0.001*float32(int64(i)%cols)
 		}
 		dtype.EncodeFloat32(to, dst, v)
-	}, nil
+	}, func() {}, nil
 }
 
 // wholeOnly hides rowAdd's row methods: every tensor goes through Apply.
@@ -79,6 +80,64 @@ func TestRowTransformStreams(t *testing.T) {
 			if raw := rawOf(t, rows); raw["plain float32"] != string(encoded(dtype.Float32, 10, 2)) && len(opts) == 0 {
 				t.Errorf("%s: the tensor not transformed changed", ext)
 			}
+		}
+	}
+}
+
+// TestRowStreamReadSizes: a row stream read with buffers of every kind of
+// size (a byte, less than a row, ending inside a row, whole blocks and
+// more, a mix) gives the bytes of the transform applied to the whole
+// input at once, and the transform is handed whole rows in order, each
+// once; progress counts every input byte; Close (twice) calls the
+// transform's release once.
+func TestRowStreamReadSizes(t *testing.T) {
+	const cols, rows = 1000, 700 // 2000-byte bfloat16 rows; 4.5 input blocks
+	src := encoded(dtype.BFloat16, cols*rows, 4)
+	add := rowAdd{"w": cols}
+	fn, _, err := add.MergeRows(context.Background(), &statedict.Tensor{Name: "w", DType: dtype.BFloat16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, cols*rows*4)
+	fn(want, dtype.Float32, src, 0, rows)
+	for _, sizes := range [][]int{{1}, {7, 3999}, {4000}, {4001}, {70000}, {1 << 20}, {8 << 20}, {1, 65536, 333, 2 << 20, 12345}} {
+		var next int64
+		checked := func(dst []byte, to dtype.DType, in []byte, r0, r1 int64) {
+			if r0 != next || int64(len(in)) != (r1-r0)*cols*2 || int64(len(dst)) != (r1-r0)*cols*4 || r1 <= r0 {
+				t.Fatalf("sizes %v: rows %d to %d handed %d bytes in, %d out; want rows from %d", sizes, r0, r1, len(in), len(dst), next)
+			}
+			next = r1
+			fn(dst, to, in, r0, r1)
+		}
+		var read int64
+		c := &config{}
+		c.progress = func(n int64) { read += n }
+		s := newRowStream(context.Background(), c, "w", io.NopCloser(bytes.NewReader(src)), checked, dtype.Float32, cols*2, cols*4, rows)
+		released := 0
+		s.finish = func() { released++ }
+		var got []byte
+		for i := 0; ; i++ {
+			buf := make([]byte, sizes[i%len(sizes)])
+			n, err := s.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if s.Close(); released != 1 {
+			t.Errorf("sizes %v: the transform's release called %d times, want once", sizes, released)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("sizes %v: %d bytes read, want %d, or they differ", sizes, len(got), len(want))
+		}
+		if read != int64(len(src)) || next != rows {
+			t.Errorf("sizes %v: progress %d bytes, want %d; rows handed up to %d", sizes, read, len(src), next)
 		}
 	}
 }

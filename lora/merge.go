@@ -63,6 +63,7 @@ func addDelta(p part, t *statedict.Tensor, vals []float32) error {
 		return err
 	}
 	AddMatMul(vals, f.l, f.rm, rows, cols, f.r, f.s)
+	f.release()
 	if !p.dora {
 		return nil
 	}

@@ -99,7 +99,7 @@ func TestMergeRowsMatchesApply(t *testing.T) {
 							}
 							want := make([]byte, len(vals)*to.Size())
 							dtype.EncodeFloat32(to, want, vals)
-							fn, err := m.MergeRows(ctx, w)
+							fn, release, err := m.MergeRows(ctx, w)
 							if err != nil {
 								t.Fatal(err)
 							}
@@ -119,6 +119,7 @@ func TestMergeRowsMatchesApply(t *testing.T) {
 									t.Fatalf("%s %s->%s rank %d, %d adapters, fifo %v, blocks of %d rows: byte %d differs", w.Name, dt, to, r, n, fifo, k, i)
 								}
 							}
+							release()
 						}
 					}
 				}
