@@ -81,10 +81,11 @@ type pair struct {
 	// via says how a side was read to pair with a GGUF file's tensor
 	// ("even outputs, transposed"); "" when as it is.
 	via string
-	// widened: the GGUF side's float dtype holds every value of the
-	// other's (ckpt convert's float32 for a bfloat16 norm), so verify
-	// compares the values exactly rather than calling the dtypes a
-	// difference.
+	// widened: the GGUF side's float dtype is wider than the other's and
+	// holds its every value (ckpt convert's float32 for a bfloat16 norm),
+	// or the other is an MXFP4 weight read as float32 against ggml's
+	// MXFP4 reading (which gives +0 for E2M1's -0, transformers -0): verify
+	// compares the values exactly rather than the dtypes or bits.
 	widened bool
 }
 
@@ -224,9 +225,9 @@ func pairOf(sa, sb *side, ea, eb entry) *pair {
 	p.b, p.shapeB = sb.gguf.read(p, eb, ea.t)
 	switch {
 	case sa.gguf.arch != nil && ea.mapped:
-		p.widened = holdsAll(p.b.DType, p.a.DType)
+		p.widened = p.widened || holdsAll(p.b.DType, p.a.DType)
 	case sb.gguf.arch != nil && eb.mapped:
-		p.widened = holdsAll(p.a.DType, p.b.DType)
+		p.widened = p.widened || holdsAll(p.a.DType, p.b.DType)
 	}
 	return p
 }

@@ -153,6 +153,7 @@ func (m *ggufMap) read(p *pair, e entry, other *statedict.Tensor) (*statedict.Te
 		if widen {
 			m.widened.add(t)
 			p.via += ", MXFP4 decoded as float32"
+			p.widened = true
 		}
 		return v, v.Shape
 	case e.parity >= 0:
@@ -209,13 +210,11 @@ func (m *ggufMap) note(name, from string) []string {
 	return []string{note}
 }
 
-// holdsAll reports whether every value of dtype from is a value of dtype
-// to: the same float dtype, or a wider one (ckpt convert writes a GGUF
-// file's norms and biases as F32 whatever their dtype).
+// holdsAll reports whether to is a wider float dtype than from that holds
+// its every value (ckpt convert writes a GGUF file's norms and biases as
+// F32 whatever their dtype).
 func holdsAll(to, from dtype.DType) bool {
 	switch {
-	case to == from:
-		return true
 	case to == dtype.Float32:
 		return from == dtype.BFloat16 || from == dtype.Float16
 	case to == dtype.Float64:
