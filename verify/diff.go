@@ -141,8 +141,8 @@ func WithRename(side Side, re *regexp.Regexp, repl string) DiffOption {
 	return func(c *diffConfig) { c.match.add(side, "", &Rename{Pattern: re, Replacement: repl}) }
 }
 
-// WithoutGGUFNames compares a Llama-family GGUF file by its own names,
-// without llama.cpp's name map and q/k permutation.
+// WithoutGGUFNames compares a GGUF file by its own names, without
+// llama.cpp's map (names, splits, expert layout, q/k permutation).
 func WithoutGGUFNames() DiffOption { return func(c *diffConfig) { c.match.NoGGUFNames = true } }
 
 // WithLimits makes Diff a check (see Limits).

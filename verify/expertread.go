@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"unsafe"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/llamacpp"
@@ -164,47 +165,93 @@ func (s *expertSource) load(e int64) error {
 const gatherTile = 32
 
 // gather writes elements [b, m) of the current expert's view (row-major
-// [rows, in]) into dst.
+// [rows, in]) into dst: as machine words where dst is aligned, else
+// byte by byte.
 func (s *expertSource) gather(dst []byte, b, m int64) {
 	slab := *s.slab
-	in, es, oes := s.in, s.es, s.oes
-	at := func(o, i int64) int64 { return (s.first + o*s.rowStride + i*s.out) * es }
-	put := func(d, src int64) {
-		switch {
-		case s.widen:
-			binary.LittleEndian.PutUint32(dst[d:], uint32(binary.LittleEndian.Uint16(slab[src:]))<<16)
-		case es == 2:
-			binary.LittleEndian.PutUint16(dst[d:], binary.LittleEndian.Uint16(slab[src:]))
-		case es == 4:
-			binary.LittleEndian.PutUint32(dst[d:], binary.LittleEndian.Uint32(slab[src:]))
-		default:
-			copy(dst[d:d+es], slab[src:src+es])
-		}
+	g := tileGeom{in: s.in, out: s.out, first: s.first, step: s.rowStride, b: b, m: m}
+	switch {
+	case s.widen && hostLE && aligned(dst, 4):
+		d, src := asSlice[uint32](dst), asSlice[uint16](slab)
+		g.segments(func(o, i0, i1 int64) {
+			base, sb := o*g.in-b, g.first+o*g.step
+			for i := i0; i < i1; i++ {
+				d[base+i] = uint32(src[sb+i*g.out]) << 16
+			}
+		})
+	case !s.widen && s.es == 2 && aligned(dst, 2):
+		g.segments(copySeg(asSlice[uint16](dst), asSlice[uint16](slab), g))
+	case !s.widen && s.es == 4 && aligned(dst, 4):
+		g.segments(copySeg(asSlice[uint32](dst), asSlice[uint32](slab), g))
+	case !s.widen && s.es == 8 && aligned(dst, 8):
+		g.segments(copySeg(asSlice[uint64](dst), asSlice[uint64](slab), g))
+	default:
+		es, oes := s.es, s.oes
+		g.segments(func(o, i0, i1 int64) {
+			for i := i0; i < i1; i++ {
+				d, src := (o*g.in+i-b)*oes, (g.first+o*g.step+i*g.out)*es
+				if s.widen {
+					binary.LittleEndian.PutUint32(dst[d:], uint32(binary.LittleEndian.Uint16(slab[src:]))<<16)
+				} else {
+					copy(dst[d:d+es], slab[src:src+es])
+				}
+			}
+		})
 	}
-	// The partial rows at either end element by element, the whole rows
-	// between in tiles.
-	r0, r1 := (b+in-1)/in, m/in
-	if r0 > r1 {
-		for k := b; k < m; k++ {
-			put((k-b)*oes, at(k/in, k%in))
-		}
+}
+
+// tileGeom is where elements [b, m) of an expert's view (row-major
+// [rows, in]) are in its slab: row o, column i is slab element
+// first + o*step + i*out.
+type tileGeom struct{ in, out, first, step, b, m int64 }
+
+// segments calls fn for runs of elements [b, m) in tiles of gatherTile
+// rows by gatherTile columns: fn(o, i0, i1) is row o's columns [i0, i1).
+func (g tileGeom) segments(fn func(o, i0, i1 int64)) {
+	if g.b >= g.m {
 		return
 	}
-	for k := b; k < r0*in; k++ {
-		put((k-b)*oes, at(k/in, k%in))
-	}
-	for k := r1 * in; k < m; k++ {
-		put((k-b)*oes, at(k/in, k%in))
-	}
-	for o0 := r0; o0 < r1; o0 += gatherTile {
-		o1 := min(o0+gatherTile, r1)
-		for i0 := int64(0); i0 < in; i0 += gatherTile {
-			i1 := min(i0+gatherTile, in)
-			for i := i0; i < i1; i++ {
-				for o := o0; o < o1; o++ {
-					put((o*in+i-b)*oes, at(o, i))
+	first, last := g.b/g.in, (g.m-1)/g.in
+	for o0 := first; o0 <= last; o0 += gatherTile {
+		o1 := min(o0+gatherTile, last+1)
+		for c0 := int64(0); c0 < g.in; c0 += gatherTile {
+			c1 := min(c0+gatherTile, g.in)
+			for o := o0; o < o1; o++ {
+				i0, i1 := max(c0, g.b-o*g.in), min(c1, g.m-o*g.in)
+				if i0 < i1 {
+					fn(o, i0, i1)
 				}
 			}
 		}
 	}
+}
+
+// copySeg returns segments' fn copying view elements from slab to dst
+// (dst holding elements [g.b, g.m)).
+func copySeg[T uint16 | uint32 | uint64](dst, slab []T, g tileGeom) func(o, i0, i1 int64) {
+	return func(o, i0, i1 int64) {
+		base, sb := o*g.in-g.b, g.first+o*g.step
+		for i := i0; i < i1; i++ {
+			dst[base+i] = slab[sb+i*g.out]
+		}
+	}
+}
+
+// hostLE: the host is little-endian, as the slab's bytes are.
+var hostLE = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// aligned reports whether b starts at a multiple of n bytes and holds
+// whole n-byte elements.
+func aligned(b []byte, n int) bool {
+	return len(b)%n == 0 && (len(b) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(n) == 0)
+}
+
+// asSlice views b (aligned, whole elements; little-endian host) as
+// elements of T.
+func asSlice[T uint16 | uint32 | uint64](b []byte) []T {
+	if len(b) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(z)))
 }

@@ -70,10 +70,15 @@ func TestExpertTensor(t *testing.T) {
 				if !slices.Equal(v.Shape, shape) || v.NBytes() != int64(len(w)) {
 					t.Fatalf("%s %v parity %d: shape %v, %d bytes; want %v, %d", c.dt, c.shape, parity, v.Shape, v.NBytes(), shape, len(w))
 				}
+				// Reads of one byte and of 7 cut elements; of 4096 and
+				// all take the tiles, into a buffer one byte off their
+				// alignment the element by element copy.
 				for _, step := range []int{1, 7, 4096, len(w)} {
-					got := readInSteps(t, v, step)
-					if !bytes.Equal(got, w) {
-						t.Fatalf("%s %v parity %d widen %v, reads of %d bytes: not the strided view's bytes", c.dt, c.shape, parity, widen, step)
+					for _, shift := range []int{0, 1} {
+						got := readInSteps(t, v, step, shift)
+						if !bytes.Equal(got, w) {
+							t.Fatalf("%s %v parity %d widen %v, reads of %d bytes (shift %d): not the strided view's bytes", c.dt, c.shape, parity, widen, step, shift)
+						}
 					}
 				}
 			}
@@ -81,14 +86,15 @@ func TestExpertTensor(t *testing.T) {
 	}
 }
 
-// readInSteps reads v's storage in order, step bytes a read.
-func readInSteps(t *testing.T, v *statedict.Tensor, step int) []byte {
+// readInSteps reads v's storage in order, step bytes a read, into a
+// buffer shift bytes into an allocation.
+func readInSteps(t *testing.T, v *statedict.Tensor, step, shift int) []byte {
 	t.Helper()
 	r, err := v.Storage.ReaderAt()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]byte, v.NBytes())
+	out := make([]byte, int(v.NBytes())+shift)[shift:]
 	for off := 0; off < len(out); off += step {
 		n, err := r.ReadAt(out[off:min(off+step, len(out))], int64(off))
 		if n != min(step, len(out)-off) || err != nil && err != io.EOF {
