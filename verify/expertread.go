@@ -62,6 +62,9 @@ func expertTensor(t *statedict.Tensor, parity int, widen bool) (*statedict.Tenso
 	}
 	src := &expertSource{t: t, in: in, out: out, rows: shape[1], rowStride: st[1], first: off,
 		es: es, oes: int64(dt.Size()), widen: widen, cur: -1}
+	if shape[0] > (1<<62)/(shape[1]*in*src.oes) {
+		return nil, fmt.Errorf("shape %v: over 2^62 bytes as llama.cpp's layout", t.Shape)
+	}
 	src.size = shape[0] * shape[1] * in * src.oes
 	return statedict.NewDerivedTensor(t.Name, dt, shape, src, src.size, t), nil
 }

@@ -13,10 +13,9 @@ import (
 	"regexp"
 )
 
-// Names are llama.cpp's names for the Llama family's tensors: each From
-// (a regular expression over a Hugging Face name) is replaced by To
-// (regexp.ReplaceAllString syntax).
-var Names = []struct{ From, To string }{
+// llamaNames are llama.cpp's names for the Llama family's tensors
+// (Archs["llama"] and Archs["qwen2"]).
+var llamaNames = []Rule{
 	{`^model\.embed_tokens\.weight$`, "token_embd.weight"},
 	{`^model\.norm\.weight$`, "output_norm.weight"},
 	{`^lm_head\.weight$`, "output.weight"},
@@ -33,10 +32,6 @@ var Names = []struct{ From, To string }{
 
 // Top are llama.cpp's names of the tensors outside the blocks.
 var Top = []string{"token_embd.weight", "output_norm.weight", "output.weight"}
-
-// Rename returns llama.cpp's name for a Hugging Face name, and whether
-// one of Names matched: Archs["llama"].Rename.
-func Rename(name string) (string, bool) { return Archs["llama"].Rename(name) }
 
 // QK matches llama.cpp's names of the tensors it permutes; group 1 is "q"
 // or "k".
