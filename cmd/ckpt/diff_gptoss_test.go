@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand"
@@ -116,36 +115,6 @@ func writeTinyGptOss(t *testing.T, dir string, quantized, negZero bool, seed int
 	}
 }
 
-// gptOssDiff is the part of `ckpt diff --json` the gpt-oss test reads.
-type gptOssDiff struct {
-	OK      bool     `json:"ok"`
-	Notes   []string `json:"notes"`
-	OnlyInA []string `json:"only_in_a"`
-	OnlyInB []string `json:"only_in_b"`
-	Tensors []struct {
-		Name         string `json:"name"`
-		NameA        string `json:"name_a"`
-		NameB        string `json:"name_b"`
-		Via          string `json:"via"`
-		DTypeA       string `json:"dtype_a"`
-		DTypeB       string `json:"dtype_b"`
-		Problem      string `json:"problem"`
-		Elements     int64  `json:"elements"`
-		BitwiseEqual bool   `json:"bitwise_equal"`
-		Differing    int64  `json:"differing"`
-	} `json:"tensors"`
-}
-
-func runGptOssDiff(t *testing.T, args ...string) (int, gptOssDiff) {
-	t.Helper()
-	code, out, errs := runCLI(t, append([]string{"diff", "--json"}, args...)...)
-	var rep gptOssDiff
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("diff %v: exit %d, %v\n%s\n%s", args, code, err, out, errs)
-	}
-	return code, rep
-}
-
 // TestDiffGGUFGptOss: a tiny gpt-oss release, MXFP4 and bfloat16,
 // converted by ckpt convert to GGUF (default types, --gguf-type f32 and
 // bf16) compares with its source without flags: every tensor of the file
@@ -171,7 +140,7 @@ func TestDiffGGUFGptOss(t *testing.T) {
 				t.Fatalf("%s: convert: exit %d %s %s", what, code, text, errs)
 			}
 			f, _ := parseGGUF(t, out)
-			code, rep := runGptOssDiff(t, dir, out, "--atol", "0")
+			code, rep := runDiffJSON(t, dir, out, "--atol", "0")
 			if code != exitOK || !rep.OK || len(rep.OnlyInA)+len(rep.OnlyInB) != 0 || len(rep.Tensors) != len(f.Tensors) {
 				t.Fatalf("%s: exit %d, only in A %v, only in B %v, %d pairs for %d GGUF tensors", what, code, rep.OnlyInA, rep.OnlyInB, len(rep.Tensors), len(f.Tensors))
 			}
@@ -228,7 +197,7 @@ func TestDiffGGUFGptOss(t *testing.T) {
 			if typ != "" {
 				continue
 			}
-			code, rev := runGptOssDiff(t, out, dir, "--atol", "0")
+			code, rev := runDiffJSON(t, out, dir, "--atol", "0")
 			if code != exitOK || len(rev.OnlyInA)+len(rev.OnlyInB) != 0 || len(rev.Tensors) != len(f.Tensors) ||
 				len(rev.Notes) != 1 || !strings.HasPrefix(rev.Notes[0], "A is a GGUF file of architecture gpt-oss") {
 				t.Errorf("%s: diff out.gguf DIR: exit %d, only %v %v, %d pairs, notes %q", what, code, rev.OnlyInA, rev.OnlyInB, len(rev.Tensors), rev.Notes)
@@ -245,7 +214,7 @@ func TestDiffGGUFGptOss(t *testing.T) {
 	if code, text, errs := runCLI(t, "convert", dir, out); code != exitOK {
 		t.Fatalf("convert: exit %d %s %s", code, text, errs)
 	}
-	code, rep := runGptOssDiff(t, dir, out, "--atol", "0")
+	code, rep := runDiffJSON(t, dir, out, "--atol", "0")
 	experts := 0
 	for _, td := range rep.Tensors {
 		if strings.HasSuffix(td.Name, "_exps.weight") {
@@ -296,7 +265,7 @@ func TestDiffGGUFGptOssTampered(t *testing.T) {
 		if err := os.WriteFile(out, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, rep := runGptOssDiff(t, dir, out, "--atol", "0")
+		code, rep := runDiffJSON(t, dir, out, "--atol", "0")
 		if code != exitError || len(rep.OnlyInA)+len(rep.OnlyInB) != 0 {
 			t.Fatalf("%s: exit %d, only %v %v", c.tensor, code, rep.OnlyInA, rep.OnlyInB)
 		}
