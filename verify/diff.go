@@ -29,6 +29,7 @@ type TensorDiff struct {
 	Name   string  `json:"name"`             // the matched name (A's after its rules)
 	NameA  string  `json:"name_a,omitempty"` // A's own name, when not Name
 	NameB  string  `json:"name_b,omitempty"` // B's own name, when not Name
+	Via    string  `json:"via,omitempty"`    // how a side was read to pair with a GGUF file's tensor (Matching)
 	Layer  int     `json:"layer"`            // the layers.N / h.N / blocks.N / blk.N index, -1 for none
 	DTypeA string  `json:"dtype_a"`
 	DTypeB string  `json:"dtype_b"`
@@ -140,8 +141,8 @@ func WithRename(side Side, re *regexp.Regexp, repl string) DiffOption {
 	return func(c *diffConfig) { c.match.add(side, "", &Rename{Pattern: re, Replacement: repl}) }
 }
 
-// WithoutGGUFNames compares a Llama-family GGUF file by its own names,
-// without llama.cpp's name map and q/k permutation.
+// WithoutGGUFNames compares a GGUF file by its own names, without
+// llama.cpp's map (names, splits, expert layout, q/k permutation).
 func WithoutGGUFNames() DiffOption { return func(c *diffConfig) { c.match.NoGGUFNames = true } }
 
 // WithLimits makes Diff a check (see Limits).
@@ -189,10 +190,10 @@ func Diff(ctx context.Context, a, b *statedict.Checkpoint, opts ...DiffOption) (
 	var todo []*TensorDiff
 	pairs := map[*TensorDiff]*pair{}
 	var total int64
-	for i, ta := range a.Tensors {
-		p := m.pairs[i]
+	for _, r := range m.rows {
+		ta, p := r.a, r.p
 		if p == nil {
-			rep.OnlyInA = append(rep.OnlyInA, ta.Name)
+			rep.OnlyInA = append(rep.OnlyInA, r.name())
 			continue
 		}
 		td := newTensorDiff(p, ta)
@@ -268,24 +269,24 @@ func layerOf(name string) int {
 }
 
 func newTensorDiff(p *pair, ta *statedict.Tensor) *TensorDiff {
-	tb := p.b
-	td := &TensorDiff{Name: p.key, Layer: layerOf(p.key), DTypeA: ta.DType.String(), DTypeB: tb.DType.String(),
-		ShapeA: p.shapeA, ShapeB: p.shapeB, Elements: ta.NumEl(), Bytes: ta.NBytes()}
+	a, tb := p.a, p.b
+	td := &TensorDiff{Name: p.key, Layer: layerOf(p.key), DTypeA: a.DType.String(), DTypeB: tb.DType.String(),
+		ShapeA: p.shapeA, ShapeB: p.shapeB, Elements: a.NumEl(), Bytes: a.NBytes(), Via: p.via}
 	if ta.Name != p.key {
 		td.NameA = ta.Name
 	}
 	if tb.Name != p.key {
 		td.NameB = tb.Name
 	}
-	_, okA := decoder(ta.DType)
+	_, okA := decoder(a.DType)
 	_, okB := decoder(tb.DType)
 	switch {
 	case !sameShape(p.shapeA, p.shapeB):
 		td.Problem = fmt.Sprintf("shape: A %v, B %v", p.shapeA, p.shapeB)
 	case p.problem != "":
 		td.Problem = p.problem
-	case (!okA || !okB) && ta.DType != tb.DType:
-		td.Problem = fmt.Sprintf("dtype: A %s, B %s: no numeric comparison between them", ta.DType, tb.DType)
+	case (!okA || !okB) && a.DType != tb.DType:
+		td.Problem = fmt.Sprintf("dtype: A %s, B %s: no numeric comparison between them", a.DType, tb.DType)
 	}
 	return td
 }

@@ -41,8 +41,8 @@ func TestDiffSplitMatchesWhole(t *testing.T) {
 		t.Errorf("the data misses a case: %+v", whole.Tensors[0])
 	}
 	m := match(a, b, Matching{})
-	todo := []*TensorDiff{newTensorDiff(m.pairs[0], a.Tensors[0]), newTensorDiff(m.pairs[1], a.Tensors[1])}
-	pairs := map[*TensorDiff]*pair{todo[0]: m.pairs[0], todo[1]: m.pairs[1]}
+	todo := []*TensorDiff{newTensorDiff(m.rows[0].p, a.Tensors[0]), newTensorDiff(m.rows[1].p, a.Tensors[1])}
+	pairs := map[*TensorDiff]*pair{todo[0]: m.rows[0].p, todo[1]: m.rows[1].p}
 	jobs, by := splitJobs(todo, pairs, 1<<12, 64<<10)
 	if len(by[todo[0]]) < 4 || len(by[todo[1]]) != 1 || len(jobs) != len(by[todo[0]])+1 || by[todo[0]][len(by[todo[0]])-1].hi != n {
 		t.Errorf("jobs: %d for the large pair, %d for the small, %d in all", len(by[todo[0]]), len(by[todo[1]]), len(jobs))

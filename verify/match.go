@@ -1,12 +1,10 @@
 package verify
 
 import (
-	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/ckpt-dev/ckpt/internal/llamacpp"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -29,15 +27,18 @@ type Rename struct {
 
 // Matching is how tensors of A and B are paired: each side's names with
 // its prefixes stripped (in order, each at most once), then renamed (in
-// order), must be equal. A GGUF file of a Llama-family architecture
-// (general.architecture llama or qwen2) compared with a checkpoint of
-// another format is matched as ckpt convert and llama.cpp's converter
-// wrote it: the other side's Hugging Face names mapped to llama.cpp's and,
-// for llama, its q/k rows permuted; the report's notes say so.
+// order), must be equal. A GGUF file of an architecture llama.cpp's
+// converter maps (llamacpp.Archs: llama, qwen2, gpt-oss) compared with a
+// checkpoint of another format is matched as ckpt convert and llama.cpp's
+// converter wrote it: the other side's Hugging Face names mapped to
+// llama.cpp's, a tensor llama.cpp splits in two (gpt-oss's gate_up_proj
+// and its bias) compared as two pairs (its even and its odd outputs),
+// stacked expert weights read in llama.cpp's [experts, out, in] layout,
+// and for llama the q/k rows permuted; the report's notes say so.
 type Matching struct {
 	StripA, StripB   []string
 	RenameA, RenameB []Rename
-	// NoGGUFNames turns the Llama-family GGUF mapping off.
+	// NoGGUFNames turns the GGUF mapping off.
 	NoGGUFNames bool
 }
 
@@ -69,19 +70,46 @@ func ruleName(name string, strip []string, renames []Rename) string {
 }
 
 // pair is a tensor of A and the tensor of B it is compared with: a and b
-// are what to read (b or a may be a permuted view), shapeA and shapeB the
-// shapes to compare.
+// are what to read (either may be a view of its tensor: q/k rows
+// permuted, one half of a split, an expert weight in llama.cpp's
+// layout), shapeA and shapeB the shapes to compare.
 type pair struct {
 	key            string // the matched name
 	a, b           *statedict.Tensor
 	shapeA, shapeB []int64
 	problem        string // why the values cannot be compared ("" when they can)
+	// via says how a side was read to pair with a GGUF file's tensor
+	// ("even outputs, transposed"); "" when as it is.
+	via string
+	// widened: the GGUF side's float dtype is wider than the other's and
+	// holds its every value (ckpt convert's float32 for a bfloat16 norm),
+	// or the other is an MXFP4 weight read as float32 against ggml's
+	// MXFP4 reading (which gives +0 for E2M1's -0, transformers -0): verify
+	// compares the values exactly rather than the dtypes or bits.
+	widened bool
 }
 
-// matched is the result of pairing two checkpoints: pairs[i] is A's tensor
-// i (nil when B has none), onlyB B's tensors without a partner.
+// row is one of A's tensors, or one half of a tensor llama.cpp splits,
+// and its pair (nil when B has none).
+type row struct {
+	a    *statedict.Tensor
+	part string // "even outputs" or "odd outputs" for a half, else ""
+	p    *pair
+}
+
+// name is A's tensor's name, and the half when the row is one.
+func (r row) name() string {
+	if r.part == "" {
+		return r.a.Name
+	}
+	return r.a.Name + " (" + r.part + ")"
+}
+
+// matched is the result of pairing two checkpoints: rows are A's tensors
+// in order (a split tensor once per half when a half has a partner),
+// onlyB B's tensors without a partner.
 type matched struct {
-	pairs []*pair
+	rows  []row
 	onlyB []*statedict.Tensor
 	notes []string
 }
@@ -92,184 +120,116 @@ type side struct {
 	ck      *statedict.Checkpoint
 	strip   []string
 	renames []Rename
-	llama   bool   // map Hugging Face names to llama.cpp's
-	arch    string // the other side's general.architecture, when llama
-	heads   int64  // q/k permutation head counts (0: no permutation)
-	headsKV int64
-	byKey   map[string]*statedict.Tensor
+	byKey   map[string]entry
 	aliases map[string]string // alias key -> kept key
-	mapped  int               // tensors renamed by the llama map
-	permute int               // q/k tensors permuted
+	gguf    ggufMap
 }
 
-func (s *side) key(name string) string {
-	k := ruleName(name, s.strip, s.renames)
-	if s.llama {
-		if n, ok := llamacpp.Rename(k); ok {
-			k = n
-		}
-	}
-	return k
+// part is one matched name a tensor of a side gives: its whole name, or
+// under a GGUF file's map llama.cpp's name or one of its two halves.
+type part struct {
+	key    string
+	parity int  // 0 or 1: a split's even or odd half; -1: whole
+	mapped bool // key is llama.cpp's name for the tensor
+	expert bool // read in llama.cpp's expert layout (Arch.Transposed)
+}
+
+// entry is a tensor of a side under one of its parts.
+type entry struct {
+	t *statedict.Tensor
+	part
 }
 
 func newSide(ck *statedict.Checkpoint, strip []string, renames []Rename) *side {
 	return &side{ck: ck, strip: strip, renames: renames}
 }
 
+// parts returns the matched names of a tensor name.
+func (s *side) parts(name string) []part {
+	return s.gguf.parts(ruleName(name, s.strip, s.renames))
+}
+
 func (s *side) index() {
-	s.byKey = make(map[string]*statedict.Tensor, len(s.ck.Tensors))
+	s.byKey = make(map[string]entry, len(s.ck.Tensors))
 	for _, t := range s.ck.Tensors {
-		if _, dup := s.byKey[s.key(t.Name)]; !dup {
-			s.byKey[s.key(t.Name)] = t
+		for _, pt := range s.parts(t.Name) {
+			if _, dup := s.byKey[pt.key]; !dup {
+				s.byKey[pt.key] = entry{t, pt}
+			}
 		}
 	}
 	s.aliases = map[string]string{}
 	for alias, kept := range Aliases(s.ck) {
-		s.aliases[s.key(alias)] = s.key(kept)
+		pa, pk := s.parts(alias), s.parts(kept)
+		for i := range min(len(pa), len(pk)) {
+			s.aliases[pa[i].key] = pk[i].key
+		}
 	}
 }
 
-func (s *side) lookup(key string) *statedict.Tensor {
-	if t, ok := s.byKey[key]; ok {
-		return t
+func (s *side) lookup(key string) (entry, bool) {
+	if e, ok := s.byKey[key]; ok {
+		return e, true
 	}
-	return s.byKey[s.aliases[key]]
-}
-
-// ggufArch returns a GGUF checkpoint's general.architecture when the
-// Llama map applies to it, and its head counts when q/k are permuted.
-func ggufArch(ck *statedict.Checkpoint) (arch string, heads, headsKV int64) {
-	if ck.GGUF == nil {
-		return "", 0, 0
-	}
-	kv, ok := ck.GGUF.Get("general.architecture")
-	if !ok {
-		return "", 0, 0
-	}
-	arch, _ = kv.Value.(string)
-	if !llamacpp.Mapped[arch] || !llamacpp.Permuted[arch] {
-		return arch, 0, 0
-	}
-	num := func(key string) int64 {
-		kv, ok := ck.GGUF.Get(arch + "." + key)
-		if !ok {
-			return 0
-		}
-		switch v := kv.Value.(type) {
-		case uint32:
-			return int64(v)
-		case int32:
-			return int64(v)
-		case uint64:
-			return int64(min(v, 1<<24))
-		case int64:
-			return v
-		}
-		return 0
-	}
-	heads = num("attention.head_count")
-	headsKV = num("attention.head_count_kv")
-	if headsKV == 0 {
-		headsKV = heads
-	}
-	return arch, heads, headsKV
-}
-
-// llamaSide sets up the Llama-family GGUF mapping on s when other is such
-// a GGUF file, s is not GGUF and some of its names are llama.cpp's
-// sources.
-func llamaSide(s, other *side) {
-	if s.ck.GGUF != nil {
-		return
-	}
-	arch, heads, headsKV := ggufArch(other.ck)
-	if !llamacpp.Mapped[arch] {
-		return
-	}
-	n := 0
-	for _, t := range s.ck.Tensors {
-		if _, ok := llamacpp.Rename(ruleName(t.Name, s.strip, s.renames)); ok {
-			n++
-		}
-	}
-	if n == 0 {
-		return
-	}
-	s.llama, s.arch, s.heads, s.headsKV = true, arch, heads, headsKV
+	e, ok := s.byKey[s.aliases[key]]
+	return e, ok
 }
 
 // match pairs the tensors of a and b.
 func match(a, b *statedict.Checkpoint, m Matching) *matched {
 	sa, sb := newSide(a, m.StripA, m.RenameA), newSide(b, m.StripB, m.RenameB)
 	if !m.NoGGUFNames {
-		llamaSide(sa, sb)
-		llamaSide(sb, sa)
+		sa.mapTo(sb)
+		sb.mapTo(sa)
 	}
 	sa.index()
 	sb.index()
-	out := &matched{pairs: make([]*pair, len(a.Tensors))}
+	out := &matched{}
 	usedB := map[*statedict.Tensor]bool{}
-	for i, ta := range a.Tensors {
-		k := sa.key(ta.Name)
-		tb := sb.lookup(k)
-		if tb == nil {
-			continue
+	for _, ta := range a.Tensors {
+		parts := sa.parts(ta.Name)
+		rows := make([]row, 0, len(parts))
+		for _, pt := range parts {
+			r := row{a: ta}
+			if len(parts) > 1 {
+				r.part = half(pt.parity)
+			}
+			if eb, ok := sb.lookup(pt.key); ok {
+				usedB[eb.t] = true
+				r.p = pairOf(sa, sb, entry{ta, pt}, eb)
+			}
+			rows = append(rows, r)
 		}
-		usedB[tb] = true
-		p := &pair{key: k, a: ta, b: tb, shapeA: ta.Shape, shapeB: tb.Shape}
-		p.a = sa.permuted(p, ta, k)
-		p.b = sb.permuted(p, tb, k)
-		out.pairs[i] = p
+		if !slices.ContainsFunc(rows, func(r row) bool { return r.p != nil }) {
+			rows = []row{{a: ta}} // on A's side only: once, by its own name
+		}
+		out.rows = append(out.rows, rows...)
 	}
 	for _, tb := range b.Tensors {
-		if !usedB[tb] && sa.lookup(sb.key(tb.Name)) == nil {
+		if usedB[tb] {
+			continue
+		}
+		if !slices.ContainsFunc(sb.parts(tb.Name), func(pt part) bool { _, ok := sa.lookup(pt.key); return ok }) {
 			out.onlyB = append(out.onlyB, tb)
 		}
 	}
-	for _, s := range []struct {
-		s          *side
-		name, from string
-	}{{sa, "A", "B"}, {sb, "B", "A"}} {
-		if !s.s.llama || s.s.mapped == 0 {
-			continue
-		}
-		note := fmt.Sprintf("%s is a GGUF file of architecture %s: %d tensors of %s matched by llama.cpp's names (as ckpt convert writes them)",
-			s.from, s.s.arch, s.s.mapped, s.name)
-		if s.s.permute > 0 {
-			note += fmt.Sprintf(", %d q/k tensors of %s read with llama.cpp's row permutation", s.s.permute, s.name)
-		}
-		out.notes = append(out.notes, note)
-	}
+	out.notes = append(sa.gguf.note("A", "B"), sb.gguf.note("B", "A")...)
 	return out
 }
 
-// permuted returns the tensor of this side to read for p: t itself, or
-// for the q/k tensors of a Llama-mapped side, its rows in llama.cpp's
-// order (a view over its storage). It counts the mapped tensors.
-func (s *side) permuted(p *pair, t *statedict.Tensor, key string) *statedict.Tensor {
-	if !s.llama {
-		return t
+// pairOf makes the pair of ea (a tensor of A under one of its names) and
+// eb (B's tensor of that name), each read as its side's map says.
+func pairOf(sa, sb *side, ea, eb entry) *pair {
+	p := &pair{key: ea.key}
+	p.a, p.shapeA = sa.gguf.read(p, ea, eb.t)
+	p.b, p.shapeB = sb.gguf.read(p, eb, ea.t)
+	switch {
+	case sa.gguf.arch != nil && ea.mapped:
+		p.widened = p.widened || holdsAll(p.b.DType, p.a.DType)
+	case sb.gguf.arch != nil && eb.mapped:
+		p.widened = p.widened || holdsAll(p.a.DType, p.b.DType)
 	}
-	if _, ok := llamacpp.Rename(ruleName(t.Name, s.strip, s.renames)); ok {
-		s.mapped++
-	}
-	mm := llamacpp.QK.FindStringSubmatch(key)
-	if mm == nil || s.heads == 0 {
-		return t
-	}
-	heads := s.heads
-	if mm[1] == "k" {
-		heads = s.headsKV
-	}
-	shape, strides, err := llamacpp.Permute(t.Shape, t.Strides, heads)
-	if err != nil {
-		p.problem = err.Error()
-		return t
-	}
-	s.permute++
-	v := *t
-	v.Shape, v.Strides = shape, strides
-	return &v
+	return p
 }
 
 // sameShape reports whether two shapes are equal.

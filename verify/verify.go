@@ -293,7 +293,7 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 		d   *Mismatch
 		err error
 	}
-	results := make([]result, len(a.Tensors))
+	results := make([]result, len(m.rows))
 	var pairs []int
 	// A pair of views is compared once: a tensor named many times (tied
 	// weights, or a shared tree naming one tensor from every path) costs
@@ -301,10 +301,10 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 	type viewPair struct{ a, b statedict.View }
 	first := map[viewPair]int{}
 	dups := map[int]int{}
-	for i, ta := range a.Tensors {
-		p := m.pairs[i]
+	for i, r := range m.rows {
+		p := r.p
 		if p == nil {
-			results[i].d = &Mismatch{Name: ta.Name, Kind: "missing_in_b", Detail: "only in A"}
+			results[i].d = &Mismatch{Name: r.name(), Kind: "missing_in_b", Detail: "only in A"}
 			continue
 		}
 		rep.Compared++
@@ -319,7 +319,7 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 	if fn := opts.Progress; fn != nil {
 		var total, done int64
 		for _, i := range pairs {
-			total += max(a.Tensors[i].NBytes(), 0)
+			total += max(m.rows[i].p.a.NBytes(), 0)
 		}
 		var mu sync.Mutex
 		opts.Progress = nil
@@ -340,7 +340,7 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 			defer wg.Done()
 			for k := next.Add(1) - 1; k < int64(len(pairs)); k = next.Add(1) - 1 {
 				i := pairs[k]
-				d, err := compareTensor(work, a.Tensors[i].Name, m.pairs[i], opts)
+				d, err := compareTensor(work, m.rows[i].name(), m.rows[i].p, opts)
 				results[i] = result{d, err}
 				if err != nil {
 					cancel() // the others stop; the first real error is returned
@@ -356,7 +356,7 @@ func Compare(ctx context.Context, a, b *statedict.Checkpoint, opts CompareOption
 		results[i] = results[j]
 		if d := results[j].d; d != nil {
 			c := *d
-			c.Name = a.Tensors[i].Name
+			c.Name = m.rows[i].name()
 			results[i].d = &c
 		}
 	}
@@ -384,7 +384,7 @@ func compareTensor(ctx context.Context, name string, p *pair, opts CompareOption
 	if p.problem != "" {
 		return &Mismatch{Name: name, Kind: "shape", Detail: p.problem}, nil
 	}
-	if a.DType != b.DType && !opts.Tolerance {
+	if a.DType != b.DType && !opts.Tolerance && !p.widened {
 		return &Mismatch{Name: name, Kind: "dtype", Detail: fmt.Sprintf("A %s, B %s", a.DType, b.DType)}, nil
 	}
 	decA, okA := decoder(a.DType)
@@ -413,7 +413,9 @@ func compareTensor(ctx context.Context, name string, p *pair, opts CompareOption
 	n := a.NumEl()
 	var diff, first int64 = 0, -1
 	var maxAbs float64
-	numeric := opts.Tolerance && okA && okB
+	// A GGUF file's wider float dtype (p.widened) is compared by value,
+	// exactly without a tolerance.
+	numeric := (opts.Tolerance || p.widened) && okA && okB
 	var valA, valB []float64
 	var mid []float32
 	if numeric {

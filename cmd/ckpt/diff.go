@@ -41,9 +41,11 @@ worst tensors and per-layer aggregates (layers.N, h.N, blocks.N, blk.N).
 
 Names are matched after --strip-prefix (each side's prefixes removed) and
 then --rename REGEX=REPLACEMENT; --a-*/--b-* apply to one side. A GGUF file
-of a Llama-family model is matched with its Hugging Face source as
-'ckpt convert' wrote it (llama.cpp's names, q/k rows permuted back), and
-the report says so; --no-gguf-names turns that off.
+of an architecture llama.cpp's converter maps (llama, qwen2, gpt-oss) is
+matched with its Hugging Face source as 'ckpt convert' wrote it (llama.cpp's
+names, q/k rows permuted back, gpt-oss's gate_up_proj compared as its gate
+and up halves, expert weights read transposed), and the report says so;
+--no-gguf-names turns that off.
 
 Without limits diff only reports (exit 0). With --atol/--rtol (an element
 fails past |A-B| <= atol + rtol*|B|, as torch.allclose and 'ckpt verify')
@@ -88,7 +90,7 @@ tensor's differences (click a row; --tensor NAME picks the first shown).`,
 	f.StringArrayVar(&opts.Strip, "strip-prefix", nil, "strip this prefix from names on both sides (repeatable)")
 	f.StringArrayVar(&opts.StripA, "a-strip-prefix", nil, "strip this prefix from A's names (repeatable)")
 	f.StringArrayVar(&opts.StripB, "b-strip-prefix", nil, "strip this prefix from B's names (repeatable)")
-	f.BoolVar(&opts.NoGGUFNames, "no-gguf-names", false, "match a Llama-family GGUF file by its own names, without llama.cpp's map")
+	f.BoolVar(&opts.NoGGUFNames, "no-gguf-names", false, "match a GGUF file by its own names, without llama.cpp's map")
 	f.Float64Var(&opts.Atol, "atol", 0, "check: fail a tensor with an element past |A-B| <= atol + rtol*|B|")
 	f.Float64Var(&opts.Rtol, "rtol", 0, "check: relative tolerance (see --atol)")
 	f.Float64Var(&opts.MinCosine, "min-cosine", 0, "check: fail a tensor whose cosine similarity is below this")

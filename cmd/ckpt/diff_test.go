@@ -39,6 +39,8 @@ type diffJSON struct {
 	Failed  int      `json:"failed"`
 	Tensors []struct {
 		Name    string `json:"name"`
+		NameA   string `json:"name_a"`
+		Via     string `json:"via"`
 		DTypeA  string `json:"dtype_a"`
 		DTypeB  string `json:"dtype_b"`
 		Problem string `json:"problem"`

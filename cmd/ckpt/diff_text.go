@@ -32,7 +32,7 @@ func printDiff(w io.Writer, r *diffReport, o *diffOptions) {
 			continue
 		}
 		shown++
-		fmt.Fprintf(tw, "%s\t%s\t%s\t", displayName(t.Name), dtypes(t), human.Bytes(t.Bytes))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t", pairName(t), dtypes(t), human.Bytes(t.Bytes))
 		if t.Problem != "" {
 			fmt.Fprintf(tw, "\t\t\t\t\t%s\n", clean(t.Problem))
 			continue
@@ -71,6 +71,21 @@ func printDiff(w io.Writer, r *diffReport, o *diffOptions) {
 	default:
 		fmt.Fprintf(w, "FAILED: %d tensor(s) past the limits\n", rep.Failed)
 	}
+}
+
+// pairName is a tensor's matched name and, for a pair read through a
+// GGUF file's map, the other side's own name and how it was read:
+// "blk.0.ffn_gate_exps.weight (model.layers.0.mlp.experts.gate_up_proj,
+// even outputs, transposed)".
+func pairName(t *ckpt.TensorDiff) string {
+	if t.Via == "" {
+		return displayName(t.Name)
+	}
+	other := t.NameA
+	if other == "" {
+		other = t.NameB
+	}
+	return displayName(t.Name) + " (" + clean(other) + ", " + clean(t.Via) + ")"
 }
 
 func dtypes(t *ckpt.TensorDiff) string {

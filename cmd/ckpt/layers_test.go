@@ -65,8 +65,9 @@ func TestLayers(t *testing.T) {
 		"cuda": {"github.com/ebitengine/purego"},
 
 		// verify: ckpt verify's Check and Compare, ckpt diff's Diff
-		// (golang.org/x/sys/cpu: whether its AVX2 kernels run).
-		"verify": {mod + "statedict", mod + "internal/ieeecrc", mod + "digest", mod + "dtype", mod + "internal/llamacpp", "golang.org/x/sys/cpu"},
+		// (golang.org/x/sys/cpu: whether its AVX2 kernels run;
+		// internal/par: the expert slabs' free list).
+		"verify": {mod + "statedict", mod + "internal/ieeecrc", mod + "digest", mod + "dtype", mod + "internal/llamacpp", mod + "internal/par", "golang.org/x/sys/cpu"},
 		// internal/llamacpp: llama.cpp's names and q/k permutation (convert, verify).
 		"internal/llamacpp": {},
 		// internal/atomicfile: convert's atomic, direct-I/O local outputs.

@@ -35,8 +35,10 @@ With two, it compares every tensor of A and B by name, dtype, shape and value:
 bitwise, or within --atol/--rtol (|a-b| <= atol + rtol*|b|, after casting both
 to float64, which also allows different dtypes). Aliases a safetensors
 conversion dropped are resolved to the tensor kept in their place, and a GGUF
-file 'ckpt convert' wrote from a Llama-family model is matched with its source
-(llama.cpp's names and q/k permutation undone), as 'ckpt diff' matches them.
+file 'ckpt convert' wrote from a llama, qwen2 or gpt-oss model is matched with
+its source (llama.cpp's names, splits and permutation undone), as 'ckpt diff'
+matches them; its wider float tensors (F32 norms of a bfloat16 model) are
+compared by value.
 verify answers yes or no; 'ckpt diff' measures how far apart two checkpoints
 are (errors, cosine similarity, per layer, an HTML report).
 

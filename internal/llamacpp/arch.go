@@ -12,7 +12,7 @@ import (
 type Arch struct {
 	// Name is general.architecture.
 	Name string
-	// Names are the one-to-one renames, as Names (regexp over a Hugging
+	// Names are the one-to-one renames (Rule: a regexp over a Hugging
 	// Face name, regexp.ReplaceAllString replacement).
 	Names []Rule
 	// Splits are the tensors written as two: the even and the odd
@@ -75,8 +75,8 @@ var gptOssSplits = []Split{
 
 // Archs are the architectures mapped, by general.architecture.
 var Archs = map[string]*Arch{
-	"llama":   compile(&Arch{Name: "llama", Names: llamaRules(), Permute: true}),
-	"qwen2":   compile(&Arch{Name: "qwen2", Names: llamaRules()}),
+	"llama":   compile(&Arch{Name: "llama", Names: llamaNames, Permute: true}),
+	"qwen2":   compile(&Arch{Name: "qwen2", Names: llamaNames}),
 	"gpt-oss": compile(&Arch{Name: "gpt-oss", Names: gptOssNames, Splits: gptOssSplits, Transposed: regexp.MustCompile(`^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$`)}),
 }
 
@@ -88,14 +88,6 @@ func compile(a *Arch) *Arch {
 		a.splits = append(a.splits, regexp.MustCompile(s.From))
 	}
 	return a
-}
-
-func llamaRules() []Rule {
-	out := make([]Rule, len(Names))
-	for i, n := range Names {
-		out[i] = Rule{n.From, n.To}
-	}
-	return out
 }
 
 // Patterns returns a's Names compiled, in the same order.

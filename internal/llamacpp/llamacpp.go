@@ -1,9 +1,11 @@
 // Package llamacpp holds what llama.cpp's convert_hf_to_gguf.py does to a
-// Hugging Face model of the Llama family, spelled once: the tensor names
-// it gives and the q/k row permutation. ckpt convert applies them when it
-// writes a GGUF file; ckpt diff and verify apply them again to compare
-// such a file with its source. Archs holds the same per architecture,
-// gpt-oss included (its gate/up split and expert transposition, arch.go).
+// Hugging Face model, spelled once per architecture in Archs (arch.go):
+// the tensor names it gives, the tensors it splits in two (gpt-oss's
+// gate/up), the expert weights it transposes and the q/k row permutation
+// (Llama). ckpt convert applies them when it writes a GGUF file; ckpt
+// diff and verify apply them again to compare such a file with its
+// source. An architecture is mapped when Archs has it, and its q/k rows
+// are permuted when its Permute is set.
 package llamacpp
 
 import (
@@ -11,10 +13,9 @@ import (
 	"regexp"
 )
 
-// Names are llama.cpp's names for the Llama family's tensors: each From
-// (a regular expression over a Hugging Face name) is replaced by To
-// (regexp.ReplaceAllString syntax).
-var Names = []struct{ From, To string }{
+// llamaNames are llama.cpp's names for the Llama family's tensors
+// (Archs["llama"] and Archs["qwen2"]).
+var llamaNames = []Rule{
 	{`^model\.embed_tokens\.weight$`, "token_embd.weight"},
 	{`^model\.norm\.weight$`, "output_norm.weight"},
 	{`^lm_head\.weight$`, "output.weight"},
@@ -32,20 +33,9 @@ var Names = []struct{ From, To string }{
 // Top are llama.cpp's names of the tensors outside the blocks.
 var Top = []string{"token_embd.weight", "output_norm.weight", "output.weight"}
 
-// Rename returns llama.cpp's name for a Hugging Face name, and whether
-// one of Names matched: Archs["llama"].Rename.
-func Rename(name string) (string, bool) { return Archs["llama"].Rename(name) }
-
 // QK matches llama.cpp's names of the tensors it permutes; group 1 is "q"
 // or "k".
 var QK = regexp.MustCompile(`^blk\.\d+\.attn_([qk])\.(weight|bias)$`)
-
-// Permuted lists the architectures (general.architecture) whose q/k rows
-// llama.cpp permutes, and Mapped those that get Names.
-var (
-	Permuted = map[string]bool{"llama": true}
-	Mapped   = map[string]bool{"llama": true, "qwen2": true}
-)
 
 // Permute returns the shape and strides of a view of a tensor (shape,
 // strides in elements) whose elements, in C order, are its rows in
