@@ -26,12 +26,13 @@ const relSlack = 0x1p-40
 
 // kernelLanes is how many float64 lanes the kernels' accumulators have
 // (one AVX-512 register of float64s; the AVX2 kernel uses the first four);
-// histCopies how many counts each histogram slot has (one a lane: the
-// AVX2 kernel's even and odd blocks count in 0-3 and 4-7), so that
-// increments of one slot in a row do not wait on each other.
+// histCopies how many counts each histogram slot has (the AVX-512
+// kernel's lanes in its even and odd blocks; the AVX2 kernel's in 0-3
+// and 4-7), so that increments of one slot in a row do not wait on each
+// other.
 const (
 	kernelLanes = 8
-	histCopies  = 8
+	histCopies  = 16
 )
 
 // The kernels' histogram slots: a difference d (a float64) counts in slot
@@ -239,7 +240,10 @@ func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 func (s *acc) flush(k *f32Kernel) {
 	slot := func(i int) int64 {
 		c := &k.hist[i]
-		n := ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]))
+		var n int64
+		for _, v := range c {
+			n += v
+		}
 		*c = [histCopies]int64{}
 		return n
 	}

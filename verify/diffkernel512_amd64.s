@@ -11,11 +11,12 @@ GLOBL absmask512<>(SB), RODATA|NOPTR, $8
 DATA one512<>+0(SB)/8, $1
 GLOBL one512<>(SB), RODATA|NOPTR, $8
 
-// ~7: a histogram slot's index with its low three bits cleared
-DATA slotmask512<>+0(SB)/8, $0xfffffffffffffff8
+// ~15: a histogram slot's index with its low four bits cleared
+DATA slotmask512<>+0(SB)/8, $0xfffffffffffffff0
 GLOBL slotmask512<>(SB), RODATA|NOPTR, $8
 
-// each lane's copy of a histogram slot
+// each lane's copy of a histogram slot: 0-7 in the loop's even blocks,
+// 8-15 in its odd ones
 DATA lanes512<>+0(SB)/8, $0
 DATA lanes512<>+8(SB)/8, $1
 DATA lanes512<>+16(SB)/8, $2
@@ -24,7 +25,15 @@ DATA lanes512<>+32(SB)/8, $4
 DATA lanes512<>+40(SB)/8, $5
 DATA lanes512<>+48(SB)/8, $6
 DATA lanes512<>+56(SB)/8, $7
-GLOBL lanes512<>(SB), RODATA|NOPTR, $64
+DATA lanes512<>+64(SB)/8, $8
+DATA lanes512<>+72(SB)/8, $9
+DATA lanes512<>+80(SB)/8, $10
+DATA lanes512<>+88(SB)/8, $11
+DATA lanes512<>+96(SB)/8, $12
+DATA lanes512<>+104(SB)/8, $13
+DATA lanes512<>+112(SB)/8, $14
+DATA lanes512<>+120(SB)/8, $15
+GLOBL lanes512<>(SB), RODATA|NOPTR, $128
 
 // f32Kernel offsets (TestKernelLayout)
 #define K_SUMD2 0
@@ -48,7 +57,7 @@ GLOBL lanes512<>(SB), RODATA|NOPTR, $64
 // Registers: SI x, DI y, CX n, DX k, AX the element index, R9 the
 // histogram; Z8-Z11 the sums, Z12 max |d|, Z13 the over counts, Z14 the
 // abs mask, Z15 zero, Z16 relThr, Z17 atol, Z18 rtol, Z19 the slot mask,
-// Z20 the lanes, Z21 ones; 64 bytes of frame for the slots.
+// Z20 and Z22 the lanes' copies, Z21 ones.
 #define STATS_ENTER \
 	MOVQ x+0(FP), SI; \
 	MOVQ y+8(FP), DI; \
@@ -67,20 +76,23 @@ GLOBL lanes512<>(SB), RODATA|NOPTR, $64
 	VPBROADCASTQ absmask512<>(SB), Z14; \
 	VPBROADCASTQ slotmask512<>(SB), Z19; \
 	VMOVDQU64 lanes512<>(SB), Z20; \
+	VMOVDQU64 lanes512<>+64(SB), Z22; \
 	VPBROADCASTQ one512<>(SB), Z21; \
 	VPXORQ Z15, Z15, Z15; \
 	MOVQ K_TOLON(DX), R13; \
 	XORQ AX, AX
 
-// STATS_BODY: Z0 a and Z1 b (eight elements each, float64).
+// STATS_BODY(lanes, notol): Z0 a and Z1 b (eight elements each, float64).
 // d = a - b; a block with d NaN or infinite (a or b NaN or infinite, or
 // the difference past float64: VFPCLASSPD) or with |d| > relThr*|b| (a
 // new maximum relative error, maybe) is left to the Go kernel before
 // anything of it is added. Then the sums (FMA), max |d|, the tolerance
 // count (|d| > atol + rtol*|b| and d != 0; skipped without a tolerance),
-// and the histogram: slot d>>52 (sign and biased exponent), copy the
-// lane, the slots stored to the frame and incremented one at a time.
-#define STATS_BODY \
+// and the histogram: slot d>>52 (sign and biased exponent), copy lanes
+// (the lane's, in the loop's even or odd blocks: one copy's increments
+// come no closer than every other block), moved to general registers and
+// incremented one at a time.
+#define STATS_BODY(lanes, notol) \
 	VSUBPD Z1, Z0, Z2; \
 	VFPCLASSPDZ $0x99, Z2, K1; \
 	VANDPD Z14, Z2, Z3; \
@@ -94,9 +106,8 @@ GLOBL lanes512<>(SB), RODATA|NOPTR, $64
 	VFMADD231PD Z1, Z1, Z10; \
 	VFMADD231PD Z1, Z0, Z11; \
 	VMAXPD Z3, Z12, Z12; \
-	VPSRLQ $49, Z2, Z6; \
-	VPTERNLOGQ $0xea, Z20, Z19, Z6; \
-	VMOVDQU64 Z6, (SP); \
+	VPSRLQ $48, Z2, Z6; \
+	VPTERNLOGQ $0xea, lanes, Z19, Z6; \
 	TESTQ R13, R13; \
 	JE notol; \
 	VMULPD Z18, Z4, Z5; \
@@ -105,22 +116,25 @@ GLOBL lanes512<>(SB), RODATA|NOPTR, $64
 	VCMPPD $4, Z15, Z2, K3, K3; \
 	VPADDQ Z21, Z13, K3, Z13; \
 notol: \
-	MOVQ 0(SP), R8; \
+	VEXTRACTI64X4 $1, Z6, Y7; \
+	VMOVQ X6, R8; \
+	VPEXTRQ $1, X6, R10; \
+	VEXTRACTI128 $1, Y6, X6; \
+	VMOVQ X6, R11; \
+	VPEXTRQ $1, X6, R12; \
 	INCQ (R9)(R8*8); \
-	MOVQ 8(SP), R8; \
+	INCQ (R9)(R10*8); \
+	INCQ (R9)(R11*8); \
+	INCQ (R9)(R12*8); \
+	VMOVQ X7, R8; \
+	VPEXTRQ $1, X7, R10; \
+	VEXTRACTI128 $1, Y7, X7; \
+	VMOVQ X7, R11; \
+	VPEXTRQ $1, X7, R12; \
 	INCQ (R9)(R8*8); \
-	MOVQ 16(SP), R8; \
-	INCQ (R9)(R8*8); \
-	MOVQ 24(SP), R8; \
-	INCQ (R9)(R8*8); \
-	MOVQ 32(SP), R8; \
-	INCQ (R9)(R8*8); \
-	MOVQ 40(SP), R8; \
-	INCQ (R9)(R8*8); \
-	MOVQ 48(SP), R8; \
-	INCQ (R9)(R8*8); \
-	MOVQ 56(SP), R8; \
-	INCQ (R9)(R8*8)
+	INCQ (R9)(R10*8); \
+	INCQ (R9)(R11*8); \
+	INCQ (R9)(R12*8)
 
 #define STATS_EXIT \
 	VMOVUPD Z8, K_SUMD2(DX); \
@@ -175,7 +189,7 @@ sqdone: \
 	RET
 
 // STATS_FUNC is a variant's body: LOADA and LOADB load A's and B's
-// elements, eight a round.
+// elements; two blocks of eight a round.
 #define STATS_FUNC(LOADA, LOADB) \
 	STATS_ENTER; \
 loop: \
@@ -183,26 +197,32 @@ loop: \
 	JGE  done; \
 	LOADA((SI), Z0, Y0); \
 	LOADB((DI), Z1, Y1); \
-	STATS_BODY; \
+	STATS_BODY(Z20, notol1); \
+	ADDQ $8, AX; \
+	CMPQ AX, CX; \
+	JGE  done; \
+	LOADA((SI), Z0, Y0); \
+	LOADB((DI), Z1, Y1); \
+	STATS_BODY(Z22, notol2); \
 	ADDQ $8, AX; \
 	JMP  loop; \
 done: \
 	STATS_EXIT
 
 // func statsF32F32AVX512(x, y unsafe.Pointer, n int, k *f32Kernel) int
-TEXT ·statsF32F32AVX512(SB), NOSPLIT, $64-40
+TEXT ·statsF32F32AVX512(SB), NOSPLIT, $0-40
 	STATS_FUNC(LOADF32, LOADF32)
 
 // func statsF32BF16AVX512(x, y unsafe.Pointer, n int, k *f32Kernel) int
-TEXT ·statsF32BF16AVX512(SB), NOSPLIT, $64-40
+TEXT ·statsF32BF16AVX512(SB), NOSPLIT, $0-40
 	STATS_FUNC(LOADF32, LOADBF16)
 
 // func statsBF16F32AVX512(x, y unsafe.Pointer, n int, k *f32Kernel) int
-TEXT ·statsBF16F32AVX512(SB), NOSPLIT, $64-40
+TEXT ·statsBF16F32AVX512(SB), NOSPLIT, $0-40
 	STATS_FUNC(LOADBF16, LOADF32)
 
 // func statsBF16BF16AVX512(x, y unsafe.Pointer, n int, k *f32Kernel) int
-TEXT ·statsBF16BF16AVX512(SB), NOSPLIT, $64-40
+TEXT ·statsBF16BF16AVX512(SB), NOSPLIT, $0-40
 	STATS_FUNC(LOADBF16, LOADBF16)
 
 // func sumSqF32AVX512(x unsafe.Pointer, n int, out *[8]float64, cnt *[8]int64)

@@ -93,7 +93,7 @@ GLOBL laneoff2<>(SB), RODATA|NOPTR, $32
 	VANDNPD Y7, Y3, Y7; \
 	VPSUBQ Y7, Y13, Y13; \
 	VPSRLQ $52, Y2, Y5; \
-	VPSLLQ $3, Y5, Y5; \
+	VPSLLQ $4, Y5, Y5; \
 	VPOR lanes, Y5, Y5; \
 	VMOVQ X5, R8; \
 	VPEXTRQ $1, X5, R10; \

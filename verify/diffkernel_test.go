@@ -324,7 +324,7 @@ func TestKernelLayout(t *testing.T) {
 		unsafe.Offsetof(k.maxAbs), unsafe.Offsetof(k.over), unsafe.Offsetof(k.relThr), unsafe.Offsetof(k.atol), unsafe.Offsetof(k.rtol),
 		unsafe.Offsetof(k.tolOn), unsafe.Offsetof(k.hist)}
 	want := []uintptr{0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 640}
-	if !reflect.DeepEqual(got, want) || unsafe.Sizeof(k.hist[0]) != 8*8 {
+	if !reflect.DeepEqual(got, want) || unsafe.Sizeof(k.hist[0]) != 16*8 {
 		t.Errorf("offsets %v, want %v (K_* in diffkernel_amd64.s)", got, want)
 	}
 }
