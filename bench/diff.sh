@@ -4,8 +4,9 @@
 # against `cat A B > /dev/null` in the same run, interleaved rounds, warm page
 # cache; wall and CPU seconds (user+sys), max RSS and minor page faults (GNU
 # time), the load average after each round. CKPT_BASE=/path/to/ckpt adds that
-# build's diff to each round; COLD=1 drops the two files from the page cache
-# (POSIX_FADV_DONTNEED, these files only) before every command (a before/after comparison in one run).
+# build's diff to each round (a before/after comparison in one run); COLD=1
+# drops the two files from the page cache (POSIX_FADV_DONTNEED, these files
+# only) before every command.
 # Usage: bench/diff.sh [SIZE_MB] [DIR] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
