@@ -82,6 +82,19 @@ GLOBL lanes512<>(SB), RODATA|NOPTR, $128
 	MOVQ K_TOLON(DX), R13; \
 	XORQ AX, AX
 
+// INC4(y, x): the increments of the four slots in y (x its low half,
+// overwritten).
+#define INC4(y, x) \
+	VMOVQ x, R8; \
+	VPEXTRQ $1, x, R10; \
+	VEXTRACTI128 $1, y, x; \
+	VMOVQ x, R11; \
+	VPEXTRQ $1, x, R12; \
+	INCQ (R9)(R8*8); \
+	INCQ (R9)(R10*8); \
+	INCQ (R9)(R11*8); \
+	INCQ (R9)(R12*8)
+
 // STATS_BODY(lanes, notol): Z0 a and Z1 b (eight elements each, float64).
 // d = a - b; a block with d NaN or infinite (a or b NaN or infinite, or
 // the difference past float64: VFPCLASSPD) or with |d| > relThr*|b| (a
@@ -117,24 +130,8 @@ GLOBL lanes512<>(SB), RODATA|NOPTR, $128
 	VPADDQ Z21, Z13, K3, Z13; \
 notol: \
 	VEXTRACTI64X4 $1, Z6, Y7; \
-	VMOVQ X6, R8; \
-	VPEXTRQ $1, X6, R10; \
-	VEXTRACTI128 $1, Y6, X6; \
-	VMOVQ X6, R11; \
-	VPEXTRQ $1, X6, R12; \
-	INCQ (R9)(R8*8); \
-	INCQ (R9)(R10*8); \
-	INCQ (R9)(R11*8); \
-	INCQ (R9)(R12*8); \
-	VMOVQ X7, R8; \
-	VPEXTRQ $1, X7, R10; \
-	VEXTRACTI128 $1, Y7, X7; \
-	VMOVQ X7, R11; \
-	VPEXTRQ $1, X7, R12; \
-	INCQ (R9)(R8*8); \
-	INCQ (R9)(R10*8); \
-	INCQ (R9)(R11*8); \
-	INCQ (R9)(R12*8)
+	INC4(Y6, X6); \
+	INC4(Y7, X7)
 
 #define STATS_EXIT \
 	VMOVUPD Z8, K_SUMD2(DX); \
