@@ -31,18 +31,12 @@ PY
 fi
 a=$dir/a.pt b=$dir/b.safetensors
 cat "$a" "$b" > /dev/null # warm
-t() {
-  if [ -n "${COLD:-}" ]; then
-    /usr/bin/python3 -c 'import os, sys
-for p in sys.argv[1:]:
-    fd = os.open(p, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' "$a" "$b"
-  fi
-  /usr/bin/time -f "%e s wall, %U+%S s CPU, %M KiB max RSS, %R minflt" "$@" 2>&1 >/dev/null | tail -1
-}
+. bench/diff_time.sh
+pair="$a $b"
 ls -l "$a" "$b" | awk '{print $5, $9}'
 for _ in $(seq "$rounds"); do
-  echo "cat A B:   $(t sh -c "cat '$a' '$b' > /dev/null")"
-  echo "ckpt diff: $(t "$dir/ckpt" diff "$a" "$b")"
-  if [ -n "${CKPT_BASE:-}" ]; then echo "base diff: $(t "$CKPT_BASE" diff "$a" "$b")"; fi
+  echo "cat A B:   $(t "$pair" sh -c "cat '$a' '$b' > /dev/null")"
+  echo "ckpt diff: $(t "$pair" "$dir/ckpt" diff "$a" "$b")"
+  if [ -n "${CKPT_BASE:-}" ]; then echo "base diff: $(t "$pair" "$CKPT_BASE" diff "$a" "$b")"; fi
   uptime
 done

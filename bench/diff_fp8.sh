@@ -21,18 +21,12 @@ if [ ! -f "$dir/fp8/model.safetensors" ]; then
 fi
 a=$src b=$dir/fp8
 cat "$a" "$b/model.safetensors" > /dev/null # warm
-t() {
-  if [ -n "${COLD:-}" ]; then
-    /usr/bin/python3 -c 'import os, sys
-for p in sys.argv[1:]:
-    fd = os.open(p, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' "$a" "$b/model.safetensors"
-  fi
-  /usr/bin/time -f "%e s wall, %U+%S s CPU, %M KiB max RSS, %R minflt" "$@" 2>&1 >/dev/null | tail -1
-}
+. bench/diff_time.sh
+pair="$a $b/model.safetensors"
 ls -l "$a" "$b/model.safetensors" | awk '{print $5, $9}'
 for _ in $(seq "$rounds"); do
-  echo "cat A B:           $(t sh -c "cat '$a' '$b/model.safetensors' > /dev/null")"
-  echo "ckpt diff bf16 fp8: $(t "$dir/ckpt" diff "$a" "$b")"
-  if [ -n "${CKPT_BASE:-}" ]; then echo "base diff bf16 fp8: $(t "$CKPT_BASE" diff "$a" "$b")"; fi
+  echo "cat A B:           $(t "$pair" sh -c "cat '$a' '$b/model.safetensors' > /dev/null")"
+  echo "ckpt diff bf16 fp8: $(t "$pair" "$dir/ckpt" diff "$a" "$b")"
+  if [ -n "${CKPT_BASE:-}" ]; then echo "base diff bf16 fp8: $(t "$pair" "$CKPT_BASE" diff "$a" "$b")"; fi
   uptime
 done

@@ -52,7 +52,7 @@ const (
 // registers, which they load and store around each call; the Go kernel
 // uses lane 0), the constants they compare with, broadcast, and the
 // histogram (histSlots slots of histCopies counts, the copies of a slot
-// in one cache line). The vector kernels read it by offset: its layout is
+// in two cache lines). The vector kernels read it by offset: its layout is
 // fixed (diffkernel_amd64.s, diffkernel512_amd64.s).
 type f32Kernel struct {
 	sumD2, sumA2, sumB2, sumAB [kernelLanes]float64 // 0, 64, 128, 192
