@@ -101,6 +101,7 @@ func openSide(t *statedict.Tensor, first, last int64) (*sideReader, error) {
 			return nil, err
 		}
 		s.at = r
+		willNeedCodes(t, first, last)
 		return s, nil
 	}
 	r, err := t.Open()
@@ -117,6 +118,21 @@ func openSide(t *statedict.Tensor, first, last int64) (*sideReader, error) {
 		s.at = at
 	}
 	return s, nil
+}
+
+// willNeedCodes gives the kernel the part of a quantized weight's stored
+// codes that elements [first, last) decode from (in proportion: a hint),
+// when the codes lie in a local file.
+func willNeedCodes(t *statedict.Tensor, first, last int64) {
+	st := t.QuantStored.StoredTensors()
+	n := t.NumEl()
+	if len(st) == 0 || n <= 0 {
+		return
+	}
+	if span, ok, err := st[0].InPlace(); ok && err == nil {
+		per := float64(span.Len) / float64(n)
+		willNeed(span.File, span.Off+int64(per*float64(first)), int64(per*float64(last-first))+1)
+	}
 }
 
 // next fills buf with the next len(buf) bytes.
