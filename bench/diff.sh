@@ -4,7 +4,9 @@
 # against `cat A B > /dev/null` in the same run, interleaved rounds, warm page
 # cache; wall and CPU seconds (user+sys), max RSS and minor page faults (GNU
 # time), the load average after each round. CKPT_BASE=/path/to/ckpt adds that
-# build's diff to each round (a before/after comparison in one run).
+# build's diff to each round (a before/after comparison in one run); COLD=1
+# drops the two files from the page cache (POSIX_FADV_DONTNEED, these files
+# only) before every command.
 # Usage: bench/diff.sh [SIZE_MB] [DIR] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,11 +31,12 @@ PY
 fi
 a=$dir/a.pt b=$dir/b.safetensors
 cat "$a" "$b" > /dev/null # warm
-t() { /usr/bin/time -f "%e s wall, %U+%S s CPU, %M KiB max RSS, %R minflt" "$@" 2>&1 >/dev/null | tail -1; }
+. bench/diff_time.sh
+pair="$a $b"
 ls -l "$a" "$b" | awk '{print $5, $9}'
 for _ in $(seq "$rounds"); do
-  echo "cat A B:   $(t sh -c "cat '$a' '$b' > /dev/null")"
-  echo "ckpt diff: $(t "$dir/ckpt" diff "$a" "$b")"
-  if [ -n "${CKPT_BASE:-}" ]; then echo "base diff: $(t "$CKPT_BASE" diff "$a" "$b")"; fi
+  echo "cat A B:   $(t "$pair" sh -c "cat '$a' '$b' > /dev/null")"
+  echo "ckpt diff: $(t "$pair" "$dir/ckpt" diff "$a" "$b")"
+  if [ -n "${CKPT_BASE:-}" ]; then echo "base diff: $(t "$pair" "$CKPT_BASE" diff "$a" "$b")"; fi
   uptime
 done

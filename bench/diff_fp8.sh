@@ -4,7 +4,8 @@
 # against `cat A B > /dev/null` in the same run, interleaved rounds, warm page
 # cache; wall and CPU seconds (user+sys), max RSS and minor page faults (GNU
 # time), the load average after each round. CKPT_BASE=/path/to/ckpt adds that
-# build's diff to each round.
+# build's diff to each round; COLD=1 drops the two files from the page cache
+# (POSIX_FADV_DONTNEED, these files only) before every command.
 #   bench/diff_fp8.sh BF16.safetensors [DIR] [ROUNDS]
 # (a bf16 base: e.g. DIR/model.safetensors of `bench/merge_ref.py gen DIR 1`;
 # its weights must end in .weight to be quantized).
@@ -20,11 +21,12 @@ if [ ! -f "$dir/fp8/model.safetensors" ]; then
 fi
 a=$src b=$dir/fp8
 cat "$a" "$b/model.safetensors" > /dev/null # warm
-t() { /usr/bin/time -f "%e s wall, %U+%S s CPU, %M KiB max RSS, %R minflt" "$@" 2>&1 >/dev/null | tail -1; }
+. bench/diff_time.sh
+pair="$a $b/model.safetensors"
 ls -l "$a" "$b/model.safetensors" | awk '{print $5, $9}'
 for _ in $(seq "$rounds"); do
-  echo "cat A B:           $(t sh -c "cat '$a' '$b/model.safetensors' > /dev/null")"
-  echo "ckpt diff bf16 fp8: $(t "$dir/ckpt" diff "$a" "$b")"
-  if [ -n "${CKPT_BASE:-}" ]; then echo "base diff bf16 fp8: $(t "$CKPT_BASE" diff "$a" "$b")"; fi
+  echo "cat A B:           $(t "$pair" sh -c "cat '$a' '$b/model.safetensors' > /dev/null")"
+  echo "ckpt diff bf16 fp8: $(t "$pair" "$dir/ckpt" diff "$a" "$b")"
+  if [ -n "${CKPT_BASE:-}" ]; then echo "base diff bf16 fp8: $(t "$pair" "$CKPT_BASE" diff "$a" "$b")"; fi
   uptime
 done

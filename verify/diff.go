@@ -317,10 +317,12 @@ func grow[E any](b []E, n int64) []E {
 const quantRead = 1 << 20
 
 // pairChunk is how many elements of the pair diffPair reads at a time:
-// the configured chunk, or enough for quantRead bytes of a quantized side.
+// the configured chunk, or enough for quantRead bytes of a quantized side
+// read as a stream (one read at any offset, quantRaw, decodes straight
+// into the buffer whatever its size: the chunk stays cache-sized).
 func pairChunk(chunk int64, a, b *statedict.Tensor) int64 {
 	for _, t := range []*statedict.Tensor{a, b} {
-		if t.QuantStored != nil && t.DType.Size() > 0 {
+		if t.QuantStored != nil && !quantRaw(t) && t.DType.Size() > 0 {
 			chunk = max(chunk, quantRead/int64(t.DType.Size()))
 		}
 	}
@@ -331,12 +333,12 @@ func pairChunk(chunk int64, a, b *statedict.Tensor) int64 {
 // j's statistics.
 func diffRange(ctx context.Context, j *diffJob, buf *diffBuffers, lim Limits, report func(int64)) error {
 	a, b, _ := dropCommonBroadcast(j.p.a, j.p.b)
-	ra, err := openSide(a, j.lo)
+	ra, err := openSide(a, j.lo, j.hi)
 	if err != nil {
 		return err
 	}
 	defer ra.Close()
-	rb, err := openSide(b, j.lo)
+	rb, err := openSide(b, j.lo, j.hi)
 	if err != nil {
 		return err
 	}

@@ -100,8 +100,15 @@ func BenchmarkAdd(b *testing.B) {
 
 // BenchmarkAddF32Go: BenchmarkAddF32 with the Go kernel only.
 func BenchmarkAddF32Go(b *testing.B) {
-	was := useVec
-	defer func() { useVec = was }()
-	useVec = false
+	defer setKernels("go")()
+	BenchmarkAddF32(b)
+}
+
+// BenchmarkAddF32AVX2: BenchmarkAddF32 with the AVX2 kernel.
+func BenchmarkAddF32AVX2(b *testing.B) {
+	if !hasVec {
+		b.Skip("no AVX2")
+	}
+	defer setKernels("avx2")()
 	BenchmarkAddF32(b)
 }

@@ -24,36 +24,45 @@ func exactF32(d dtype.DType) bool {
 // finds is the one dividing every element would.
 const relSlack = 0x1p-40
 
-// kernelLanes is how many float64 lanes the kernel's accumulators have
-// (one AVX2 register of float64s); histCopies how many histograms it
-// counts in (a lane's even and odd blocks in two).
+// kernelLanes is how many float64 lanes the kernels' accumulators have
+// (one AVX-512 register of float64s; the AVX2 kernel uses the first four);
+// histCopies how many counts each histogram slot has (the AVX-512
+// kernel's lanes in its even and odd blocks; the AVX2 kernel's in 0-3
+// and 4-7), so that increments of one slot in a row do not wait on each
+// other.
 const (
-	kernelLanes = 4
-	histCopies  = 2 * kernelLanes
+	kernelLanes = 8
+	histCopies  = 16
 )
 
-// Histogram slots of one lane of f32Kernel.hist: slot sign*histNeg+bin
-// counts the differences of that sign in that bin, slot histZero the
-// equal elements.
+// The kernels' histogram slots: a difference d (a float64) counts in slot
+// math.Float64bits(d)>>52, its sign and biased exponent. d == 0 lands in
+// slot 0 or histNegZero (-0); any other difference of two float32 values
+// is a multiple of 2^-149 and below 2^129, so its biased exponent is in
+// [histELo, histEHi] (a normal float64): flush reads only those slots.
 const (
-	histNeg  = 128
-	histZero = 120
+	histSlots   = 4096
+	histNegZero = 2048
+	histELo     = 1023 - 149
+	histEHi     = 1023 + 129
 )
 
 // f32Kernel is the state of the float32 statistics kernel (addF32) over a
-// tensor: float64 accumulators in kernelLanes lanes (the vector kernel's
-// registers, which it loads and stores around each call; the Go kernel
-// uses lane 0), the constants it compares with, broadcast, and
-// histograms for each lane, so that consecutive increments of one bin do
-// not wait on each other. The vector kernel reads it by offset: its
-// layout is fixed (diffkernel_amd64.s).
+// tensor: float64 accumulators in kernelLanes lanes (the vector kernels'
+// registers, which they load and store around each call; the Go kernel
+// uses lane 0), the constants they compare with, broadcast, and the
+// histogram (histSlots slots of histCopies counts, the copies of a slot
+// in two cache lines). The vector kernels read it by offset: its layout is
+// fixed (diffkernel_amd64.s, diffkernel512_amd64.s).
 type f32Kernel struct {
-	sumD2, sumA2, sumB2, sumAB [kernelLanes]float64 // 0, 32, 64, 96
-	maxAbs                     [kernelLanes]float64 // 128
-	over                       [kernelLanes]int64   // 160
-	relThr                     [kernelLanes]float64 // 192: maxRel*(1-relSlack)
-	atol, rtol                 [kernelLanes]float64 // 224, 256: atol +Inf without a tolerance
-	hist                       [histCopies][256]int64
+	sumD2, sumA2, sumB2, sumAB [kernelLanes]float64 // 0, 64, 128, 192
+	maxAbs                     [kernelLanes]float64 // 256
+	over                       [kernelLanes]int64   // 320
+	relThr                     [kernelLanes]float64 // 384: maxRel*(1-relSlack)
+	atol, rtol                 [kernelLanes]float64 // 448, 512: atol +Inf without a tolerance
+	tolOn                      int64                // 576: 1 with a tolerance (atol finite)
+	_                          [7]int64
+	hist                       [histSlots][histCopies]int64 // 640
 
 	maxRel float64
 	finite int64 // finite pairs counted, equal ones included
@@ -67,7 +76,11 @@ func (k *f32Kernel) setRel(r float64) {
 	if math.IsInf(r, 1) {
 		t = r
 	}
-	k.relThr = [kernelLanes]float64{t, t, t, t}
+	k.relThr = broadcast(t)
+}
+
+func broadcast(x float64) [kernelLanes]float64 {
+	return [kernelLanes]float64{x, x, x, x, x, x, x, x}
 }
 
 func (k *f32Kernel) setTol(tol tolerance) {
@@ -75,8 +88,11 @@ func (k *f32Kernel) setTol(tol tolerance) {
 	if tol.on {
 		a, r = tol.atol, tol.rtol
 	}
-	k.atol = [kernelLanes]float64{a, a, a, a}
-	k.rtol = [kernelLanes]float64{r, r, r, r}
+	k.atol, k.rtol = broadcast(a), broadcast(r)
+	k.tolOn = 0
+	if tol.on {
+		k.tolOn = 1
+	}
 }
 
 // statsKernel is a vector statistics kernel (vecKernel): addF32Go for
@@ -137,7 +153,7 @@ func (s *acc) addPairs(n int, tol tolerance, k *f32Kernel, vec statsKernel, pa, 
 			k.finite += int64(v)
 			i += v
 			if i < n4 {
-				j = i + kernelLanes // the block it left
+				j = min(i+kernelLanes, n) // the block it left (and the next, for a kernel of fewer lanes)
 			}
 		}
 		if i < j {
@@ -161,7 +177,7 @@ func (s *acc) addPairs(n int, tol tolerance, k *f32Kernel, vec statsKernel, pa, 
 
 // laneSum returns the sum of the lanes of v and clears them.
 func laneSum(v *[kernelLanes]float64) float64 {
-	r := (v[0] + v[1]) + (v[2] + v[3])
+	r := ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))
 	*v = [kernelLanes]float64{}
 	return r
 }
@@ -175,7 +191,6 @@ func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 	maxAbs, maxRel, relThr := k.maxAbs[0], k.maxRel, k.relThr[0]
 	atol, rtol := k.atol[0], k.rtol[0]
 	over, finite := k.over[0], k.finite
-	h := &k.hist[0]
 	for i, xf := range x {
 		a, b := float64(xf), float64(y[i])
 		d := a - b
@@ -190,7 +205,7 @@ func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 			sumA2 += aa
 			sumB2 += aa
 			sumAB += aa
-			h[histZero]++
+			k.hist[math.Float64bits(d)>>52][0]++
 			continue
 		}
 		sumD2 += d * d
@@ -211,9 +226,7 @@ func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 		if ad > atol+float64(rtol*ab) {
 			over++
 		}
-		db := math.Float64bits(d)
-		e := int(db>>52&0x7ff) - 1022
-		h[int(db>>63)*histNeg+min(max(e-histLo, 0), HistogramBins-1)]++
+		k.hist[math.Float64bits(d)>>52][0]++
 	}
 	k.sumD2[0], k.sumA2[0], k.sumB2[0], k.sumAB[0] = sumD2, sumA2, sumB2, sumAB
 	k.maxAbs[0], k.over[0], k.finite = maxAbs, over, finite
@@ -225,15 +238,20 @@ func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 // flush adds k's counts and histogram to s and clears them: once a
 // tensor, after its last addF32.
 func (s *acc) flush(k *f32Kernel) {
-	var zero int64
-	for l := range histCopies {
-		h := &k.hist[l]
-		for i := range HistogramBins {
-			s.pos[i] += h[i]
-			s.neg[i] += h[histNeg+i]
+	slot := func(i int) int64 {
+		c := &k.hist[i]
+		var n int64
+		for _, v := range c {
+			n += v
 		}
-		zero += h[histZero]
-		*h = [256]int64{}
+		*c = [histCopies]int64{}
+		return n
+	}
+	zero := slot(0) + slot(histNegZero)
+	for e := histELo; e <= histEHi; e++ {
+		bin := min(max(e-1022-histLo, 0), HistogramBins-1)
+		s.pos[bin] += slot(e)
+		s.neg[bin] += slot(histNegZero + e)
 	}
 	s.finite += k.finite
 	s.zero += zero

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// useVec turns the AVX2 kernels on (a variable: the tests compare them
+// useVec turns the vector kernels on (a variable: the tests compare them
 // with the Go ones).
 var useVec = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
@@ -35,28 +35,34 @@ func statsBF16BF16(x, y unsafe.Pointer, n int, k *f32Kernel) int
 // (a multiple of 8) of x into out's lanes, and count them into cnt's.
 //
 //go:noescape
-func sumSqF32(x unsafe.Pointer, n int, out *[kernelLanes]float64, cnt *[kernelLanes]int64)
+func sumSqF32(x unsafe.Pointer, n int, out *[4]float64, cnt *[4]int64)
 
 //go:noescape
-func sumSqBF16(x unsafe.Pointer, n int, out *[kernelLanes]float64, cnt *[kernelLanes]int64)
+func sumSqBF16(x unsafe.Pointer, n int, out *[4]float64, cnt *[4]int64)
 
 // vecKernel returns the vector kernel for elements of da against db
-// (float32 or bfloat16 each), nil for others or without AVX2.
+// (float32 or bfloat16 each): AVX-512 where the CPU has it (and
+// useAVX512), else AVX2; nil for other dtypes or without AVX2.
 func vecKernel(da, db dtype.DType) statsKernel {
 	if !useVec || !littleEndian {
 		return nil
 	}
+	i := 0
 	switch {
 	case da == dtype.Float32 && db == dtype.Float32:
-		return statsF32F32
 	case da == dtype.Float32 && db == dtype.BFloat16:
-		return statsF32BF16
+		i = 1
 	case da == dtype.BFloat16 && db == dtype.Float32:
-		return statsBF16F32
+		i = 2
 	case da == dtype.BFloat16 && db == dtype.BFloat16:
-		return statsBF16BF16
+		i = 3
+	default:
+		return nil
 	}
-	return nil
+	if useAVX512 {
+		return [...]statsKernel{statsF32F32AVX512, statsF32BF16AVX512, statsBF16F32AVX512, statsBF16BF16AVX512}[i]
+	}
+	return [...]statsKernel{statsF32F32, statsF32BF16, statsBF16F32, statsBF16BF16}[i]
 }
 
 // sumSqVec sums the squares of the finite elements of a prefix of x
@@ -66,16 +72,58 @@ func sumSqVec(d dtype.DType, x []byte) (float64, int64, int) {
 	if !useVec || !littleEndian || (d != dtype.Float32 && d != dtype.BFloat16) {
 		return 0, 0, 0
 	}
-	n := len(x) / d.Size() &^ 7
+	block := 8
+	if useAVX512 {
+		block = 16
+	}
+	n := len(x) / d.Size() &^ (block - 1)
 	if n == 0 {
 		return 0, 0, 0
 	}
 	var sum [kernelLanes]float64
 	var cnt [kernelLanes]int64
-	if d == dtype.Float32 {
-		sumSqF32(unsafe.Pointer(&x[0]), n, &sum, &cnt)
-	} else {
-		sumSqBF16(unsafe.Pointer(&x[0]), n, &sum, &cnt)
+	p := unsafe.Pointer(&x[0])
+	switch {
+	case useAVX512 && d == dtype.Float32:
+		sumSqF32AVX512(p, n, &sum, &cnt)
+	case useAVX512:
+		sumSqBF16AVX512(p, n, &sum, &cnt)
+	case d == dtype.Float32:
+		sumSqF32(p, n, (*[4]float64)(sum[:4]), (*[4]int64)(cnt[:4]))
+	default:
+		sumSqBF16(p, n, (*[4]float64)(sum[:4]), (*[4]int64)(cnt[:4]))
 	}
-	return laneSum(&sum), cnt[0] + cnt[1] + cnt[2] + cnt[3], n
+	var c int64
+	for _, v := range cnt {
+		c += v
+	}
+	return laneSum(&sum), c, n
 }
+
+// useAVX512 turns the AVX-512 kernels on (with useVec; a variable: the
+// tests compare them with the AVX2 and Go ones).
+var useAVX512 = useVec && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+
+// The AVX-512 statistics kernels: as the AVX2 ones, in blocks of eight
+// (n a multiple of 8).
+
+//go:noescape
+func statsF32F32AVX512(x, y unsafe.Pointer, n int, k *f32Kernel) int
+
+//go:noescape
+func statsF32BF16AVX512(x, y unsafe.Pointer, n int, k *f32Kernel) int
+
+//go:noescape
+func statsBF16F32AVX512(x, y unsafe.Pointer, n int, k *f32Kernel) int
+
+//go:noescape
+func statsBF16BF16AVX512(x, y unsafe.Pointer, n int, k *f32Kernel) int
+
+// sumSqF32AVX512 and sumSqBF16AVX512 are sumSqF32 and sumSqBF16 for n a
+// multiple of 16.
+//
+//go:noescape
+func sumSqF32AVX512(x unsafe.Pointer, n int, out *[kernelLanes]float64, cnt *[kernelLanes]int64)
+
+//go:noescape
+func sumSqBF16AVX512(x unsafe.Pointer, n int, out *[kernelLanes]float64, cnt *[kernelLanes]int64)

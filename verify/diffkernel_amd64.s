@@ -9,65 +9,31 @@ DATA absmask<>+16(SB)/8, $0x7fffffffffffffff
 DATA absmask<>+24(SB)/8, $0x7fffffffffffffff
 GLOBL absmask<>(SB), RODATA|NOPTR, $32
 
-DATA expmask<>+0(SB)/8, $0x7ff
-DATA expmask<>+8(SB)/8, $0x7ff
-DATA expmask<>+16(SB)/8, $0x7ff
-DATA expmask<>+24(SB)/8, $0x7ff
-GLOBL expmask<>(SB), RODATA|NOPTR, $32
-
-// sign*128 (histNeg) after the exponent's shift by 4 more bits
-DATA negslot<>+0(SB)/8, $128
-DATA negslot<>+8(SB)/8, $128
-DATA negslot<>+16(SB)/8, $128
-DATA negslot<>+24(SB)/8, $128
-GLOBL negslot<>(SB), RODATA|NOPTR, $32
-
-// biased exponent E of |d| to bin: E - 1022 - histLo = E - 942
-DATA binbias<>+0(SB)/8, $942
-DATA binbias<>+8(SB)/8, $942
-DATA binbias<>+16(SB)/8, $942
-DATA binbias<>+24(SB)/8, $942
-GLOBL binbias<>(SB), RODATA|NOPTR, $32
-
-// HistogramBins - 1
-DATA lastbin<>+0(SB)/8, $119
-DATA lastbin<>+8(SB)/8, $119
-DATA lastbin<>+16(SB)/8, $119
-DATA lastbin<>+24(SB)/8, $119
-GLOBL lastbin<>(SB), RODATA|NOPTR, $32
-
-// histZero
-DATA zeroslot<>+0(SB)/8, $120
-DATA zeroslot<>+8(SB)/8, $120
-DATA zeroslot<>+16(SB)/8, $120
-DATA zeroslot<>+24(SB)/8, $120
-GLOBL zeroslot<>(SB), RODATA|NOPTR, $32
-
-// each lane's histogram, in int64s from f32Kernel.hist: copies 0-3 for
-// the loop's even blocks, 4-7 for its odd ones
+// each lane's copy of a histogram slot: lanes 0-3 for the loop's even
+// blocks, 4-7 for its odd ones
 DATA laneoff<>+0(SB)/8, $0
-DATA laneoff<>+8(SB)/8, $256
-DATA laneoff<>+16(SB)/8, $512
-DATA laneoff<>+24(SB)/8, $768
+DATA laneoff<>+8(SB)/8, $1
+DATA laneoff<>+16(SB)/8, $2
+DATA laneoff<>+24(SB)/8, $3
 GLOBL laneoff<>(SB), RODATA|NOPTR, $32
 
-DATA laneoff2<>+0(SB)/8, $1024
-DATA laneoff2<>+8(SB)/8, $1280
-DATA laneoff2<>+16(SB)/8, $1536
-DATA laneoff2<>+24(SB)/8, $1792
+DATA laneoff2<>+0(SB)/8, $4
+DATA laneoff2<>+8(SB)/8, $5
+DATA laneoff2<>+16(SB)/8, $6
+DATA laneoff2<>+24(SB)/8, $7
 GLOBL laneoff2<>(SB), RODATA|NOPTR, $32
 
 // f32Kernel offsets
 #define K_SUMD2 0
-#define K_SUMA2 32
-#define K_SUMB2 64
-#define K_SUMAB 96
-#define K_MAXABS 128
-#define K_OVER 160
-#define K_RELTHR 192
-#define K_ATOL 224
-#define K_RTOL 256
-#define K_HIST 288
+#define K_SUMA2 64
+#define K_SUMB2 128
+#define K_SUMAB 192
+#define K_MAXABS 256
+#define K_OVER 320
+#define K_RELTHR 384
+#define K_ATOL 448
+#define K_RTOL 512
+#define K_HIST 640
 
 // Element loads: four float32 or bfloat16 elements at index AX, widened
 // to float64 in y (a bfloat16 is the high half of a float32; x is y's
@@ -100,12 +66,10 @@ GLOBL laneoff2<>(SB), RODATA|NOPTR, $32
 // b NaN or infinite) or with |d| > relThr*|b| (a new maximum relative
 // error, maybe) is left to the Go kernel (JNE done) before anything of it
 // is added. Then the sums (FMA), max |d|, the tolerance count (|d| >
-// atol + rtol*|b| and d != 0), and the histogram slot: sign*128 +
-// min(max(E-942, 0), 119), E the biased exponent of d, or 120 for d == 0,
-// plus the lane's offset (lanes: the loop's even blocks count in
-// histogram copies 0-3, its odd ones in 4-7, so that one bin's
-// increments in a row do not wait on each other), incremented one lane
-// at a time.
+// atol + rtol*|b| and d != 0), and the histogram: slot d>>52 (sign and
+// biased exponent), copy lanes (the loop's even blocks count in copies
+// 0-3, its odd ones in 4-7, so that one slot's increments in a row do not
+// wait on each other), incremented one lane at a time.
 #define STATS_BODY(lanes) \
 	VSUBPD Y1, Y0, Y2; \
 	VSUBPD Y2, Y2, Y3; \
@@ -128,16 +92,9 @@ GLOBL laneoff2<>(SB), RODATA|NOPTR, $32
 	VCMPPD $0x1e, Y6, Y4, Y7; \
 	VANDNPD Y7, Y3, Y7; \
 	VPSUBQ Y7, Y13, Y13; \
-	VPSRLQ $52, Y2, Y4; \
-	VPAND expmask<>(SB), Y4, Y5; \
-	VPSRLQ $4, Y4, Y4; \
-	VPAND negslot<>(SB), Y4, Y4; \
-	VPSUBD binbias<>(SB), Y5, Y5; \
-	VPMAXSD Y15, Y5, Y5; \
-	VPMINSD lastbin<>(SB), Y5, Y5; \
-	VPOR Y4, Y5, Y5; \
-	VBLENDVPD Y3, zeroslot<>(SB), Y5, Y5; \
-	VPADDQ lanes, Y5, Y5; \
+	VPSRLQ $52, Y2, Y5; \
+	VPSLLQ $4, Y5, Y5; \
+	VPOR lanes, Y5, Y5; \
 	VMOVQ X5, R8; \
 	VPEXTRQ $1, X5, R10; \
 	VEXTRACTI128 $1, Y5, X6; \

@@ -7,6 +7,9 @@ import "github.com/ckpt-dev/ckpt/dtype"
 // useVec: no vector kernels on this platform.
 var useVec = false
 
+// useAVX512: none either.
+var useAVX512 = false
+
 func vecKernel(da, db dtype.DType) statsKernel { return nil }
 
 func sumSqVec(d dtype.DType, x []byte) (float64, int64, int) { return 0, 0, 0 }

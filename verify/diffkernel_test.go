@@ -10,16 +10,48 @@ import (
 	"github.com/ckpt-dev/ckpt/dtype"
 )
 
-// kernels runs fn with the Go kernel, then with the vector kernel where
-// the CPU has one.
+// The vector paths the CPU has (useVec, useAVX512 as the package set
+// them): the tests force each in turn (setKernels).
+var hasVec, hasAVX512 = useVec, useAVX512
+
+// vecModes are the vector kernel paths this CPU runs: "avx2", "avx512".
+func vecModes() []string {
+	var m []string
+	if hasVec {
+		m = append(m, "avx2")
+	}
+	if hasAVX512 {
+		m = append(m, "avx512")
+	}
+	return m
+}
+
+// setKernels forces the kernels of mode ("go", "avx2" or "avx512") and
+// returns the function that restores the package's choice.
+func setKernels(mode string) func() {
+	v, w := useVec, useAVX512
+	useVec, useAVX512 = mode != "go", mode == "avx512"
+	return func() { useVec, useAVX512 = v, w }
+}
+
+// kernels runs fn with the Go kernel, then with each vector kernel the
+// CPU has.
 func kernels(t *testing.T, fn func(t *testing.T)) {
-	was := useVec
-	defer func() { useVec = was }()
-	useVec = false
-	t.Run("go", fn)
-	if was {
-		useVec = true
-		t.Run("vec", fn)
+	for _, m := range append([]string{"go"}, vecModes()...) {
+		restore := setKernels(m)
+		t.Run(m, fn)
+		restore()
+	}
+}
+
+// histClear fails t unless every histogram slot of k is zero: flush
+// clears the slots it reads, so a count left is one it missed.
+func histClear(t *testing.T, k *f32Kernel) {
+	t.Helper()
+	for i := range k.hist {
+		if k.hist[i] != [histCopies]int64{} {
+			t.Fatalf("histogram slot %#x not read by flush: %v", i, k.hist[i])
+		}
 	}
 }
 
@@ -76,6 +108,7 @@ func TestAddF32MatchesAdd(t *testing.T) {
 			got.addF32(x[lo:hi], y[lo:hi], tol, &k)
 		}
 		got.flush(&k)
+		histClear(t, &k)
 		if got.n != want.n || got.differing != want.differing || got.nanMis != want.nanMis || got.infMis != want.infMis ||
 			got.over != want.over || got.finite != want.finite || got.zero != want.zero || got.neg != want.neg || got.pos != want.pos {
 			t.Fatalf("counts differ:\n got %+v\nwant %+v", got, want)
@@ -138,7 +171,7 @@ func TestAddF32MatchesAdd(t *testing.T) {
 // counts, maxima and histogram identical, sums within the bound, over
 // chunk sizes that leave tails and with a tolerance on and off.
 func TestVecKernelMatchesGo(t *testing.T) {
-	if !useVec {
+	if !hasVec {
 		t.Skip("no AVX2/FMA on this CPU: only the Go kernel runs here")
 	}
 	rng := rand.New(rand.NewSource(5))
@@ -152,39 +185,49 @@ func TestVecKernelMatchesGo(t *testing.T) {
 		case 1: // zeros of both signs (on both sides: the relative error stays finite)
 			z := []float32{0, float32(math.Copysign(0, -1))}
 			x[i], y[i] = z[rng.Intn(2)], z[rng.Intn(2)]
-		case 2: // subnormals, far exponents
+		case 2: // subnormals, far exponents, the extreme differences
 			y[i] = []float32{1e-45, -1e-45, 1e30, -1e-30}[rng.Intn(4)]
+			if rng.Intn(64) == 0 {
+				e := [][2]float32{{1e-45, -1e-45}, {-3e38, 3e38}}[rng.Intn(2)]
+				x[i], y[i] = e[0], e[1]
+			}
 		default:
 			y[i] = x[i] * float32(1+1e-3*rng.NormFloat64())
 		}
 	}
 	for _, tol := range []tolerance{{}, {on: true, atol: 1e-5, rtol: 1e-4}} {
-		run := func(vec bool, chunk int) (acc, f32Kernel) {
-			was := useVec
-			defer func() { useVec = was }()
-			useVec = vec
+		k := new(f32Kernel)
+		run := func(mode string, chunk int) acc {
+			defer setKernels(mode)()
 			var s acc
-			var k f32Kernel
 			for lo := 0; lo < n; lo += chunk {
-				s.addF32(x[lo:min(lo+chunk, n)], y[lo:min(lo+chunk, n)], tol, &k)
+				s.addF32(x[lo:min(lo+chunk, n)], y[lo:min(lo+chunk, n)], tol, k)
 			}
-			s.flush(&k)
-			return s, k
+			s.flush(k)
+			histClear(t, k)
+			return s
 		}
-		want, _ := run(false, n)
-		for _, chunk := range []int{n, 4096, 1001} {
-			got, _ := run(true, chunk)
+		want := run("go", n)
+		for _, c := range []struct {
+			mode  string
+			chunk int
+		}{{"avx2", n}, {"avx2", 4096}, {"avx2", 1001}, {"avx512", n}, {"avx512", 4096}, {"avx512", 1001}, {"avx512", 4092}} {
+			if c.mode == "avx512" && !hasAVX512 {
+				continue
+			}
+			mode, chunk := c.mode, c.chunk
+			got := run(mode, chunk)
 			if got.n != want.n || got.differing != want.differing || got.over != want.over || got.finite != want.finite ||
 				got.zero != want.zero || got.neg != want.neg || got.pos != want.pos || got.maxAbs != want.maxAbs || got.maxRel != want.maxRel {
-				t.Fatalf("tol %v chunk %d:\n got %+v\nwant %+v", tol, chunk, got, want)
+				t.Fatalf("%s tol %v chunk %d:\n got %+v\nwant %+v", mode, tol, chunk, got, want)
 			}
 			for _, p := range [][2]float64{{got.sumD2, want.sumD2}, {got.sumA2, want.sumA2}, {got.sumB2, want.sumB2}} {
 				if math.Abs(p[0]-p[1]) > 2*sumBound(n, p[1]) {
-					t.Errorf("chunk %d: sum %v, want %v", chunk, p[0], p[1])
+					t.Errorf("%s chunk %d: sum %v, want %v", mode, chunk, p[0], p[1])
 				}
 			}
 		}
-		if want.zero == 0 || want.differing == 0 || tol.on && want.over == 0 || math.IsInf(want.maxRel, 0) {
+		if want.zero == 0 || want.differing == 0 || tol.on && want.over == 0 || math.IsInf(want.maxRel, 0) || want.pos[0] == 0 || want.neg[HistogramBins-1] == 0 {
 			t.Errorf("the data misses a case: %+v", want)
 		}
 	}
@@ -217,7 +260,7 @@ func TestAddEqualF32(t *testing.T) {
 // kernel gives on the decoded values, NaNs, infinities and tails
 // included; so does the sum of squares of equal bfloat16 chunks.
 func TestVecKernelDTypes(t *testing.T) {
-	if !useVec {
+	if !hasVec {
 		t.Skip("no AVX2/FMA on this CPU: only the Go kernel runs here")
 	}
 	x, y := mixedPairs(11, 4099)
@@ -230,40 +273,46 @@ func TestVecKernelDTypes(t *testing.T) {
 	for _, p := range [][2]dtype.DType{{dtype.BFloat16, dtype.BFloat16}, {dtype.Float32, dtype.BFloat16}, {dtype.BFloat16, dtype.Float32}, {dtype.Float16, dtype.BFloat16}} {
 		ca, cb := enc(p[0], x), enc(p[1], y)
 		bufA, bufB := make([]float32, len(x)), make([]float32, len(x))
-		run := func(vec bool) acc {
-			was := useVec
-			defer func() { useVec = was }()
-			useVec = vec
+		k := new(f32Kernel)
+		run := func(mode string) acc {
+			defer setKernels(mode)()
 			var s acc
-			var k f32Kernel
 			for lo := 0; lo < len(x); lo += 1000 {
 				hi := min(lo+1000, len(x))
-				s.addRaw(p[0], p[1], ca[lo*p[0].Size():hi*p[0].Size()], cb[lo*p[1].Size():hi*p[1].Size()], hi-lo, tol, &k, bufA, bufB)
+				s.addRaw(p[0], p[1], ca[lo*p[0].Size():hi*p[0].Size()], cb[lo*p[1].Size():hi*p[1].Size()], hi-lo, tol, k, bufA, bufB)
 			}
-			s.flush(&k)
+			s.flush(k)
+			histClear(t, k)
 			return s
 		}
-		want, got := run(false), run(true)
-		if got.n != want.n || got.differing != want.differing || got.nanMis != want.nanMis || got.infMis != want.infMis || got.over != want.over ||
-			got.finite != want.finite || got.zero != want.zero || got.neg != want.neg || got.pos != want.pos || got.maxAbs != want.maxAbs || got.maxRel != want.maxRel {
-			t.Fatalf("%v:\n got %+v\nwant %+v", p, got, want)
-		}
-		for _, q := range [][2]float64{{got.sumD2, want.sumD2}, {got.sumA2, want.sumA2}, {got.sumB2, want.sumB2}} {
-			if math.Abs(q[0]-q[1]) > 2*sumBound(len(x), q[1]) {
-				t.Errorf("%v: sum %v, want %v", p, q[0], q[1])
+		want := run("go")
+		for _, mode := range vecModes() {
+			got := run(mode)
+			if got.n != want.n || got.differing != want.differing || got.nanMis != want.nanMis || got.infMis != want.infMis || got.over != want.over ||
+				got.finite != want.finite || got.zero != want.zero || got.neg != want.neg || got.pos != want.pos || got.maxAbs != want.maxAbs || got.maxRel != want.maxRel {
+				t.Fatalf("%s %v:\n got %+v\nwant %+v", mode, p, got, want)
+			}
+			for _, q := range [][2]float64{{got.sumD2, want.sumD2}, {got.sumA2, want.sumA2}, {got.sumB2, want.sumB2}} {
+				if math.Abs(q[0]-q[1]) > 2*sumBound(len(x), q[1]) {
+					t.Errorf("%s %v: sum %v, want %v", mode, p, q[0], q[1])
+				}
 			}
 		}
 		if want.nanMis == 0 || want.zero == 0 || want.over == 0 {
 			t.Errorf("%v: the data misses a case: %+v", p, want)
 		}
-		var ge, we acc
-		ge.addEqualRaw(p[0], ca, bufA)
-		was := useVec
-		useVec = false
+		var we acc
+		restore := setKernels("go")
 		we.addEqualRaw(p[0], ca, bufA)
-		useVec = was
-		if ge.n != we.n || ge.finite != we.finite || math.Abs(ge.sumA2-we.sumA2) > 2*sumBound(len(x), we.sumA2) {
-			t.Errorf("%v equal: got %+v, want %+v", p[0], ge, we)
+		restore()
+		for _, mode := range vecModes() {
+			var ge acc
+			restore := setKernels(mode)
+			ge.addEqualRaw(p[0], ca, bufA)
+			restore()
+			if ge.n != we.n || ge.finite != we.finite || math.Abs(ge.sumA2-we.sumA2) > 2*sumBound(len(x), we.sumA2) {
+				t.Errorf("%s %v equal: got %+v, want %+v", mode, p[0], ge, we)
+			}
 		}
 	}
 }
@@ -272,9 +321,10 @@ func TestVecKernelDTypes(t *testing.T) {
 func TestKernelLayout(t *testing.T) {
 	var k f32Kernel
 	got := []uintptr{unsafe.Offsetof(k.sumD2), unsafe.Offsetof(k.sumA2), unsafe.Offsetof(k.sumB2), unsafe.Offsetof(k.sumAB),
-		unsafe.Offsetof(k.maxAbs), unsafe.Offsetof(k.over), unsafe.Offsetof(k.relThr), unsafe.Offsetof(k.atol), unsafe.Offsetof(k.rtol), unsafe.Offsetof(k.hist)}
-	want := []uintptr{0, 32, 64, 96, 128, 160, 192, 224, 256, 288}
-	if !reflect.DeepEqual(got, want) || unsafe.Sizeof(k.hist[0]) != 256*8 {
+		unsafe.Offsetof(k.maxAbs), unsafe.Offsetof(k.over), unsafe.Offsetof(k.relThr), unsafe.Offsetof(k.atol), unsafe.Offsetof(k.rtol),
+		unsafe.Offsetof(k.tolOn), unsafe.Offsetof(k.hist)}
+	want := []uintptr{0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 640}
+	if !reflect.DeepEqual(got, want) || unsafe.Sizeof(k.hist[0]) != 16*8 {
 		t.Errorf("offsets %v, want %v (K_* in diffkernel_amd64.s)", got, want)
 	}
 }

@@ -48,10 +48,15 @@ func splitJobs(todo []*TensorDiff, pairs map[*TensorDiff]*pair, chunk, split int
 	return jobs, byPair
 }
 
-// inPlace reports whether t's reader reads its bytes in place (it offers
-// io.ReaderAt, as Tensor.Open's readers of uncompressed, little-endian,
-// contiguous data do).
+// inPlace reports whether t can be read at any offset without reading
+// what comes before: its bytes lie in a file (Tensor.InPlace), its
+// reader offers io.ReaderAt (Tensor.Open's readers of uncompressed,
+// little-endian, contiguous data do), or it is a quantized weight whose
+// elements decode from any offset (quantRaw).
 func inPlace(t *statedict.Tensor) bool {
+	if _, ok, err := t.InPlace(); ok && err == nil || quantRaw(t) {
+		return true
+	}
 	r, err := t.Open()
 	if err != nil {
 		return false
@@ -61,23 +66,49 @@ func inPlace(t *statedict.Tensor) bool {
 	return ok
 }
 
+// quantRaw reports whether t is a quantized weight dequantized on the fly
+// whose Raw bytes are its logical elements (contiguous, no byte swap):
+// Raw then decodes any range of them straight into the caller's buffer.
+func quantRaw(t *statedict.Tensor) bool {
+	return t.QuantStored != nil && t.Storage != nil && t.IsContiguous() && !(t.Storage.BigEndian && t.DType.SwapUnit() > 1)
+}
+
 // sideReader reads one side of a job chunk by chunk: at its offset where
-// the reader offers random access, else in order from the start (a job
-// of a pair not split starts at element 0).
+// the tensor offers random access (its file, with the kernel told to
+// read the job's range ahead; a quantized weight's decoder), else in
+// order from the start (a job of a pair not split starts at element 0).
 type sideReader struct {
 	t   *statedict.Tensor
-	r   io.ReadCloser
+	r   io.ReadCloser // nil with at
 	at  io.ReaderAt
 	off int64
 }
 
-// openSide opens t for reading from element first.
-func openSide(t *statedict.Tensor, first int64) (*sideReader, error) {
+// openSide opens t for reading elements [first, last).
+func openSide(t *statedict.Tensor, first, last int64) (*sideReader, error) {
+	es := int64(t.DType.Size())
+	s := &sideReader{t: t, off: first * es}
+	if span, ok, err := t.InPlace(); err != nil {
+		return nil, err
+	} else if ok {
+		s.at, s.off = span.File, span.Off+first*es
+		willNeed(span.File, s.off, (last-first)*es)
+		return s, nil
+	}
+	if quantRaw(t) {
+		r, err := t.Raw()
+		if err != nil {
+			return nil, err
+		}
+		s.at = r
+		willNeedCodes(t, first, last)
+		return s, nil
+	}
 	r, err := t.Open()
 	if err != nil {
 		return nil, err
 	}
-	s := &sideReader{t: t, r: r, off: first * int64(t.DType.Size())}
+	s.r = r
 	if first > 0 {
 		at, ok := r.(io.ReaderAt)
 		if !ok {
@@ -87,6 +118,21 @@ func openSide(t *statedict.Tensor, first int64) (*sideReader, error) {
 		s.at = at
 	}
 	return s, nil
+}
+
+// willNeedCodes gives the kernel the part of a quantized weight's stored
+// codes that elements [first, last) decode from (in proportion: a hint),
+// when the codes lie in a local file.
+func willNeedCodes(t *statedict.Tensor, first, last int64) {
+	st := t.QuantStored.StoredTensors()
+	n := t.NumEl()
+	if len(st) == 0 || n <= 0 {
+		return
+	}
+	if span, ok, err := st[0].InPlace(); ok && err == nil {
+		per := float64(span.Len) / float64(n)
+		willNeed(span.File, span.Off+int64(per*float64(first)), int64(per*float64(last-first))+1)
+	}
 }
 
 // next fills buf with the next len(buf) bytes.
@@ -110,4 +156,9 @@ func (s *sideReader) next(buf []byte) error {
 	return nil
 }
 
-func (s *sideReader) Close() { s.r.Close() }
+// Close closes the reader Open gave (the checkpoint's file stays open).
+func (s *sideReader) Close() {
+	if s.r != nil {
+		s.r.Close()
+	}
+}
