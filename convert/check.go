@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"hash/crc32"
 	"io"
 
 	"github.com/ckpt-dev/ckpt/digest"
+	"github.com/ckpt-dev/ckpt/internal/ieeecrc"
 	"github.com/ckpt-dev/ckpt/statedict"
 	"github.com/ckpt-dev/ckpt/verify"
 )
@@ -180,7 +180,7 @@ func (sc *sourceChecks) tensorReader(ctx context.Context, t *statedict.Tensor, c
 	}
 	cr := &checkedReader{r: rc, name: t.Name, want: t.NBytes(), record: s.Record, wantDg: want, hasDg: hasDg, outputDg: hasDg && !cast}
 	if streamCRC {
-		cr.crc, cr.wantCRC = crc32.NewIEEE(), s.CRC32
+		cr.crc, cr.wantCRC = ieeecrc.New(), s.CRC32
 		sc.crcDone[s] = true // verified by cr.verify, or the conversion fails
 	}
 	if hasDg && cast {
@@ -238,7 +238,7 @@ func (sc *sourceChecks) storageReader(ctx context.Context, s *statedict.Storage)
 	}
 	cr := &checkedReader{r: rc, name: s.Record, want: s.NBytes, record: s.Record}
 	if streamCRC {
-		cr.crc, cr.wantCRC = crc32.NewIEEE(), s.CRC32
+		cr.crc, cr.wantCRC = ieeecrc.New(), s.CRC32
 		sc.crcDone[s] = true
 	}
 	// The recorded digests of the tensors over this storage (safetensors
