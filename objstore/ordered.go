@@ -92,6 +92,7 @@ func unexpectedEOF(err error) error {
 // rangeReader is an ordered stream over [off, end) of an object.
 type rangeReader struct {
 	o        *Object
+	caller   context.Context // StreamRange's
 	ctx      context.Context
 	cancel   context.CancelFunc
 	stop     func() bool // ends the caller's context's hold on cancel
@@ -115,7 +116,7 @@ func (o *Object) StreamRange(ctx context.Context, off, n int64) (io.ReadCloser, 
 	if off < 0 || n < 0 || off > o.size || n > o.size-off {
 		return nil, &Error{Op: "read", URL: o.URL(), Err: fmt.Errorf("range [%d, %d) outside the object's %d bytes", off, off+n, o.size)}
 	}
-	r := &rangeReader{o: o, off: off, end: off + n, next: off}
+	r := &rangeReader{o: o, caller: ctx, off: off, end: off + n, next: off}
 	r.ctx, r.cancel = context.WithCancel(o.ctx)
 	r.stop = context.AfterFunc(ctx, r.cancel)
 	return r, nil
@@ -163,6 +164,9 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 	if r.err != nil {
 		return 0, r.err
 	}
+	if err := r.caller.Err(); err != nil {
+		return 0, r.fail(err)
+	}
 	if r.off >= r.end {
 		return 0, io.EOF
 	}
@@ -195,10 +199,13 @@ func (r *rangeReader) Read(p []byte) (int, error) {
 }
 
 // fail ends the stream with err (a GET that ended early without one, if
-// nil).
+// nil; the caller's context's error when that is done).
 func (r *rangeReader) fail(err error) error {
 	if err == nil {
 		err = io.ErrUnexpectedEOF
+	}
+	if cerr := r.caller.Err(); cerr != nil {
+		err = cerr
 	}
 	if errors.Is(err, context.Canceled) && r.o.ctx.Err() != nil {
 		err = &Error{Op: "read", URL: r.o.URL(), Err: errClosed}
