@@ -6,11 +6,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/internal/miniotest"
@@ -76,35 +78,58 @@ func writeU8(t *testing.T, path string, names []string, data [][]byte) {
 	}
 }
 
-// streamServer starts MinIO, uploads every file of dir to a bucket and
+// The MinIO server of the streaming tests, started at first use (and
+// stopped by TestMain).
+var (
+	srvOnce sync.Once
+	srv     *miniotest.Server
+	srvErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if srv != nil {
+		srv.Stop()
+	}
+	os.Exit(code)
+}
+
+// streamServer starts MinIO (once), uploads every file of dir to a bucket and
 // returns a Store over it (segments of one chunk of 1 MiB, so that the
 // tensors' streams take several GETs).
 func streamServer(t *testing.T, dir string) *objstore.Store {
 	t.Helper()
-	srv := miniotest.New(t)
+	srvOnce.Do(func() { srv, srvErr = miniotest.Start() })
+	if errors.Is(srvErr, miniotest.ErrNoBinary) && !miniotest.Required() {
+		t.Skip(srvErr.Error())
+	}
+	if srvErr != nil {
+		t.Fatal(srvErr)
+	}
 	srv.SetEnv(t)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	if err := srv.MakeBucket("streams"); err != nil {
+	bucket := fmt.Sprintf("streams%d", rand.Int63())
+	if err := srv.MakeBucket(bucket); err != nil {
 		t.Fatal(err)
 	}
 	names, _ := filepath.Glob(filepath.Join(dir, "*"))
 	for _, p := range names {
-		putFile(t, srv, filepath.Base(p), p)
+		putFile(t, srv, bucket, filepath.Base(p), p)
 	}
-	st, _, err := objstore.NewStore(context.Background(), "s3://streams/x", objstore.WithChunkSize(1<<20), objstore.WithDirectGetSize(2<<20))
+	st, _, err := objstore.NewStore(context.Background(), "s3://"+bucket+"/x", objstore.WithChunkSize(1<<20), objstore.WithDirectGetSize(2<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return st
 }
 
-func putFile(t *testing.T, srv *miniotest.Server, key, path string) {
+func putFile(t *testing.T, srv *miniotest.Server, bucket, key, path string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.Client.PutObject(context.Background(), "streams", key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+	if _, err := srv.Client.PutObject(context.Background(), bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
