@@ -274,7 +274,7 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 		if err == nil && rcopy != nil {
 			src, rc = rcopy, rcopy
 		} else if err == nil {
-			rc, cr, err = c.itemReader(ctx, it)
+			rc, cr, err = c.streamedItemReader(ctx, it) // streamrange.go
 			src = io.TeeReader(rc, dg)
 		}
 		if err != nil {

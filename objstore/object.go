@@ -127,6 +127,9 @@ func (o *Object) fetchTo(ctx context.Context, off int64, dst dest) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if dst.pull != nil {
+			dst.pull.holding()
+		}
 		n, size, _, err := o.s.b.get(ctx, o.key, off, dst.upTo(want), o.ver)
 		if err != nil {
 			return err

@@ -411,6 +411,9 @@ func readBody(ctx context.Context, body io.Reader, d dest, n int64) (int, error)
 	if d.sink != nil {
 		return streamBody(body, d.sink, n)
 	}
+	if d.pull != nil {
+		return pullBody(ctx, body, d.pull, n)
+	}
 	dst := d.buf
 	landed, _ := ctx.Value(landedKey{}).(func(piece []byte, at int))
 	if landed == nil {

@@ -25,6 +25,7 @@ type dest struct {
 	buf  []byte
 	n    int64
 	sink *pieceSink
+	pull *pullSeg // an ordered stream's GET (ordered.go)
 }
 
 // into is a destination buffer.

@@ -41,28 +41,47 @@ func (s *Storage) InPlace() (span FileSpan, ok bool, err error) {
 
 // inPlace locates [off, off+n) of the storage's bytes in its file.
 func (s *Storage) inPlace(off, n int64) (FileSpan, bool, error) {
-	src, isSection := s.src.(*sectionSource)
-	if !isSection || off < 0 || n < 0 || off+n > src.n {
-		return FileSpan{}, false, nil
-	}
-	if err := s.checkSparse(); err != nil {
+	r, base, ok, err := s.outerSpan(off, n)
+	if !ok || err != nil {
 		return FileSpan{}, false, err
-	}
-	r, base := src.r, src.off+off
-	for {
-		sr, isSR := r.(*io.SectionReader)
-		if !isSR {
-			break
-		}
-		outer, o, size := sr.Outer()
-		if base+n > size {
-			return FileSpan{}, false, nil
-		}
-		r, base = outer, o+base
 	}
 	f, isFile := r.(*os.File)
 	if !isFile {
 		return FileSpan{}, false, nil
 	}
 	return FileSpan{File: f, Off: base, Len: n}, true, nil
+}
+
+// outerSpan locates [off, off+n) of the storage's bytes in the reader
+// under every section of the file that holds them: the reader and the
+// range's offset there. ok is false where the storage is not stored in
+// place (compressed, derived) or the range lies outside it. A stored zip
+// record read over a network has its local header read here, if no read
+// has yet.
+func (s *Storage) outerSpan(off, n int64) (r io.ReaderAt, base int64, ok bool, err error) {
+	src, isSection := s.src.(*sectionSource)
+	if lz, isLazy := s.src.(*lazyZipSource); isLazy {
+		if src, err = lz.resolve(); err != nil {
+			return nil, 0, false, err
+		}
+		isSection = true
+	}
+	if !isSection || off < 0 || n < 0 || off+n > src.n {
+		return nil, 0, false, nil
+	}
+	if err := s.checkSparse(); err != nil {
+		return nil, 0, false, err
+	}
+	r, base = src.r, src.off+off
+	for {
+		sr, isSR := r.(*io.SectionReader)
+		if !isSR {
+			return r, base, true, nil
+		}
+		outer, o, size := sr.Outer()
+		if base+n > size {
+			return nil, 0, false, nil
+		}
+		r, base = outer, o+base
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -11,7 +12,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,14 +49,16 @@ func TestURLServerStoppedMidTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Remove(in)
-	// A proxy that stops the server at the 6th request: after the
-	// metadata, in the middle of the data.
+	// A proxy that stops the server at the first request for bytes
+	// past 16 MiB: after the metadata, in the middle of the data
+	// (however many requests the data takes: 8 MiB chunks, or the
+	// 64 MiB GETs of a streamed tensor).
 	target, _ := url.Parse(s.Endpoint)
 	rp := httputil.NewSingleHostReverseProxy(target)
-	var n atomic.Int64
 	var once sync.Once
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 6 {
+		var from int64
+		if _, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-", &from); err == nil && from >= 16<<20 {
 			once.Do(s.Kill)
 		}
 		rp.ServeHTTP(w, r)
