@@ -1,12 +1,8 @@
 package convert
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -162,63 +158,11 @@ func dataLen(items []*item) int64 {
 	return n
 }
 
-// paddedHeader returns the header (length prefix and JSON) of a
-// safetensors file declaring tensors and metadata, whose data section
-// holds data bytes, padded as described above.
-func paddedHeader(tensors []safetensors.WriterTensor, metadata map[string]string, data int64) ([]byte, error) {
-	hdr, _, err := safetensors.HeaderBytes(tensors, metadata)
-	if err != nil || data < padMin {
-		return hdr, err
+// headerOpts returns the safetensors writer options for a data section
+// of data bytes: the page alignment above from padMin bytes on.
+func headerOpts(data int64) []safetensors.WriterOption {
+	if data < padMin {
+		return nil
 	}
-	if r := len(hdr) % headerAlign; r != 0 {
-		hdr = append(hdr, bytes.Repeat([]byte{' '}, headerAlign-r)...)
-		binary.LittleEndian.PutUint64(hdr[:8], uint64(len(hdr)-8))
-	}
-	return hdr, nil
-}
-
-// headerSkipper drops the header safetensors.Writer writes first (its
-// unpadded length prefix says how long it is; the caller wrote the padded
-// one) and passes everything after it on, ReadFrom included, so that
-// copies in the kernel still reach the output's Writer.
-type headerSkipper struct {
-	w    io.Writer
-	head []byte // what was seen of the header
-	skip int64  // header bytes still to drop, once the prefix is seen
-	done bool
-}
-
-func (h *headerSkipper) Write(p []byte) (int, error) {
-	n := 0
-	for !h.done && len(p) > 0 {
-		if len(h.head) < 8 {
-			k := min(8-len(h.head), len(p))
-			h.head = append(h.head, p[:k]...)
-			p, n = p[k:], n+k
-			if len(h.head) == 8 {
-				h.skip = int64(binary.LittleEndian.Uint64(h.head))
-			}
-			continue
-		}
-		k := int(min(h.skip, int64(len(p))))
-		p, n, h.skip = p[k:], n+k, h.skip-int64(k)
-		h.done = h.skip == 0
-	}
-	if len(p) == 0 {
-		return n, nil
-	}
-	k, err := h.w.Write(p)
-	return n + k, err
-}
-
-// ReadFrom passes r to the output's own ReadFrom once the header is
-// dropped.
-func (h *headerSkipper) ReadFrom(r io.Reader) (int64, error) {
-	if !h.done {
-		return 0, errors.New("convert: tensor data before the safetensors header")
-	}
-	if rf, ok := h.w.(io.ReaderFrom); ok {
-		return rf.ReadFrom(r)
-	}
-	return io.Copy(struct{ io.Writer }{h.w}, r)
+	return []safetensors.WriterOption{safetensors.WithDataAlign(headerAlign)}
 }

@@ -125,38 +125,6 @@ func TestPaddedHeaderSharded(t *testing.T) {
 	}
 }
 
-// TestHeaderSkipper: the Writer's own header is dropped whatever the
-// pieces it arrives in, and the data after it passes whole.
-func TestHeaderSkipper(t *testing.T) {
-	hdr, _, err := safetensors.HeaderBytes([]safetensors.WriterTensor{{Name: "w", DType: "F32", Shape: []int64{3}}}, map[string]string{"k": "v"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := []byte("0123456789ab")
-	all := append(append([]byte{}, hdr...), data...)
-	for _, cut := range [][]int{{len(all)}, {1, 7, 8, 9, len(hdr), len(all)}, {3, len(hdr) + 2, len(all)}, {len(hdr), len(hdr) + 1, len(all)}} {
-		var out bytes.Buffer
-		h := &headerSkipper{w: &out}
-		prev := 0
-		for _, c := range cut {
-			if n, err := h.Write(all[prev:c]); err != nil || n != c-prev {
-				t.Fatalf("cut %v: Write = %d, %v", cut, n, err)
-			}
-			prev = c
-		}
-		if !bytes.Equal(out.Bytes(), data) {
-			t.Errorf("cut %v: passed %q, want %q", cut, out.Bytes(), data)
-		}
-	}
-	if _, err := (&headerSkipper{w: &bytes.Buffer{}}).ReadFrom(bytes.NewReader(data)); err == nil {
-		t.Error("ReadFrom before the header: no error")
-	}
-	n := binary.LittleEndian.Uint64(hdr)
-	if int(n) != len(hdr)-8 {
-		t.Fatalf("prefix %d, header %d", n, len(hdr))
-	}
-}
-
 // TestInteropPaddedSafetensorsLibrary: the safetensors library loads a
 // page-padded output (every output padded, padMin 0), single and sharded,
 // to the original's values.

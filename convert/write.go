@@ -222,16 +222,10 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 		return 0, err
 	}
 	bw := c.output(tmp)
-	// The header goes out padded (out_safetensors.go); the Writer's own,
-	// unpadded, is dropped on the way.
-	hdr, err := paddedHeader(decl, md, dataLen(items))
-	if err != nil {
-		return 0, writeErr(tmp.final, err)
-	}
-	if _, err := bw.Write(hdr); err != nil {
-		return 0, writeErr(tmp.final, err)
-	}
-	sw, err := safetensors.NewWriter(&headerSkipper{w: bw}, decl, md)
+	// The header is padded so that the data starts on a page
+	// (out_safetensors.go).
+	hopts := headerOpts(dataLen(items))
+	sw, err := safetensors.NewWriter(bw, decl, md, hopts...)
 	if err != nil {
 		return 0, writeErr(tmp.final, err)
 	}
@@ -327,14 +321,11 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 	if err := setDigests(); err != nil {
 		return 0, err
 	}
-	final, err := paddedHeader(decl, md, dataLen(items))
+	hdr, _, err := safetensors.HeaderBytes(decl, md, hopts...)
 	if err != nil {
 		return 0, writeErr(tmp.final, err)
 	}
-	if len(final) != len(hdr) {
-		return 0, writeErr(tmp.final, errors.New("the header's length changed with its digests"))
-	}
-	if _, err := tmp.writeAt(final, 0); err != nil {
+	if _, err := tmp.writeAt(hdr, 0); err != nil {
 		return 0, writeErr(tmp.final, err)
 	}
 	return total, nil
@@ -370,7 +361,7 @@ func safetensorsHeadLen(items []*item, meta map[string]string) (int64, error) {
 		return 0, err
 	}
 	md[digest.MetadataKey] = string(b)
-	hdr, err := paddedHeader(decl, md, dataLen(items))
+	hdr, _, err := safetensors.HeaderBytes(decl, md, headerOpts(dataLen(items))...)
 	return int64(len(hdr)), err
 }
 

@@ -32,14 +32,36 @@ type WriterTensor struct {
 // of metadata sorted. Names must be unique, valid UTF-8 and not
 // "__metadata__"; dtypes known; dimensions non-negative; and the byte
 // size of sub-byte dtypes whole (ErrSizeMismatch).
-func HeaderBytes(tensors []WriterTensor, metadata map[string]string) ([]byte, []WriterTensor, error) {
-	hdr, order, _, err := plan(tensors, metadata)
+//
+// Options: WithDataAlign.
+func HeaderBytes(tensors []WriterTensor, metadata map[string]string, opts ...WriterOption) ([]byte, []WriterTensor, error) {
+	hdr, order, _, err := plan(tensors, metadata, opts)
 	return hdr, order, err
 }
 
+// WriterOption configures HeaderBytes and NewWriter.
+type WriterOption func(*writerConfig)
+
+type writerConfig struct{ align int }
+
+// WithDataAlign pads the header with trailing spaces (the format allows
+// whitespace after the JSON) so that the data section starts at a
+// multiple of n bytes from the file's start, n a positive multiple of 8
+// (others are ErrInvalidHeader); the default is 8, as the reference
+// writer pads. A page (4096) lets tensor data copied into the file by
+// the kernel land on page boundaries.
+func WithDataAlign(n int) WriterOption { return func(c *writerConfig) { c.align = n } }
+
 // plan validates the tensors and lays them out, returning the header
 // bytes, the data order and each ordered tensor's byte size.
-func plan(tensors []WriterTensor, metadata map[string]string) ([]byte, []WriterTensor, []int64, error) {
+func plan(tensors []WriterTensor, metadata map[string]string, opts []WriterOption) ([]byte, []WriterTensor, []int64, error) {
+	cfg := writerConfig{align: 8}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.align <= 0 || cfg.align%8 != 0 {
+		return nil, nil, nil, fmt.Errorf("%w: data alignment %d is not a positive multiple of 8", ErrInvalidHeader, cfg.align)
+	}
 	type planned struct {
 		t    WriterTensor
 		size int64
@@ -132,7 +154,7 @@ func plan(tensors []WriterTensor, metadata map[string]string) ([]byte, []WriterT
 		buf = append(buf, "]}"...)
 	}
 	buf = append(buf, '}')
-	for len(buf)%8 != 0 {
+	for len(buf)%cfg.align != 0 {
 		buf = append(buf, ' ')
 	}
 	n := len(buf) - 8
@@ -185,11 +207,11 @@ type Writer struct {
 	err   error // first error that left the output incomplete
 }
 
-// NewWriter validates the tensors (see HeaderBytes), writes the header to
-// w and returns a Writer that must then be fed each tensor's bytes in the
-// order Writer.Order returns.
-func NewWriter(w io.Writer, tensors []WriterTensor, metadata map[string]string) (*Writer, error) {
-	hdr, order, sizes, err := plan(tensors, metadata)
+// NewWriter validates the tensors (see HeaderBytes, and its options),
+// writes the header to w and returns a Writer that must then be fed each
+// tensor's bytes in the order Writer.Order returns.
+func NewWriter(w io.Writer, tensors []WriterTensor, metadata map[string]string, opts ...WriterOption) (*Writer, error) {
+	hdr, order, sizes, err := plan(tensors, metadata, opts)
 	if err != nil {
 		return nil, err
 	}
