@@ -8,6 +8,7 @@ import (
 
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/internal/atomicfile"
+	"github.com/ckpt-dev/ckpt/internal/par"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -26,8 +27,9 @@ import (
 // with its vector kernel (fewer go through the scalar xxh64, 4x the CPU).
 const checkBufSize = 8 * digest.ChunkSize
 
-// checkBufs holds the read-back buffers between tensors.
-var checkBufs = sync.Pool{New: func() any { b := make([]byte, checkBufSize); return &b }}
+// checkBufs holds the read-back buffers between tensors (a free list the
+// collector does not empty, as castBufs).
+var checkBufs = par.FreeList[byte]{Max: 4}
 
 // rangeCopy is a tensor's bytes in place in a local input file
 // (statedict.Tensor.InPlace), handed to the output's Writer.
@@ -80,7 +82,7 @@ func (c *config) rangeSource(ctx context.Context, tmp *tempFile, it *item, sink 
 // check feeds the pieces copied, read back, to the checks.
 func (r *rangeCopy) check() {
 	defer close(r.done)
-	bp := checkBufs.Get().(*[]byte)
+	bp := checkBufs.Get(checkBufSize)
 	defer checkBufs.Put(bp)
 	for p := range r.jobs {
 		if r.failed() != nil {
@@ -128,7 +130,7 @@ func (r *rangeCopy) Copied(out *os.File, outOff, k int64) error {
 	}
 	r.pos += k
 	if r.ended {
-		bp := checkBufs.Get().(*[]byte)
+		bp := checkBufs.Get(checkBufSize)
 		defer checkBufs.Put(bp)
 		return r.feed(io.NewSectionReader(out, outOff, k), *bp)
 	}
