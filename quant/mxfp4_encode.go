@@ -89,44 +89,74 @@ func (l MXFP4Layout) encodeGroupRows(out []byte, tab *[256][16]uint16, blocks, s
 	r, cols := l.Prefix[1], l.Cols()
 	ex, k := t/cols, t%cols
 	g, j0 := k/32, k%32
-	le := binary.LittleEndian
 	stride := l.Groups * 16 // bytes of one stored row
 	out = out[:2*nr*r]
-	// Sixteen stored rows at a time by the vector path (mxfp4_vec.go)
-	// for a whole group in bfloat16, where their scales allow.
+	// Thirty-two stored rows a tile by the AVX-512 path (mxfp4_512.go),
+	// one call down the rows, or sixteen at a time by the AVX2 path
+	// (mxfp4_vec.go, bfloat16), for a whole group where their scales
+	// allow; a tile the AVX-512 kernel stops at goes the other ways.
+	var t512 *mxfp4Tab512
+	if haveMXFP4Vec512 && nr == 32 {
+		t512 = mxfp4Tab512For(tab)
+	}
 	vec := haveFP8Vec && nr == 32 && tab == mxfp4BF16()
 	var adj [16]uint16
-	i := 0
+	i, skip := 0, 0 // skip: the end of a tile the AVX-512 kernel refused
 	for i+4 <= r {
 		gi := (ex*r+i)*l.Groups + g
+		if t512 != nil && i >= skip && i+32 <= r {
+			n := (r - i) / 32
+			// The kernel reads 4 bytes at each scale.
+			for n > 0 && gi+(32*n-1)*l.Groups+3 >= len(scales) {
+				n--
+			}
+			if n > 0 {
+				_ = blocks[(gi+(32*n-1)*l.Groups)*16+15] // the last tile's last row
+				d := mxfp4T32AVX512(&out[2*i], 2*r, &blocks[gi*16], stride, &scales[gi], l.Groups, n, t512)
+				i += 32 * d
+				if d < n {
+					skip = i + 32
+				}
+				continue
+			}
+		}
 		if vec && i+16 <= r && mxfp4VecAdj(&adj, scales[gi:], l.Groups) {
 			mxfp4T16AVX2(&out[2*i], 2*r, &blocks[gi*16], stride, &adj, mxfp4Vec)
 			i += 16
 			continue
 		}
-		b := blocks[gi*16 : gi*16+3*stride+16]
-		t0, t1 := &tab[scales[gi]], &tab[scales[gi+l.Groups]]
-		t2, t3 := &tab[scales[gi+2*l.Groups]], &tab[scales[gi+3*l.Groups]]
-		// The 32 codes of a group are two 64-bit words, element el at
-		// bit 4*(el%16) of word el/16.
-		for half := 0; half < 2; half++ {
-			lo, hi := max(j0, 16*half), min(j0+nr, 16*half+16)
-			if lo >= hi {
-				continue
-			}
-			w0, w1 := le.Uint64(b[8*half:]), le.Uint64(b[stride+8*half:])
-			w2, w3 := le.Uint64(b[2*stride+8*half:]), le.Uint64(b[3*stride+8*half:])
-			for el := lo; el < hi; el++ {
-				sh := uint(el%16) * 4
-				v := uint64(t0[w0>>sh&15]) | uint64(t1[w1>>sh&15])<<16 | uint64(t2[w2>>sh&15])<<32 | uint64(t3[w3>>sh&15])<<48
-				le.PutUint64(out[2*((el-j0)*r+i):], v)
-			}
-		}
+		l.encode4Rows(out, tab, blocks, scales, gi, i, j0, nr)
 		i += 4
 	}
 	for ; i < r; i++ {
 		for j := 0; j < nr; j++ {
 			l.encodeRowPart(out[2*(j*r+i):], tab, blocks, scales, t+j, i, i+1)
+		}
+	}
+}
+
+// encode4Rows writes stored rows i..i+3 (their group at gi) into the nr
+// output rows of out, by the table.
+func (l MXFP4Layout) encode4Rows(out []byte, tab *[256][16]uint16, blocks, scales []byte, gi, i, j0, nr int) {
+	r := l.Prefix[1]
+	le := binary.LittleEndian
+	stride := l.Groups * 16
+	b := blocks[gi*16 : gi*16+3*stride+16]
+	t0, t1 := &tab[scales[gi]], &tab[scales[gi+l.Groups]]
+	t2, t3 := &tab[scales[gi+2*l.Groups]], &tab[scales[gi+3*l.Groups]]
+	// The 32 codes of a group are two 64-bit words, element el at
+	// bit 4*(el%16) of word el/16.
+	for half := 0; half < 2; half++ {
+		lo, hi := max(j0, 16*half), min(j0+nr, 16*half+16)
+		if lo >= hi {
+			continue
+		}
+		w0, w1 := le.Uint64(b[8*half:]), le.Uint64(b[stride+8*half:])
+		w2, w3 := le.Uint64(b[2*stride+8*half:]), le.Uint64(b[3*stride+8*half:])
+		for el := lo; el < hi; el++ {
+			sh := uint(el%16) * 4
+			v := uint64(t0[w0>>sh&15]) | uint64(t1[w1>>sh&15])<<16 | uint64(t2[w2>>sh&15])<<32 | uint64(t3[w3>>sh&15])<<48
+			le.PutUint64(out[2*((el-j0)*r+i):], v)
 		}
 	}
 }

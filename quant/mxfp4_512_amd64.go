@@ -1,0 +1,17 @@
+//go:build amd64 && !purego
+
+package quant
+
+import "golang.org/x/sys/cpu"
+
+// haveMXFP4Vec512 picks the AVX-512 MXFP4 kernel; tests turn it off to
+// hold every path to the same bits.
+var haveMXFP4Vec512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VBMI
+
+// mxfp4T32AVX512 is mxfp4T32Go (mxfp4_512.go) on AVX-512 (F, BW,
+// VBMI): ntiles tiles of 32 stored rows, stopping before a tile with a
+// scale outside t's range; it returns the tiles written. It reads 4
+// bytes at each gathered scale: the caller leaves 3 bytes after the last.
+//
+//go:noescape
+func mxfp4T32AVX512(dst *byte, rowStride int, src *byte, srcStride int, scales *byte, groups, ntiles int, t *mxfp4Tab512) int
