@@ -10,8 +10,7 @@ var haveMXFP4Vec512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAV
 
 // mxfp4T32AVX512 is mxfp4T32Go (mxfp4_512.go) on AVX-512 (F, BW,
 // VBMI): ntiles tiles of 32 stored rows, stopping before a tile with a
-// scale outside t's range; it returns the tiles written. It reads 4
-// bytes at each gathered scale: the caller leaves 3 bytes after the last.
+// scale outside t's range; it returns the tiles written.
 //
 //go:noescape
-func mxfp4T32AVX512(dst *byte, rowStride int, src *byte, srcStride int, scales *byte, groups, ntiles int, t *mxfp4Tab512) int
+func mxfp4T32AVX512(dst *byte, rowStride int, src *byte, srcStride int, scales *byte, scaleStride, ngroups, ntiles int, t *mxfp4Tab512) int

@@ -5,8 +5,8 @@
 // mxfp4T32AVX512: gpt-oss MXFP4 to bfloat16 or float16 in the
 // transformers layout (mxfp4_512.go), one 32-element group of 32
 // consecutive stored rows a tile, ntiles tiles down the stored rows.
-// A tile: the 32 scales gathered (two VPGATHERDD, the group's column
-// of the scales), checked against the table's range (a tile with one
+// A tile: the 32 scales (the group's column of the scales, made
+// contiguous by the caller) checked against the table's range (a tile with one
 // outside ends the call) and made exponent adjustments; the 32 rows'
 // 16 code bytes transposed to byte positions (VPERMI2B, then VPERMI2Q
 // twice) so that byte position j holds the 32 rows' bytes in order;
@@ -15,8 +15,8 @@
 // so the high nibble's low bit left in an index does not matter); the
 // adjustment added to nonzero values; 64 bytes stored a output row.
 // R8 points at the mxfp4Tab512 (offsets fixed in mxfp4_512.go).
-// Z28 the table, Z29 0x7fff, Z30 the tile's adjustments, Z25/Z26 the
-// gather offsets; Z0-Z23 the tile.
+// Z28 the table, Z29 0x7fff, Z30 the tile's adjustments; Z0-Z23 the
+// tile.
 
 // EMIT looks up the word indices in Z, adjusts, stores at (R12) and
 // steps R12 to the next output row.
@@ -50,51 +50,50 @@
 	VINSERTI32X4 $3, (R12)(CX*1), ZM, ZM \
 	LEAQ (R12)(CX*2), R12
 
-// func mxfp4T32AVX512(dst *byte, rowStride int, src *byte, srcStride int, scales *byte, groups, ntiles int, t *mxfp4Tab512) int
-TEXT ·mxfp4T32AVX512(SB), NOSPLIT, $0-72
+// func mxfp4T32AVX512(dst *byte, rowStride int, src *byte, srcStride int, scales *byte, scaleStride, ngroups, ntiles int, t *mxfp4Tab512) int
+TEXT ·mxfp4T32AVX512(SB), NOSPLIT, $16-80
 	MOVQ dst+0(FP), DI
 	MOVQ rowStride+8(FP), BX
 	MOVQ src+16(FP), SI
 	MOVQ srcStride+24(FP), CX
 	MOVQ scales+32(FP), DX
-	MOVQ groups+40(FP), R9
-	MOVQ ntiles+48(FP), R10
-	MOVQ t+56(FP), R8
+	MOVQ ngroups+48(FP), R15
+	MOVQ ntiles+56(FP), R10
+	MOVQ t+64(FP), R8
 	XORQ R11, R11
 	VMOVDQU64 0(R8), Z28
 	VMOVDQU64 64(R8), Z29
-	// Gather offsets: rows 0-15 at k*groups, rows 16-31 16*groups on.
-	VPBROADCASTD R9, Z26
-	VPMULLD 448(R8), Z26, Z26
-	MOVQ R9, R12
-	SHLQ $4, R12
-	VPBROADCASTD R12, Z25
-	VPADDD Z26, Z25, Z25
-	// Per tile: R13 = 32 stored rows of codes, R14 = 32 rows of scales.
+	// Per tile: R13 = 32 stored rows of codes.
 	MOVQ CX, R13
 	SHLQ $5, R13
-	MOVQ R9, R14
+	// Per group: R14 = 32 output rows.
+	MOVQ BX, R14
 	SHLQ $5, R14
 
-loop:
+tile:
 	CMPQ R11, R10
 	JGE  done
-	KXNORW K1, K1, K1
-	VPGATHERDD (DX)(Z26*1), K1, Z0
-	KXNORW K2, K2, K2
-	VPGATHERDD (DX)(Z25*1), K2, Z1
-	VPMOVDW Z0, Y0
-	VPMOVDW Z1, Y1
-	VINSERTI64X4 $1, Y1, Z0, Z0
-	VPANDD 128(R8), Z0, Z0
-	VPSUBW 192(R8), Z0, Z1
-	VPCMPUW $6, 256(R8), Z1, K1
+	// A group of the tile: AX its scales, R9 its codes, R12 its output
+	// (saved at 0(SP) while the rows load), 8(SP) the groups left;
+	// SI, DI, DX the tile's first group.
+	MOVQ DX, AX
+	MOVQ SI, R9
+	MOVQ DI, R12
+	MOVQ R15, 8(SP)
+
+group:
+	CMPQ 8(SP), $0
+	JLE  next
+	VPMOVZXBW (AX), Z0
+	VPSUBW 128(R8), Z0, Z1
+	VPCMPUW $6, 192(R8), Z1, K1
 	KORTESTD K1, K1
 	JNZ  done
-	VPSUBW 320(R8), Z0, Z30
-	VPMULLW 384(R8), Z30, Z30
+	VPSUBW 256(R8), Z0, Z30
+	VPMULLW 320(R8), Z30, Z30
 
-	MOVQ SI, R12
+	MOVQ R12, 0(SP)
+	MOVQ R9, R12
 	LOAD4(Z0, X0)
 	LOAD4(Z1, X1)
 	LOAD4(Z2, X2)
@@ -106,59 +105,59 @@ loop:
 
 	// Eight stored rows to 16 byte positions x 8 rows (qword j: byte
 	// position j, or 8+j, of the 8 rows).
-	VMOVDQU64 512(R8), Z8
+	VMOVDQU64 384(R8), Z8
 	VPERMI2B Z1, Z0, Z8
-	VMOVDQU64 576(R8), Z9
+	VMOVDQU64 448(R8), Z9
 	VPERMI2B Z1, Z0, Z9
-	VMOVDQU64 512(R8), Z10
+	VMOVDQU64 384(R8), Z10
 	VPERMI2B Z3, Z2, Z10
-	VMOVDQU64 576(R8), Z11
+	VMOVDQU64 448(R8), Z11
 	VPERMI2B Z3, Z2, Z11
-	VMOVDQU64 512(R8), Z12
+	VMOVDQU64 384(R8), Z12
 	VPERMI2B Z5, Z4, Z12
-	VMOVDQU64 576(R8), Z13
+	VMOVDQU64 448(R8), Z13
 	VPERMI2B Z5, Z4, Z13
-	VMOVDQU64 512(R8), Z14
+	VMOVDQU64 384(R8), Z14
 	VPERMI2B Z7, Z6, Z14
-	VMOVDQU64 576(R8), Z15
+	VMOVDQU64 448(R8), Z15
 	VPERMI2B Z7, Z6, Z15
 
 	// Positions 0-7: pairs of row octets, then all four.
-	VMOVDQU64 640(R8), Z16
+	VMOVDQU64 512(R8), Z16
 	VPERMI2Q Z10, Z8, Z16
-	VMOVDQU64 704(R8), Z17
+	VMOVDQU64 576(R8), Z17
 	VPERMI2Q Z10, Z8, Z17
-	VMOVDQU64 640(R8), Z18
+	VMOVDQU64 512(R8), Z18
 	VPERMI2Q Z14, Z12, Z18
-	VMOVDQU64 704(R8), Z19
+	VMOVDQU64 576(R8), Z19
 	VPERMI2Q Z14, Z12, Z19
-	VMOVDQU64 768(R8), Z0
+	VMOVDQU64 640(R8), Z0
 	VPERMI2Q Z18, Z16, Z0
-	VMOVDQU64 832(R8), Z1
+	VMOVDQU64 704(R8), Z1
 	VPERMI2Q Z18, Z16, Z1
-	VMOVDQU64 768(R8), Z2
+	VMOVDQU64 640(R8), Z2
 	VPERMI2Q Z19, Z17, Z2
-	VMOVDQU64 832(R8), Z3
+	VMOVDQU64 704(R8), Z3
 	VPERMI2Q Z19, Z17, Z3
 	// Positions 8-15.
-	VMOVDQU64 640(R8), Z16
+	VMOVDQU64 512(R8), Z16
 	VPERMI2Q Z11, Z9, Z16
-	VMOVDQU64 704(R8), Z17
+	VMOVDQU64 576(R8), Z17
 	VPERMI2Q Z11, Z9, Z17
-	VMOVDQU64 640(R8), Z18
+	VMOVDQU64 512(R8), Z18
 	VPERMI2Q Z15, Z13, Z18
-	VMOVDQU64 704(R8), Z19
+	VMOVDQU64 576(R8), Z19
 	VPERMI2Q Z15, Z13, Z19
-	VMOVDQU64 768(R8), Z4
+	VMOVDQU64 640(R8), Z4
 	VPERMI2Q Z18, Z16, Z4
-	VMOVDQU64 832(R8), Z5
+	VMOVDQU64 704(R8), Z5
 	VPERMI2Q Z18, Z16, Z5
-	VMOVDQU64 768(R8), Z6
+	VMOVDQU64 640(R8), Z6
 	VPERMI2Q Z19, Z17, Z6
-	VMOVDQU64 832(R8), Z7
+	VMOVDQU64 704(R8), Z7
 	VPERMI2Q Z19, Z17, Z7
 
-	MOVQ DI, R12
+	MOVQ 0(SP), R12
 	POS(Z0, Y0)
 	POS(Z1, Y1)
 	POS(Z2, Y2)
@@ -168,13 +167,20 @@ loop:
 	POS(Z6, Y6)
 	POS(Z7, Y7)
 
+	// R12 has stepped over this group's 32 output rows.
+	ADDQ scaleStride+40(FP), AX
+	ADDQ $16, R9
+	DECQ 8(SP)
+	JMP  group
+
+next:
 	ADDQ $64, DI
 	ADDQ R13, SI
-	ADDQ R14, DX
+	ADDQ $32, DX
 	INCQ R11
-	JMP  loop
+	JMP  tile
 
 done:
-	MOVQ R11, ret+64(FP)
+	MOVQ R11, ret+72(FP)
 	VZEROUPPER
 	RET

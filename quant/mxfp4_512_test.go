@@ -11,53 +11,62 @@ import (
 
 // TestMXFP4T32Bits: for bfloat16 and float16, every E8M0 exponent (NaN
 // 0xFF, those giving subnormal products and overflow included) placed in
-// the middle tile of three, every code: the AVX-512 kernel (where the CPU
-// has it) and its portable twin write exactly the table's values
-// (fp4 * 2^(e-127) rounded as dtype.EncodeFloat32) for the tiles they
-// take, stop before the tile holding an exponent outside their range and
-// leave it and the rest untouched; the range is the one where the
-// exponent add is exact (the table agrees on every exponent inside it),
-// so no exponent the table would round differently is taken.
+// the middle tile of three, in the first or the second of two groups a
+// call, every code: the AVX-512 kernel (where the CPU has it) and its
+// portable twin write exactly the table's values (fp4 * 2^(e-127)
+// rounded as dtype.EncodeFloat32) for the tiles they take, stop at the
+// group holding an exponent outside their range and leave it and the
+// rest untouched; the range is the one where the exponent add is exact
+// (the table agrees on every exponent inside it), so no exponent the
+// table would round differently is taken.
 func TestMXFP4T32Bits(t *testing.T) {
 	for _, dt := range []dtype.DType{dtype.BFloat16, dtype.Float16} {
 		tab := mxfp4Table(dt)
 		k := mxfp4Tab512For(tab)
 		lo, hi := int(k.lo[0]), int(k.lo[0]+k.span[0])
 		r := rand.New(rand.NewPCG(5, 6))
-		const groups, g, ntiles = 3, 1, 3
+		const groups, g, ng, ntiles = 4, 1, 2, 3 // groups 1 and 2 of 4
 		const rows = 32 * ntiles
 		const rowStride = 2 * (32*ntiles + 8) // output rows wider than the tiles
 		for e := 0; e < 256; e++ {
 			src := make([]byte, rows*groups*16)
-			scales := make([]byte, rows*groups+3)
+			scales := make([]byte, rows*groups)
 			for i := range src {
 				src[i] = byte(r.Uint32())
 			}
 			for i := range scales {
 				scales[i] = byte(r.Uint32()) // other columns: anything
 			}
+			eg := e % 2 // the group holding e
 			for row := 0; row < rows; row++ {
-				scales[row*groups+g] = byte(lo + r.IntN(hi-lo+1))
+				for gg := 0; gg < ng; gg++ {
+					scales[row*groups+g+gg] = byte(lo + r.IntN(hi-lo+1))
+				}
 				if row/32 == 1 && row%5 == 1 {
-					scales[row*groups+g] = byte(e)
+					scales[row*groups+g+eg] = byte(e)
 				}
 			}
 			for j := 0; j < 16; j++ { // every code in both nibbles, middle tile
-				src[(32+7)*groups*16+g*16+j] = byte(j*16 + (15 - j))
+				src[(32+7)*groups*16+(g+eg)*16+j] = byte(j*16 + (15 - j))
 			}
 			in := e >= lo && e <= hi
 			wantTiles := 1
 			if in {
 				wantTiles = ntiles
 			}
-			want := bytes.Repeat([]byte{0xA5}, 32*rowStride)
-			for tile := 0; tile < wantTiles; tile++ {
-				for i := 0; i < 32; i++ {
-					row := 32*tile + i
-					blk := src[(row*groups+g)*16:][:16]
-					for el := 0; el < 32; el++ {
-						code := blk[el/2] >> (4 * uint(el%2)) & 15
-						binary.LittleEndian.PutUint16(want[el*rowStride+64*tile+2*i:], tab[scales[row*groups+g]][code])
+			want := bytes.Repeat([]byte{0xA5}, 32*ng*rowStride)
+			for tile := 0; tile < ntiles; tile++ {
+				for gg := 0; gg < ng; gg++ {
+					if tile >= wantTiles && !(tile == 1 && gg < eg) {
+						continue // not reached: the stop is at (tile 1, eg)
+					}
+					for i := 0; i < 32; i++ {
+						row := 32*tile + i
+						blk := src[(row*groups+g+gg)*16:][:16]
+						for el := 0; el < 32; el++ {
+							code := blk[el/2] >> (4 * uint(el%2)) & 15
+							binary.LittleEndian.PutUint16(want[(32*gg+el)*rowStride+64*tile+2*i:], tab[scales[row*groups+g+gg]][code])
+						}
 					}
 				}
 			}
@@ -74,11 +83,17 @@ func TestMXFP4T32Bits(t *testing.T) {
 					}
 				}
 			}
+			col := make([]byte, ng*rows) // the groups' columns, one after the other
+			for row := 0; row < rows; row++ {
+				for gg := 0; gg < ng; gg++ {
+					col[gg*rows+row] = scales[row*groups+g+gg]
+				}
+			}
 			gotGo := bytes.Repeat([]byte{0xA5}, len(want))
-			check("portable", gotGo, mxfp4T32Go(gotGo, rowStride, src[g*16:], groups*16, scales[g:], groups, ntiles, k))
+			check("portable", gotGo, mxfp4T32Go(gotGo, rowStride, src[g*16:], groups*16, col, rows, ng, ntiles, k))
 			if haveMXFP4Vec512 {
 				got := bytes.Repeat([]byte{0xA5}, len(want))
-				check("AVX-512", got, mxfp4T32AVX512(&got[0], rowStride, &src[g*16], groups*16, &scales[g], groups, ntiles, k))
+				check("AVX-512", got, mxfp4T32AVX512(&got[0], rowStride, &src[g*16], groups*16, &col[0], rows, ng, ntiles, k))
 			}
 		}
 	}

@@ -64,8 +64,16 @@ func (l MXFP4Layout) encodeTransposed(dst []byte, tab *[256][16]uint16, blocks, 
 			e += i1 - i0
 			continue
 		}
-		// Whole rows up to the end of their 32-element group.
 		k := t % l.Cols()
+		// Whole groups of one expert by the AVX-512 path (mxfp4_512.go).
+		if ng := min((end-e)/r/32, (l.Cols()-k)/32); ng > 0 && k%32 == 0 && r >= 32 && haveMXFP4Vec512 {
+			if t512 := mxfp4Tab512For(tab); t512 != nil {
+				l.encodeGroups512(out, tab, t512, blocks, scales, t, ng)
+				e += 32 * ng * r
+				continue
+			}
+		}
+		// Whole rows up to the end of their 32-element group.
 		nr := min((end-e)/r, 32-k%32)
 		l.encodeGroupRows(out, tab, blocks, scales, t, nr)
 		e += nr * r
@@ -86,41 +94,24 @@ func (l MXFP4Layout) encodeRowPart(out []byte, tab *[256][16]uint16, blocks, sca
 // encodeGroupRows writes nr whole output rows from row t, all within one
 // 32-element group of the stored rows.
 func (l MXFP4Layout) encodeGroupRows(out []byte, tab *[256][16]uint16, blocks, scales []byte, t, nr int) {
+	l.encodeGroupPart(out[:2*nr*l.Prefix[1]], tab, blocks, scales, t, nr, 0, l.Prefix[1])
+}
+
+// encodeGroupPart writes stored rows [i0, i1) of the nr output rows from
+// row t (all within one group): sixteen stored rows at a time by the
+// AVX2 path (mxfp4_vec.go, bfloat16) for a whole group where their
+// scales allow, else four at a time by the table.
+func (l MXFP4Layout) encodeGroupPart(out []byte, tab *[256][16]uint16, blocks, scales []byte, t, nr, i0, i1 int) {
 	r, cols := l.Prefix[1], l.Cols()
 	ex, k := t/cols, t%cols
 	g, j0 := k/32, k%32
 	stride := l.Groups * 16 // bytes of one stored row
-	out = out[:2*nr*r]
-	// Thirty-two stored rows a tile by the AVX-512 path (mxfp4_512.go),
-	// one call down the rows, or sixteen at a time by the AVX2 path
-	// (mxfp4_vec.go, bfloat16), for a whole group where their scales
-	// allow; a tile the AVX-512 kernel stops at goes the other ways.
-	var t512 *mxfp4Tab512
-	if haveMXFP4Vec512 && nr == 32 {
-		t512 = mxfp4Tab512For(tab)
-	}
 	vec := haveFP8Vec && nr == 32 && tab == mxfp4BF16()
 	var adj [16]uint16
-	i, skip := 0, 0 // skip: the end of a tile the AVX-512 kernel refused
-	for i+4 <= r {
+	i := i0
+	for i+4 <= i1 {
 		gi := (ex*r+i)*l.Groups + g
-		if t512 != nil && i >= skip && i+32 <= r {
-			n := (r - i) / 32
-			// The kernel reads 4 bytes at each scale.
-			for n > 0 && gi+(32*n-1)*l.Groups+3 >= len(scales) {
-				n--
-			}
-			if n > 0 {
-				_ = blocks[(gi+(32*n-1)*l.Groups)*16+15] // the last tile's last row
-				d := mxfp4T32AVX512(&out[2*i], 2*r, &blocks[gi*16], stride, &scales[gi], l.Groups, n, t512)
-				i += 32 * d
-				if d < n {
-					skip = i + 32
-				}
-				continue
-			}
-		}
-		if vec && i+16 <= r && mxfp4VecAdj(&adj, scales[gi:], l.Groups) {
+		if vec && i+16 <= i1 && mxfp4VecAdj(&adj, scales[gi:], l.Groups) {
 			mxfp4T16AVX2(&out[2*i], 2*r, &blocks[gi*16], stride, &adj, mxfp4Vec)
 			i += 16
 			continue
@@ -128,7 +119,7 @@ func (l MXFP4Layout) encodeGroupRows(out []byte, tab *[256][16]uint16, blocks, s
 		l.encode4Rows(out, tab, blocks, scales, gi, i, j0, nr)
 		i += 4
 	}
-	for ; i < r; i++ {
+	for ; i < i1; i++ {
 		for j := 0; j < nr; j++ {
 			l.encodeRowPart(out[2*(j*r+i):], tab, blocks, scales, t+j, i, i+1)
 		}
