@@ -50,8 +50,36 @@
 	VINSERTI32X4 $3, (R12)(CX*1), ZM, ZM \
 	LEAQ (R12)(CX*2), R12
 
+// PF8 prefetches the groups' bytes of 8 stored rows at R14 (the lines of
+// their first and last bytes) and steps R14 over them.
+#define PF8 \
+	PREFETCHT0 (R14) \
+	PREFETCHT0 (R14)(R15*1) \
+	ADDQ CX, R14 \
+	PREFETCHT0 (R14) \
+	PREFETCHT0 (R14)(R15*1) \
+	ADDQ CX, R14 \
+	PREFETCHT0 (R14) \
+	PREFETCHT0 (R14)(R15*1) \
+	ADDQ CX, R14 \
+	PREFETCHT0 (R14) \
+	PREFETCHT0 (R14)(R15*1) \
+	ADDQ CX, R14 \
+	PREFETCHT0 (R14) \
+	PREFETCHT0 (R14)(R15*1) \
+	ADDQ CX, R14 \
+	PREFETCHT0 (R14) \
+	PREFETCHT0 (R14)(R15*1) \
+	ADDQ CX, R14 \
+	PREFETCHT0 (R14) \
+	PREFETCHT0 (R14)(R15*1) \
+	ADDQ CX, R14 \
+	PREFETCHT0 (R14) \
+	PREFETCHT0 (R14)(R15*1) \
+	ADDQ CX, R14
+
 // func mxfp4T32AVX512(dst *byte, rowStride int, src *byte, srcStride int, scales *byte, scaleStride, ngroups, ntiles int, t *mxfp4Tab512) int
-TEXT ·mxfp4T32AVX512(SB), NOSPLIT, $16-80
+TEXT ·mxfp4T32AVX512(SB), NOSPLIT, $24-80
 	MOVQ dst+0(FP), DI
 	MOVQ rowStride+8(FP), BX
 	MOVQ src+16(FP), SI
@@ -66,9 +94,10 @@ TEXT ·mxfp4T32AVX512(SB), NOSPLIT, $16-80
 	// Per tile: R13 = 32 stored rows of codes.
 	MOVQ CX, R13
 	SHLQ $5, R13
-	// Per group: R14 = 32 output rows.
-	MOVQ BX, R14
-	SHLQ $5, R14
+	// 16(SP) the groups a tile, R15 the last code byte of a row's groups.
+	MOVQ R15, 16(SP)
+	SHLQ $4, R15
+	DECQ R15
 
 tile:
 	CMPQ R11, R10
@@ -76,10 +105,17 @@ tile:
 	// A group of the tile: AX its scales, R9 its codes, R12 its output
 	// (saved at 0(SP) while the rows load), 8(SP) the groups left;
 	// SI, DI, DX the tile's first group.
+	// The next tile's rows to the cache: their first and last lines.
+	LEAQ (SI)(R13*1), R14
+	PF8
+	PF8
+	PF8
+	PF8
 	MOVQ DX, AX
 	MOVQ SI, R9
 	MOVQ DI, R12
-	MOVQ R15, 8(SP)
+	MOVQ 16(SP), R14
+	MOVQ R14, 8(SP)
 
 group:
 	CMPQ 8(SP), $0
