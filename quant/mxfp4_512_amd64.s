@@ -50,33 +50,21 @@
 	VINSERTI32X4 $3, (R12)(CX*1), ZM, ZM \
 	LEAQ (R12)(CX*2), R12
 
-// PF8 prefetches the groups' bytes of 8 stored rows at R14 (the lines of
-// their first and last bytes) and steps R14 over them.
-#define PF8 \
-	PREFETCHT0 (R14) \
-	PREFETCHT0 (R14)(R15*1) \
-	ADDQ CX, R14 \
-	PREFETCHT0 (R14) \
-	PREFETCHT0 (R14)(R15*1) \
-	ADDQ CX, R14 \
-	PREFETCHT0 (R14) \
-	PREFETCHT0 (R14)(R15*1) \
-	ADDQ CX, R14 \
-	PREFETCHT0 (R14) \
-	PREFETCHT0 (R14)(R15*1) \
-	ADDQ CX, R14 \
-	PREFETCHT0 (R14) \
-	PREFETCHT0 (R14)(R15*1) \
-	ADDQ CX, R14 \
-	PREFETCHT0 (R14) \
-	PREFETCHT0 (R14)(R15*1) \
-	ADDQ CX, R14 \
-	PREFETCHT0 (R14) \
-	PREFETCHT0 (R14)(R15*1) \
-	ADDQ CX, R14 \
+// PF1 prefetches the groups' bytes of the stored row at R14 (the lines
+// of the first and the last) and steps R14 to the next row; PF8 does 8.
+#define PF1 \
 	PREFETCHT0 (R14) \
 	PREFETCHT0 (R14)(R15*1) \
 	ADDQ CX, R14
+
+#define PF8 PF1 \
+	PF1 \
+	PF1 \
+	PF1 \
+	PF1 \
+	PF1 \
+	PF1 \
+	PF1
 
 // func mxfp4T32AVX512(dst *byte, rowStride int, src *byte, srcStride int, scales *byte, scaleStride, ngroups, ntiles int, t *mxfp4Tab512) int
 TEXT ·mxfp4T32AVX512(SB), NOSPLIT, $24-80
