@@ -3,11 +3,13 @@
 #include "textflag.h"
 
 // mxfp4T32AVX512: gpt-oss MXFP4 to bfloat16 or float16 in the
-// transformers layout (mxfp4_512.go), one 32-element group of 32
-// consecutive stored rows a tile, ntiles tiles down the stored rows.
-// A tile: the 32 scales (the group's column of the scales, made
-// contiguous by the caller) checked against the table's range (a tile with one
-// outside ends the call) and made exponent adjustments; the 32 rows'
+// transformers layout (mxfp4_512.go): ntiles tiles of 32 consecutive
+// stored rows down the rows, in each tile ngroups 32-element groups one
+// after the other (codes 16 bytes apart, scales scaleStride apart, output
+// 32 rows further), the next tile's rows prefetched first. A group of a
+// tile: its 32 scales (the group's column of the scales, made contiguous
+// by the caller) checked against the table's range (one outside ends the
+// call) and made exponent adjustments; the 32 rows'
 // 16 code bytes transposed to byte positions (VPERMI2B, then VPERMI2Q
 // twice) so that byte position j holds the 32 rows' bytes in order;
 // each position zero-extended to words (elements 2j, and 2j+1 shifted
