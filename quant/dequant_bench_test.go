@@ -126,3 +126,21 @@ func BenchmarkDequantFP8BlockBF16AVX2(b *testing.B) {
 	haveFP8Vec512 = false
 	benchDequant(b, benchFP8Codec, dtype.BFloat16)
 }
+
+// BenchmarkDequantMXFP4BF16AVX2 is BenchmarkDequantMXFP4BF16 with the
+// AVX-512 kernel off (the AVX2 one, 16 stored rows a call).
+func BenchmarkDequantMXFP4BF16AVX2(b *testing.B) {
+	defer func(v bool) { haveMXFP4Vec512 = v }(haveMXFP4Vec512)
+	haveMXFP4Vec512 = false
+	benchDequant(b, benchMXFP4Codec, dtype.BFloat16)
+}
+
+func BenchmarkDequantMXFP4F16(b *testing.B) { benchDequant(b, benchMXFP4Codec, dtype.Float16) }
+
+// BenchmarkDequantMXFP4F16Table is BenchmarkDequantMXFP4F16 with the
+// AVX-512 kernel off (the table, four stored rows a store).
+func BenchmarkDequantMXFP4F16Table(b *testing.B) {
+	defer func(v bool) { haveMXFP4Vec512 = v }(haveMXFP4Vec512)
+	haveMXFP4Vec512 = false
+	benchDequant(b, benchMXFP4Codec, dtype.Float16)
+}

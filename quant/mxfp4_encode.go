@@ -64,8 +64,16 @@ func (l MXFP4Layout) encodeTransposed(dst []byte, tab *[256][16]uint16, blocks, 
 			e += i1 - i0
 			continue
 		}
-		// Whole rows up to the end of their 32-element group.
 		k := t % l.Cols()
+		// Whole groups of one expert by the AVX-512 path (mxfp4_512.go).
+		if ng := min((end-e)/r/32, (l.Cols()-k)/32); ng > 0 && k%32 == 0 && r >= 32 && haveMXFP4Vec512 {
+			if t512 := mxfp4Tab512For(tab); t512 != nil {
+				l.encodeGroups512(out, tab, t512, blocks, scales, t, ng)
+				e += 32 * ng * r
+				continue
+			}
+		}
+		// Whole rows up to the end of their 32-element group.
 		nr := min((end-e)/r, 32-k%32)
 		l.encodeGroupRows(out, tab, blocks, scales, t, nr)
 		e += nr * r
@@ -86,47 +94,60 @@ func (l MXFP4Layout) encodeRowPart(out []byte, tab *[256][16]uint16, blocks, sca
 // encodeGroupRows writes nr whole output rows from row t, all within one
 // 32-element group of the stored rows.
 func (l MXFP4Layout) encodeGroupRows(out []byte, tab *[256][16]uint16, blocks, scales []byte, t, nr int) {
+	l.encodeGroupPart(out[:2*nr*l.Prefix[1]], tab, blocks, scales, t, nr, 0, l.Prefix[1])
+}
+
+// encodeGroupPart writes stored rows [i0, i1) of the nr output rows from
+// row t (all within one group): sixteen stored rows at a time by the
+// AVX2 path (mxfp4_vec.go, bfloat16) for a whole group where their
+// scales allow, else four at a time by the table.
+func (l MXFP4Layout) encodeGroupPart(out []byte, tab *[256][16]uint16, blocks, scales []byte, t, nr, i0, i1 int) {
 	r, cols := l.Prefix[1], l.Cols()
 	ex, k := t/cols, t%cols
 	g, j0 := k/32, k%32
-	le := binary.LittleEndian
 	stride := l.Groups * 16 // bytes of one stored row
-	out = out[:2*nr*r]
-	// Sixteen stored rows at a time by the vector path (mxfp4_vec.go)
-	// for a whole group in bfloat16, where their scales allow.
 	vec := haveFP8Vec && nr == 32 && tab == mxfp4BF16()
 	var adj [16]uint16
-	i := 0
-	for i+4 <= r {
+	i := i0
+	for i+4 <= i1 {
 		gi := (ex*r+i)*l.Groups + g
-		if vec && i+16 <= r && mxfp4VecAdj(&adj, scales[gi:], l.Groups) {
+		if vec && i+16 <= i1 && mxfp4VecAdj(&adj, scales[gi:], l.Groups) {
 			mxfp4T16AVX2(&out[2*i], 2*r, &blocks[gi*16], stride, &adj, mxfp4Vec)
 			i += 16
 			continue
 		}
-		b := blocks[gi*16 : gi*16+3*stride+16]
-		t0, t1 := &tab[scales[gi]], &tab[scales[gi+l.Groups]]
-		t2, t3 := &tab[scales[gi+2*l.Groups]], &tab[scales[gi+3*l.Groups]]
-		// The 32 codes of a group are two 64-bit words, element el at
-		// bit 4*(el%16) of word el/16.
-		for half := 0; half < 2; half++ {
-			lo, hi := max(j0, 16*half), min(j0+nr, 16*half+16)
-			if lo >= hi {
-				continue
-			}
-			w0, w1 := le.Uint64(b[8*half:]), le.Uint64(b[stride+8*half:])
-			w2, w3 := le.Uint64(b[2*stride+8*half:]), le.Uint64(b[3*stride+8*half:])
-			for el := lo; el < hi; el++ {
-				sh := uint(el%16) * 4
-				v := uint64(t0[w0>>sh&15]) | uint64(t1[w1>>sh&15])<<16 | uint64(t2[w2>>sh&15])<<32 | uint64(t3[w3>>sh&15])<<48
-				le.PutUint64(out[2*((el-j0)*r+i):], v)
-			}
-		}
+		l.encode4Rows(out, tab, blocks, scales, gi, i, j0, nr)
 		i += 4
 	}
-	for ; i < r; i++ {
+	for ; i < i1; i++ {
 		for j := 0; j < nr; j++ {
 			l.encodeRowPart(out[2*(j*r+i):], tab, blocks, scales, t+j, i, i+1)
+		}
+	}
+}
+
+// encode4Rows writes stored rows i..i+3 (their group at gi) into the nr
+// output rows of out, by the table.
+func (l MXFP4Layout) encode4Rows(out []byte, tab *[256][16]uint16, blocks, scales []byte, gi, i, j0, nr int) {
+	r := l.Prefix[1]
+	le := binary.LittleEndian
+	stride := l.Groups * 16
+	b := blocks[gi*16 : gi*16+3*stride+16]
+	t0, t1 := &tab[scales[gi]], &tab[scales[gi+l.Groups]]
+	t2, t3 := &tab[scales[gi+2*l.Groups]], &tab[scales[gi+3*l.Groups]]
+	// The 32 codes of a group are two 64-bit words, element el at
+	// bit 4*(el%16) of word el/16.
+	for half := 0; half < 2; half++ {
+		lo, hi := max(j0, 16*half), min(j0+nr, 16*half+16)
+		if lo >= hi {
+			continue
+		}
+		w0, w1 := le.Uint64(b[8*half:]), le.Uint64(b[stride+8*half:])
+		w2, w3 := le.Uint64(b[2*stride+8*half:]), le.Uint64(b[3*stride+8*half:])
+		for el := lo; el < hi; el++ {
+			sh := uint(el%16) * 4
+			v := uint64(t0[w0>>sh&15]) | uint64(t1[w1>>sh&15])<<16 | uint64(t2[w2>>sh&15])<<32 | uint64(t3[w3>>sh&15])<<48
+			le.PutUint64(out[2*((el-j0)*r+i):], v)
 		}
 	}
 }

@@ -5,7 +5,8 @@ import (
 )
 
 // The vector path of gpt-oss MXFP4 to bfloat16 in the transformers
-// layout (mxfp4_encode.go's encodeGroupRows): a 32-element group of 16
+// layout (mxfp4_encode.go's encodeGroupPart, where the AVX-512 path
+// (mxfp4_512.go) is not taken): a 32-element group of 16
 // consecutive stored rows at a time, by mxfp4T16AVX2 (mxfp4_amd64.s).
 // The bfloat16 of an E2M1 value times 2^(e-127) is the bfloat16 of the
 // E2M1 value with e-127 added to its exponent field, exactly, as long

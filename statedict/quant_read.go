@@ -266,14 +266,23 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer s.releaseSpan(sp, int64(len(p)))
-	// Chunks end at multiples of step, counted from the weight's first
-	// element: whole groups for a codec that asks (quant.ChunkAlign).
-	step := int64(quantChunk)
+	// Chunks end at base + multiples of step: counted from the weight's
+	// first element, or for a codec that asks for whole groups
+	// (quant.ChunkAlign) from the group the range starts in, the range
+	// cut in one run of whole groups a worker (MXFP4's kernel decodes all
+	// the groups of a chunk in one pass down the stored rows, each row's
+	// codes read from memory once).
+	step, base := int64(quantChunk), int64(0)
+	procs := int64(runtime.GOMAXPROCS(0))
 	if a := quant.ChunkAlign(s.codec); a > 1 && a <= 4*quantChunk {
 		step = (quantChunk + a - 1) / a * a
+		base = first / a * a
+		if per := ((last-base+procs-1)/procs + a - 1) / a * a; per > step {
+			step = per
+		}
 	}
-	nchunks := (last-1)/step - first/step + 1
-	workers := min(int64(runtime.GOMAXPROCS(0)), nchunks)
+	nchunks := (last-1-base)/step - (first-base)/step + 1
+	workers := min(procs, nchunks)
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -281,14 +290,14 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 		next     = make(chan int64, nchunks)
 	)
 	next <- first
-	for e0 := (first/step + 1) * step; e0 < last; e0 += step {
+	for e0 := base + ((first-base)/step+1)*step; e0 < last; e0 += step {
 		next <- e0
 	}
 	close(next)
 	decode := func() {
 		var enc []byte
 		for e0 := range next {
-			n := min((e0/step+1)*step, last) - e0
+			n := min(base+((e0-base)/step+1)*step, last) - e0
 			if err := s.decodeChunk(p, off, e0, n, sp, &enc); err != nil {
 				setErr(&mu, &firstErr, &Error{Tensor: s.name, Err: err})
 				return
