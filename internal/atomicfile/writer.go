@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"unsafe"
+
+	"github.com/ckpt-dev/ckpt/internal/par"
 )
 
 // Output files are written through Writer: large buffers, aligned in
@@ -71,8 +73,12 @@ func alignedBuffer(n int) []byte {
 
 // blocks holds output buffers between files: a sharded conversion keeps
 // every shard's temporary file open until the last is done, and must not
-// keep every shard's buffers too.
-var blocks = sync.Pool{New: func() any { b := alignedBuffer(outputBlock); return &b }}
+// keep every shard's buffers too. A free list, not a sync.Pool: the
+// collector empties a pool, and every shard of a 4 GB conversion then
+// faulted in 12 MiB of fresh buffers (~3,000 page faults, 30-50 ms on the
+// VM of docs/benchmarks.md). It keeps two writers' buffers (shards are
+// written two or more at once: convert/shardwrite.go).
+var blocks = par.FreeList[byte]{Max: 2 * outputBuffers, New: alignedBuffer}
 
 type writeJob struct {
 	b   []byte
@@ -115,7 +121,7 @@ func newWriter(f *os.File, budget *atomic.Int64) *Writer {
 		}
 	}
 	for i := 0; i < outputBuffers; i++ {
-		w.free <- (*blocks.Get().(*[]byte))[:0]
+		w.free <- (*blocks.Get(outputBlock))[:0]
 	}
 	w.buf = <-w.free
 	go w.run()
