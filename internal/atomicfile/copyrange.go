@@ -79,7 +79,7 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 	// What is buffered goes first, to its place before the copy's.
 	if len(w.buf) > 0 {
 		w.send(w.buf)
-		w.buf = <-w.free
+		w.buf = w.next()
 		if err := w.failed(); err != nil {
 			return 0, false, err
 		}

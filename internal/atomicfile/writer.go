@@ -97,6 +97,7 @@ type Writer struct {
 	inCache atomic.Int64 // bytes written through the page cache by the budget (for tests)
 
 	buf  []byte // being filled
+	made int    // buffers taken from blocks (next), at most outputBuffers
 	off  int64  // file offset of buf[0]
 	fill int    // buf is sent at this length; 0: when full (see realign)
 	free chan []byte
@@ -120,12 +121,21 @@ func newWriter(f *os.File, budget *atomic.Int64) *Writer {
 			w.direct = d
 		}
 	}
-	for i := 0; i < outputBuffers; i++ {
-		w.free <- (*blocks.Get(outputBlock))[:0]
-	}
-	w.buf = <-w.free
+	w.buf = w.next()
 	go w.run()
 	return w
+}
+
+// next returns an empty buffer to fill: a free one, or while fewer than
+// outputBuffers are in use and none is free, one more from blocks. A
+// writer whose bytes are copied in the kernel (copyrange.go) fills
+// only the first, with the header, and so takes no others.
+func (w *Writer) next() []byte {
+	if w.made < outputBuffers && len(w.free) == 0 {
+		w.made++
+		return (*blocks.Get(outputBlock))[:0]
+	}
+	return <-w.free
 }
 
 func (w *Writer) run() {
@@ -228,7 +238,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 		p = p[k:]
 		if len(w.buf) == w.sendAt() {
 			w.send(w.buf)
-			w.buf = <-w.free
+			w.buf = w.next()
 			if err := w.failed(); err != nil {
 				return n, err
 			}
@@ -270,7 +280,7 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 		n += int64(k)
 		if len(w.buf) == w.sendAt() {
 			w.send(w.buf)
-			w.buf = <-w.free
+			w.buf = w.next()
 		}
 		if err == io.EOF {
 			return n, w.failed()
