@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -86,13 +84,7 @@ func TestShardsAtOnce(t *testing.T) {
 // other shards were finished or in flight.
 func TestShardsAtOnceDamaged(t *testing.T) {
 	for rec, b := range damagedCopies(t, fixtures+"training.pt") {
-		dir := t.TempDir()
-		in := filepath.Join(dir, "in.pt")
-		if err := os.WriteFile(in, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		outDir := filepath.Join(dir, "out")
-		os.Mkdir(outDir, 0o755)
+		in, outDir := writeDamaged(t, b)
 		var msgs [2]string
 		for i, n := range []int{1, 4} {
 			var err error
