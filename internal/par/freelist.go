@@ -7,9 +7,7 @@ import "sync"
 // faulted in is reused for the life of the process (a fresh page costs a
 // page fault, on some VMs ~10 us), and Max bounds what it holds.
 type FreeList[T any] struct {
-	Max int // buffers kept; 0 keeps none
-	// New makes a buffer of n elements when none is free (nil: make).
-	New  func(n int) []T
+	Max  int // buffers kept; 0 keeps none
 	mu   sync.Mutex
 	free []*[]T
 }
@@ -32,10 +30,6 @@ func (l *FreeList[T]) Get(n int) *[]T {
 		return b
 	}
 	l.mu.Unlock()
-	if l.New != nil {
-		b := l.New(n)
-		return &b
-	}
 	b := make([]T, n)
 	return &b
 }

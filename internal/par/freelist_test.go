@@ -34,18 +34,3 @@ func TestFreeList(t *testing.T) {
 		t.Fatalf("Get(1) = cap %d, want the 1000-byte buffer", cap(*g))
 	}
 }
-
-// TestFreeListNew: a free list with New makes its new buffers with it
-// (and only when none is free).
-func TestFreeListNew(t *testing.T) {
-	made := 0
-	l := FreeList[byte]{Max: 1, New: func(n int) []byte { made++; return make([]byte, n, 2*n) }}
-	b := l.Get(8)
-	if made != 1 || len(*b) != 8 || cap(*b) != 16 {
-		t.Fatalf("made %d, len %d cap %d", made, len(*b), cap(*b))
-	}
-	l.Put(b)
-	if c := l.Get(8); c != b || made != 1 {
-		t.Errorf("made %d; the free buffer was not reused", made)
-	}
-}
