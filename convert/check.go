@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"sync"
 
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/internal/ieeecrc"
@@ -19,8 +20,11 @@ import (
 // digests.
 var ErrDamaged = errors.New("convert: input is damaged")
 
-// sourceChecks holds what Convert has verified of its input.
+// sourceChecks holds what Convert has verified of its input. Its
+// readers may be opened from several goroutines (shards written at once:
+// shardwrite.go); mu guards its maps while one is set up.
 type sourceChecks struct {
+	mu      sync.Mutex
 	ck      *statedict.Checkpoint
 	crcDone map[*statedict.Storage]bool
 	digests map[string]map[string]digest.Value // fileDigests' cache
@@ -143,6 +147,8 @@ func (sc *sourceChecks) checkStorageCRC(ctx context.Context, s *statedict.Storag
 // checked first by a separate read. cast tells whether the output's bytes
 // differ from the input's.
 func (sc *sourceChecks) tensorReader(ctx context.Context, t *statedict.Tensor, cast bool) (io.ReadCloser, *checkedReader, error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
 	s := t.Storage
 	inOrder := t.IsContiguous() && !(s.BigEndian && t.DType.SwapUnit() > 1)
 	whole := inOrder && t.Offset == 0 && t.NBytes() == s.NBytes
@@ -225,6 +231,8 @@ func (sc *sourceChecks) checkStored(ctx context.Context, t *statedict.Tensor) er
 // or, for a big-endian storage that is swapped on the way, by a separate
 // read first.
 func (sc *sourceChecks) storageReader(ctx context.Context, s *statedict.Storage) (io.ReadCloser, *checkedReader, error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
 	swapped := s.BigEndian && s.DType.SwapUnit() > 1
 	streamCRC := s.HasCRC && !sc.crcDone[s] && !swapped
 	if !streamCRC {

@@ -50,6 +50,22 @@ func damagedCopies(t *testing.T, fixture string) map[string][]byte {
 	return out
 }
 
+// writeDamaged writes the damaged input b to a temporary directory and
+// makes an empty output directory beside it.
+func writeDamaged(t *testing.T, b []byte) (in, outDir string) {
+	t.Helper()
+	dir := t.TempDir()
+	in = filepath.Join(dir, "in.pt")
+	if err := os.WriteFile(in, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outDir = filepath.Join(dir, "out")
+	if err := os.Mkdir(outDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return in, outDir
+}
+
 // TestConvertChecksCRC: a storage record whose bytes do not match its
 // CRC32 makes every conversion of it fail, naming the record, with no
 // output: whole tensors (checked as they stream), views and tied weights
@@ -60,13 +76,7 @@ func TestConvertChecksCRC(t *testing.T) {
 			continue
 		}
 		for rec, b := range damagedCopies(t, fixtures+fixture) {
-			dir := t.TempDir()
-			in := filepath.Join(dir, "in.pt")
-			if err := os.WriteFile(in, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			outDir := filepath.Join(dir, "out")
-			os.Mkdir(outDir, 0o755)
+			in, outDir := writeDamaged(t, b)
 			for _, out := range []string{"o.safetensors", "o.pt"} {
 				for _, opts := range [][]Option{nil, {WithDType(dtype.BFloat16)}} {
 					_, err := Convert(context.Background(), open(t, in), filepath.Join(outDir, out), opts...)

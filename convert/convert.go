@@ -425,7 +425,8 @@ func (c *config) writeFile(ctx context.Context, final string, o fileOutput, item
 }
 
 // writeOutputs writes every shard (groups[i] to outs[i], named finals[i]
-// in the index) and then the index, when the layout has one, to index; it
+// in the index; several at once where shardConcurrency allows) and then
+// the index, when the layout has one, to index; it
 // returns the finished outputs, shards first, for the caller to commit,
 // and those made so far on error, for the caller to discard.
 func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups [][]*item, outs, finals []string, index string) ([]*tempFile, int64, error) {
@@ -436,7 +437,21 @@ func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups []
 	}
 	weightMap := map[string]string{}
 	var total int64
+	var sizes []int64 // written at once (shardwrite.go): each shard's bytes
+	if n := c.shardConcurrency(l, groups); n > 1 {
+		temps, sizes, err = c.writeShards(ctx, p, l, groups, outs, md, n)
+		if err != nil {
+			return temps, 0, err
+		}
+	}
 	for i, g := range groups {
+		if sizes != nil {
+			total += sizes[i]
+			for _, it := range g {
+				weightMap[it.name] = path.Base(filepath.ToSlash(finals[i]))
+			}
+			continue
+		}
 		values := p.values
 		if i > 0 {
 			values = nil

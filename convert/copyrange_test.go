@@ -77,13 +77,7 @@ func TestRangeCopySameBytes(t *testing.T) {
 // and nothing is left at the destination.
 func TestRangeCopyChecksCRC(t *testing.T) {
 	for rec, b := range damagedCopies(t, fixtures+"training.pt") {
-		dir := t.TempDir()
-		in := filepath.Join(dir, "in.pt")
-		if err := os.WriteFile(in, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		outDir := filepath.Join(dir, "out")
-		os.Mkdir(outDir, 0o755)
+		in, outDir := writeDamaged(t, b)
 		var msgs [2]string
 		for i, on := range []bool{false, true} {
 			var err error

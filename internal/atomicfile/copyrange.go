@@ -64,7 +64,8 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 	if NoRangeCopy || src == nil || size < MinRangeCopy {
 		return 0, true, nil
 	}
-	if w.direct != nil && (w.budget == nil || w.budget.Load() < size) {
+	reserved := w.direct != nil && w.reserve(size)
+	if w.direct != nil && !reserved {
 		// Bytes that do not go to the page cache (past the budget, or
 		// a synced output, which has none) go to the disk with direct
 		// I/O (writer.go): read once into this process, where the
@@ -76,10 +77,14 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 		// against 0.97x by the direct path (docs/benchmarks.md).
 		return 0, true, nil
 	}
+	if reserved {
+		// What is not copied is given back.
+		defer func() { w.budget.Add(size - n) }()
+	}
 	// What is buffered goes first, to its place before the copy's.
 	if len(w.buf) > 0 {
 		w.send(w.buf)
-		w.buf = <-w.free
+		w.buf = w.next()
 		if err := w.failed(); err != nil {
 			return 0, false, err
 		}
@@ -89,7 +94,9 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 		k, cerr := copyFile(src, off+n, w.f, w.off, min(size-n, copyPiece))
 		if k > 0 {
 			if w.budget != nil {
-				w.budget.Add(-k)
+				if !reserved {
+					w.budget.Add(-k) // no direct I/O: counted as copied
+				}
 				w.inCache.Add(k)
 			}
 			RangeCopies.Add(k)
@@ -108,4 +115,24 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 		}
 	}
 	return n, false, nil
+}
+
+// reserve takes n bytes from the page-cache budget, all or none, and
+// reports whether it did: a tensor copied into the page cache is
+// counted before its copy starts, so that shards written at once
+// (convert/shardwrite.go) cannot both pass the check and together
+// exceed the budget.
+func (w *Writer) reserve(n int64) bool {
+	if w.budget == nil {
+		return false
+	}
+	for {
+		left := w.budget.Load()
+		if left < n {
+			return false
+		}
+		if w.budget.CompareAndSwap(left, left-n) {
+			return true
+		}
+	}
 }

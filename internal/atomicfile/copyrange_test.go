@@ -202,3 +202,71 @@ func TestCopyRealigns(t *testing.T) {
 		t.Errorf("%d direct writes after the copy, want the full buffers written directly", d.writes)
 	}
 }
+
+// TestCopyReservesBudget: a copy into the page cache takes its whole
+// length from the shared budget before its first byte, so that two
+// writers (shards written at once) cannot both pass the check and
+// together exceed it: while one copies, the other, asking for the same
+// length, is refused (its bytes go the direct way). A copy that stops
+// short gives back what it did not copy.
+func TestCopyReservesBudget(t *testing.T) {
+	dir := t.TempDir()
+	src := bytes.Repeat([]byte("0123456789abcdef"), int(MinRangeCopy)/16*2)
+	size := int64(len(src))
+	in := filepath.Join(dir, "in")
+	os.WriteFile(in, src, 0o644)
+	inF, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inF.Close()
+	budget := NewBudget(size + 100)
+	writer := func(name string) *Writer {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		w := newWriter(f, budget)
+		if w.direct != nil {
+			w.direct.Close()
+		}
+		w.direct = &refusing{f: f, ok: 1 << 30}
+		return w
+	}
+	a, b := writer("a"), writer("b")
+	real := copyFile
+	defer func() { copyFile = real }()
+	var during int64 = -1
+	var otherCopied int64 = -1
+	copyFile = func(s *os.File, so int64, d *os.File, do, k int64) (int64, error) {
+		if during < 0 {
+			during = budget.Load()
+			// The other writer, meanwhile, is refused.
+			copyFile = real
+			n, fallback, err := b.copyRange(&fileRange{f: inF, n: size}, -1)
+			otherCopied = n
+			if err != nil || !fallback {
+				t.Errorf("second writer: copied %d, fallback %v, %v", n, fallback, err)
+			}
+			copyFile = func(s *os.File, so int64, d *os.File, do, k int64) (int64, error) { return 0, nil }
+			return real(s, so, d, do, k/2)
+		}
+		return 0, nil
+	}
+	n, fallback, err := a.copyRange(&fileRange{f: inF, n: size}, -1)
+	if err != nil || !fallback || n != size/2 {
+		t.Fatalf("first writer: copied %d of %d, fallback %v, %v; want half, then a short copy", n, size, fallback, err)
+	}
+	if during != 100 {
+		t.Errorf("budget during the copy %d, want 100 (the whole length reserved first)", during)
+	}
+	if otherCopied != 0 {
+		t.Errorf("the second writer copied %d bytes past the budget", otherCopied)
+	}
+	if got := budget.Load(); got != 100+size-size/2 {
+		t.Errorf("budget after a short copy %d, want %d (the rest given back)", got, 100+size-size/2)
+	}
+	a.stop()
+	b.stop()
+}

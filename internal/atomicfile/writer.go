@@ -71,8 +71,41 @@ func alignedBuffer(n int) []byte {
 
 // blocks holds output buffers between files: a sharded conversion keeps
 // every shard's temporary file open until the last is done, and must not
-// keep every shard's buffers too.
-var blocks = sync.Pool{New: func() any { b := alignedBuffer(outputBlock); return &b }}
+// keep every shard's buffers too. A free list (blockList), not a sync.Pool: the
+// collector empties a pool, and every shard of a 4 GB conversion then
+// faulted in 12 MiB of fresh buffers (~3,000 page faults, 30-50 ms on the
+// VM of docs/benchmarks.md). It keeps two writers' buffers (shards are
+// written two or more at once: convert/shardwrite.go).
+var blocks = blockList{max: 2 * outputBuffers}
+
+// blockList keeps up to max free output buffers (aligned, outputBlock
+// bytes) across goroutines.
+type blockList struct {
+	mu   sync.Mutex
+	max  int
+	free [][]byte
+}
+
+// get returns a free buffer, or a new one.
+func (l *blockList) get() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.free); n > 0 {
+		b := l.free[n-1]
+		l.free = l.free[:n-1]
+		return b
+	}
+	return alignedBuffer(outputBlock)
+}
+
+// put keeps b for reuse, unless max are kept already.
+func (l *blockList) put(b []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.free) < l.max {
+		l.free = append(l.free, b[:cap(b)])
+	}
+}
 
 type writeJob struct {
 	b   []byte
@@ -91,6 +124,7 @@ type Writer struct {
 	inCache atomic.Int64 // bytes written through the page cache by the budget (for tests)
 
 	buf  []byte // being filled
+	made int    // buffers taken from blocks (next), at most outputBuffers
 	off  int64  // file offset of buf[0]
 	fill int    // buf is sent at this length; 0: when full (see realign)
 	free chan []byte
@@ -114,12 +148,21 @@ func newWriter(f *os.File, budget *atomic.Int64) *Writer {
 			w.direct = d
 		}
 	}
-	for i := 0; i < outputBuffers; i++ {
-		w.free <- (*blocks.Get().(*[]byte))[:0]
-	}
-	w.buf = <-w.free
+	w.buf = w.next()
 	go w.run()
 	return w
+}
+
+// next returns an empty buffer to fill: a free one, or while fewer than
+// outputBuffers are in use and none is free, one more from blocks. A
+// writer whose bytes are copied in the kernel (copyrange.go) fills
+// only the first, with the header, and so takes no others.
+func (w *Writer) next() []byte {
+	if w.made < outputBuffers && len(w.free) == 0 {
+		w.made++
+		return blocks.get()[:0]
+	}
+	return <-w.free
 }
 
 func (w *Writer) run() {
@@ -222,7 +265,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 		p = p[k:]
 		if len(w.buf) == w.sendAt() {
 			w.send(w.buf)
-			w.buf = <-w.free
+			w.buf = w.next()
 			if err := w.failed(); err != nil {
 				return n, err
 			}
@@ -264,7 +307,7 @@ func (w *Writer) ReadFrom(r io.Reader) (int64, error) {
 		n += int64(k)
 		if len(w.buf) == w.sendAt() {
 			w.send(w.buf)
-			w.buf = <-w.free
+			w.buf = w.next()
 		}
 		if err == io.EOF {
 			return n, w.failed()
@@ -313,8 +356,7 @@ func (w *Writer) finish() error {
 // release gives the buffers back to the pool, once stopped.
 func (w *Writer) release() {
 	put := func(b []byte) {
-		b = b[:cap(b)]
-		blocks.Put(&b)
+		blocks.put(b)
 	}
 	if w.buf != nil {
 		put(w.buf)

@@ -157,7 +157,7 @@ func TestFileWriterBuffersOnce(t *testing.T) {
 		f.Close()
 		var got []*byte
 		for range outputBuffers + 1 {
-			b := *blocks.Get().(*[]byte)
+			b := blocks.get()
 			got = append(got, &b[:1][0])
 		}
 		dup := map[*byte]int{}
@@ -205,5 +205,37 @@ func fill(b []byte, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	for i := range b {
 		b[i] = byte(rng.Uint32())
+	}
+}
+
+// TestWriterTakesBuffersAsNeeded: a writer takes output buffers only as
+// it fills them: one for a small file (a header before in-kernel copies),
+// never more than outputBuffers for a large one, and the bytes are right.
+func TestWriterTakesBuffersAsNeeded(t *testing.T) {
+	for _, tc := range []struct{ n, most int }{{100, 1}, {outputBlock + 1, 2}, {5*outputBlock + 7, outputBuffers}} {
+		f, err := os.CreateTemp(t.TempDir(), "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newWriter(f, nil)
+		data := make([]byte, tc.n)
+		for i := range data {
+			data[i] = byte(i * 7)
+		}
+		if _, err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		made := w.made
+		if err := w.finish(); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(f.Name())
+		f.Close()
+		if made < 1 || made > tc.most {
+			t.Errorf("%d bytes: took %d buffers, want 1..%d", tc.n, made, tc.most)
+		}
+		if !bytes.Equal(got, data) {
+			t.Errorf("%d bytes: file differs", tc.n)
+		}
 	}
 }
