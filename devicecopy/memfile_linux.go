@@ -25,7 +25,7 @@ const (
 
 // openMemFile creates a memory file of size bytes, holes until written,
 // mapped shared, read-write and not populated: mapping it costs no page.
-func openMemFile(size int64) (f *memFile, err error) {
+func openMemFile(size int64) (_ *memFile, err error) {
 	if size <= 0 || size != int64(int(size)) {
 		return nil, fmt.Errorf("memory file of %d bytes", size)
 	}
@@ -35,7 +35,7 @@ func openMemFile(size int64) (f *memFile, err error) {
 	}
 	stripes := (size + stripe - 1) / stripe
 	files := min(int64(memFiles), stripes)
-	f = &memFile{stripe: stripe, page: int64(unix.Getpagesize()), mlen: uintptr(stripes * stripe)}
+	f := &memFile{stripe: stripe, page: int64(unix.Getpagesize()), mlen: uintptr(stripes * stripe)}
 	defer func() {
 		if err != nil {
 			f.closeFD()

@@ -78,3 +78,11 @@ func TestMemFileStripeSize(t *testing.T) {
 		t.Fatalf("last bytes %q through the mapping", f.m[size-4:])
 	}
 }
+
+// TestMemFileTooLarge: a memory file that cannot be mapped fails with an
+// error, its files closed, and does not panic.
+func TestMemFileTooLarge(t *testing.T) {
+	if _, err := openMemFile(1 << 62); err == nil {
+		t.Fatal("a memory file of 4 EiB was made")
+	}
+}
