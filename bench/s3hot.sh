@@ -45,6 +45,9 @@ done
 bench_minio_start "$PY" "$WORK/minio"
 for g in $SIZES; do "$WORK/s3get" put "s3://bench/big-$g.pt" "$DIR/big-$g.pt" >/dev/null; done
 
+# Pages the kernel scanned to reclaim memory (kswapd and direct): a 4 GB
+# load on a machine whose page cache fills the memory reclaims as it goes.
+reclaim_scanned() { awk '/^pgscan_(kswapd|direct) / {s += $2} END {print s + 0}' /proc/vmstat; }
 minio_cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$MPID/stat" 2>/dev/null || { echo "MinIO (pid $MPID) is gone" >&2; echo 0; }; }
 OUT=$WORK/out
 KEY=
@@ -55,14 +58,15 @@ ORDER=()
 sample() {
   local label=$1 m0 m1 w u s f; shift
   prep
-  m0=$(minio_cpu)
+  m0=$(minio_cpu) free0=$(awk '/^MemFree/ {print int($2 / 1024)}' /proc/meminfo) scan0=$(reclaim_scanned)
   /usr/bin/time -f '%e %U %S %R' -o "$WORK/time.txt" "$@" >/dev/null 2>"$WORK/err.txt" ||
     { echo "$label failed:" >&2; cat "$WORK/err.txt" >&2; exit 1; }
-  m1=$(minio_cpu)
+  m1=$(minio_cpu) scan1=$(reclaim_scanned)
   read -r w u s f <"$WORK/time.txt"
   [[ -v "W[$label]" ]] || ORDER+=("$label")
   W[$label]+="$w " C[$label]+="$(echo "$u + $s" | bc -l) " F[$label]+="$f " M[$label]+="$(echo "$m1 - $m0" | bc -l) "
-  printf '%s: wall %s user %s sys %s minflt %s minio %.2f (load %s)\n' "$label" "$w" "$u" "$s" "$f" "$(echo "$m1 - $m0" | bc -l)" "$(cut -d' ' -f1 /proc/loadavg)" >&2
+  printf '%s: wall %s user %s sys %s minflt %s minio %.2f (load %s; MemFree %s MiB before, reclaim scanned %s MiB)\n' "$label" "$w" "$u" "$s" "$f" \
+    "$(echo "$m1 - $m0" | bc -l)" "$(cut -d' ' -f1 /proc/loadavg)" "$free0" "$(((scan1 - scan0) / 256))" >&2
 }
 RC=(rclone copyto --multi-thread-streams 8 --ignore-checksum --ignore-times)
 echo "start: $(uptime)" >&2

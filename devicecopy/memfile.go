@@ -30,11 +30,15 @@ import (
 // (another system, memfd_create refused) the storages are read into Go
 // memory as without WithFileMapping.
 
-// memFile is the memory file of one LoadHost call.
+// memFile is the memory file of one LoadHost call. On Linux its bytes
+// are striped over a few memory files (memfile_linux.go), so that the
+// writers of different segments do not queue on one file's lock.
 type memFile struct {
-	fd   int
-	m    []byte // the mapping of all of it
-	page int64
+	fds    []int  // the files, closed (nil) once the load is over
+	stripe int64  // bytes of one stripe: stripe s is in fds[s%len(fds)]
+	m      []byte // the mapping of all of it, stripe after stripe
+	mlen   uintptr
+	page   int64
 
 	mu   sync.Mutex
 	next int64 // the first byte not yet given to a storage

@@ -2,31 +2,78 @@ package devicecopy
 
 import (
 	"fmt"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// openMemFile creates an anonymous memory file (memfd_create) of size
-// bytes, holes until written, and maps all of it shared, read-write and
-// not populated: mapping it costs no page.
-func openMemFile(size int64) (*memFile, error) {
+// A memory file is striped over memFiles files (memfd_create), a stripe
+// of memStripe bytes (more for a load of over maxStripes stripes) each
+// in turn, and mapped as one range, each stripe mapped from its file at
+// its place. A write into a file on tmpfs holds the file's lock while the
+// kernel allocates its pages and copies into them, and the first touch of
+// a fresh page is the most costly step of a load on the machine of
+// docs/benchmarks.md: with one file the segments received at once (eight)
+// queued there for one core, whatever the other was doing. The segments
+// in flight lie in consecutive stripes, so with as many files as segments
+// they seldom share a file.
+const (
+	memFiles   = 8
+	memStripe  = 32 << 20
+	maxStripes = 4096
+)
+
+// openMemFile creates a memory file of size bytes, holes until written,
+// mapped shared, read-write and not populated: mapping it costs no page.
+func openMemFile(size int64) (_ *memFile, err error) {
 	if size <= 0 || size != int64(int(size)) {
 		return nil, fmt.Errorf("memory file of %d bytes", size)
 	}
-	fd, err := unix.MemfdCreate("ckpt-load", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("memfd_create: %w", err)
+	stripe := int64(memStripe)
+	for (size+stripe-1)/stripe > maxStripes {
+		stripe *= 2
 	}
-	if err := unix.Ftruncate(fd, size); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("sizing the memory file: %w", err)
+	stripes := (size + stripe - 1) / stripe
+	files := min(int64(memFiles), stripes)
+	f := &memFile{stripe: stripe, page: int64(unix.Getpagesize()), mlen: uintptr(stripes * stripe)}
+	defer func() {
+		if err != nil {
+			f.closeFD()
+		}
+	}()
+	for range files {
+		fd, err := unix.MemfdCreate("ckpt-load", unix.MFD_CLOEXEC)
+		if err != nil {
+			return nil, fmt.Errorf("memfd_create: %w", err)
+		}
+		f.fds = append(f.fds, fd)
+		if err := unix.Ftruncate(fd, (stripes+files-1)/files*stripe); err != nil {
+			return nil, fmt.Errorf("sizing the memory file: %w", err)
+		}
 	}
-	m, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	// Reserve the range, then map each stripe over its place in it.
+	base, err := unix.MmapPtr(-1, 0, nil, f.mlen, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
-		unix.Close(fd)
 		return nil, fmt.Errorf("mapping the memory file: %w", err)
 	}
-	return &memFile{fd: fd, m: m, page: int64(unix.Getpagesize())}, nil
+	for s := int64(0); s < stripes; s++ {
+		fd, off := f.locate(s * stripe)
+		at := unsafe.Add(base, s*stripe)
+		if _, err := unix.MmapPtr(fd, off, at, uintptr(stripe), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
+			_ = unix.MunmapPtr(base, f.mlen)
+			return nil, fmt.Errorf("mapping the memory file: %w", err)
+		}
+	}
+	f.m = unsafe.Slice((*byte)(base), size)
+	return f, nil
+}
+
+// locate returns the file holding byte off of the memory file and the
+// byte's offset in it.
+func (f *memFile) locate(off int64) (fd int, at int64) {
+	s := off / f.stripe
+	n := int64(len(f.fds))
+	return f.fds[s%n], s/n*f.stripe + off%f.stripe
 }
 
 // writeAt writes p at off with pwrite: the kernel copies it into the
@@ -40,10 +87,13 @@ func (f *memFile) readAt(p []byte, off int64) error {
 	return f.all(unix.Pread, "reading", p, off)
 }
 
-// all calls io (pwrite or pread) until all of p is done.
+// all calls io (pwrite or pread) until all of p is done, a stripe at a
+// time.
 func (f *memFile) all(io func(int, []byte, int64) (int, error), what string, p []byte, off int64) error {
 	for len(p) > 0 {
-		n, err := io(f.fd, p, off)
+		fd, at := f.locate(off)
+		q := p[:min(int64(len(p)), f.stripe-off%f.stripe)]
+		n, err := io(fd, q, at)
 		if err == unix.EINTR {
 			continue
 		}
@@ -58,19 +108,19 @@ func (f *memFile) all(io func(int, []byte, int64) (int, error), what string, p [
 	return nil
 }
 
-// closeFD closes the file's descriptor: its mapping keeps the memory.
+// closeFD closes the files' descriptors: the mapping keeps the memory.
 func (f *memFile) closeFD() {
-	if f.fd >= 0 {
-		unix.Close(f.fd)
-		f.fd = -1
+	for _, fd := range f.fds {
+		unix.Close(fd)
 	}
+	f.fds = nil
 }
 
-// unmap drops the mapping, and with it (the descriptor closed) the
+// unmap drops the mapping, and with it (the descriptors closed) the
 // memory.
 func (f *memFile) unmap() {
 	if f.m != nil {
-		_ = unix.Munmap(f.m)
+		_ = unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(f.m)), f.mlen)
 		f.m = nil
 	}
 }
