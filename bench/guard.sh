@@ -23,7 +23,11 @@
 #            cache: ckpt load --map-location cpu s3:// against rclone copyto
 #            to /dev/shm, ckpt convert s3:// local.safetensors against rclone
 #            copyto to a local file (rclone: --multi-thread-streams 8
-#            --ignore-checksum), with MinIO's own CPU seconds (/proc/PID/stat)
+#            --ignore-checksum), with MinIO's own CPU seconds (/proc/PID/stat);
+#            before each command the page cache is dropped (root) and the
+#            object read back into it, so every command starts from the same
+#            free memory (from 2026-11-28 08:10; before, the local part's
+#            inputs and the previous command's pages were still cached)
 #   gguf     safetensors -> GGUF Q8_0 against the C loop over ggml's
 #            quantize_row_q8_0_ref (bench/gguf.sh), 1 GiB, both synced
 # PARTS picks tables (default "convert s3 gguf"). The block (machine, load
@@ -141,7 +145,10 @@ if has s3; then
     "$WORK/s3get" put "s3://bench/big-$g.pt" "$WORK/big-$g.pt" >/dev/null
   done
   IN=
-  prep_s3() { fresh; find "$WORK/minio" -type f -path "*$KEY*" -exec cat {} + >/dev/null; }
+  # The same memory for every command: outputs removed, written back, the
+  # page cache dropped (the local inputs and the previous command's pages
+  # out), then the object read into it again (the hot server).
+  prep_s3() { fresh; sync; echo 1 > /proc/sys/vm/drop_caches; find "$WORK/minio" -type f -path "*$KEY*" -exec cat {} + >/dev/null; }
   RC=(rclone copyto --multi-thread-streams 8 --ignore-checksum --ignore-times)
   for g in $SIZES; do
     KEY=big-$g.pt
