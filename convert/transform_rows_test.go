@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/dtype"
@@ -86,10 +87,11 @@ func TestRowTransformStreams(t *testing.T) {
 
 // TestRowStreamReadSizes: a row stream read with buffers of every kind of
 // size (a byte, less than a row, ending inside a row, whole blocks and
-// more, a mix) gives the bytes of the transform applied to the whole
-// input at once, and the transform is handed whole rows in order, each
-// once; progress counts every input byte; Close (twice) calls the
-// transform's release once.
+// more, a mix), with one worker and with several, gives the bytes of the
+// transform applied to the whole input at once, and the transform is
+// handed whole rows, each once (with one worker, in order); progress
+// counts every input byte; Close (twice) calls the transform's release
+// once.
 func TestRowStreamReadSizes(t *testing.T) {
 	const cols, rows = 1000, 700 // 2000-byte bfloat16 rows; 4.5 input blocks
 	src := encoded(dtype.BFloat16, cols*rows, 4)
@@ -101,12 +103,36 @@ func TestRowStreamReadSizes(t *testing.T) {
 	want := make([]byte, cols*rows*4)
 	fn(want, dtype.Float32, src, 0, rows)
 	for _, sizes := range [][]int{{1}, {7, 3999}, {4000}, {4001}, {70000}, {1 << 20}, {8 << 20}, {1, 65536, 333, 2 << 20, 12345}} {
+		for _, workers := range []int{1, 3} {
+			setRowWorkers(t, workers)
+			readSizes(t, sizes, workers, fn, src, want, cols, rows)
+		}
+	}
+}
+
+// setRowWorkers sets rowWorkers for the rest of the test.
+func setRowWorkers(t *testing.T, n int) {
+	old := rowWorkers
+	rowWorkers = n
+	t.Cleanup(func() { rowWorkers = old })
+}
+
+// readSizes is one case of TestRowStreamReadSizes.
+func readSizes(t *testing.T, sizes []int, workers int, fn func([]byte, dtype.DType, []byte, int64, int64), src, want []byte, cols, rows int64) {
+	{
+		var mu sync.Mutex
 		var next int64
+		handed := make([]int, rows)
 		checked := func(dst []byte, to dtype.DType, in []byte, r0, r1 int64) {
-			if r0 != next || int64(len(in)) != (r1-r0)*cols*2 || int64(len(dst)) != (r1-r0)*cols*4 || r1 <= r0 {
-				t.Fatalf("sizes %v: rows %d to %d handed %d bytes in, %d out; want rows from %d", sizes, r0, r1, len(in), len(dst), next)
+			mu.Lock()
+			if workers == 1 && r0 != next || int64(len(in)) != (r1-r0)*cols*2 || int64(len(dst)) != (r1-r0)*cols*4 || r1 <= r0 {
+				t.Errorf("sizes %v: rows %d to %d handed %d bytes in, %d out; want rows from %d", sizes, r0, r1, len(in), len(dst), next)
 			}
 			next = r1
+			for r := r0; r < r1 && r < rows; r++ {
+				handed[r]++
+			}
+			mu.Unlock()
 			fn(dst, to, in, r0, r1)
 		}
 		var read int64
@@ -136,8 +162,13 @@ func TestRowStreamReadSizes(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("sizes %v: %d bytes read, want %d, or they differ", sizes, len(got), len(want))
 		}
-		if read != int64(len(src)) || next != rows {
-			t.Errorf("sizes %v: progress %d bytes, want %d; rows handed up to %d", sizes, read, len(src), next)
+		if read != int64(len(src)) {
+			t.Errorf("sizes %v: progress %d bytes, want %d", sizes, read, len(src))
+		}
+		for r, k := range handed {
+			if k != 1 {
+				t.Fatalf("sizes %v, %d workers: row %d handed %d times, want once", sizes, workers, r, k)
+			}
 		}
 	}
 }
