@@ -5,6 +5,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/statedict"
@@ -22,11 +23,17 @@ var rowWorkers = 0
 // rowChunk is one block of rows: its input bytes, the first row and the
 // count, its transformed bytes, the error that ended the stream, and ready,
 // which receives one value once the block is transformed (or failed).
+// claimed is set by whoever transforms it: a worker, into out, or Read,
+// straight into its caller's buffer; holders counts the two (the worker
+// that takes it from the queue, Read) that must be done with a block
+// Read claimed before it is reused.
 type rowChunk struct {
 	in, out  []byte
 	r0, rows int64
 	err      error
 	ready    chan struct{}
+	claimed  atomic.Bool
+	holders  atomic.Int32
 }
 
 // freeRowChunks keeps the blocks' buffers from one tensor to the next (a
@@ -161,8 +168,18 @@ func (s *rowStream) produce(ctx context.Context, name string, rows, per int64) {
 			s.order <- ch
 			return
 		}
+		ch.claimed.Store(false)
+		ch.holders.Store(2)
 		s.work <- ch
 		s.order <- ch
+	}
+}
+
+// doneWith is called by each holder of a block that Read claimed; the last
+// gives it back.
+func (s *rowStream) doneWith(ch *rowChunk) {
+	if ch.holders.Add(-1) == 0 {
+		s.free <- ch
 	}
 }
 
@@ -171,6 +188,10 @@ func (s *rowStream) produce(ctx context.Context, name string, rows, per int64) {
 func (s *rowStream) transform(ctx context.Context) {
 	defer s.workers.Done()
 	for ch := range s.work {
+		if !ch.claimed.CompareAndSwap(false, true) {
+			s.doneWith(ch) // Read transforms it
+			continue
+		}
 		if ctx.Err() == nil {
 			ch.out = growBytes(ch.out, max(ch.rows*s.outRow, int64(cap(ch.out))))[:ch.rows*s.outRow]
 			s.fn(ch.out, s.to, ch.in, ch.r0, ch.r0+ch.rows)
@@ -179,8 +200,10 @@ func (s *rowStream) transform(ctx context.Context) {
 	}
 }
 
-// Read copies the blocks' outputs into p in order, waiting for each to be
-// transformed.
+// Read hands the blocks on in order into p: a block no worker has started
+// and whose output fits in p is transformed straight into p on this
+// goroutine (no copy of its bytes), the others are copied from their
+// worker's output once ready.
 func (s *rowStream) Read(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
@@ -200,6 +223,14 @@ func (s *rowStream) Read(p []byte) (int, error) {
 				s.err = io.EOF
 			}
 			break
+		}
+		size := ch.rows * s.outRow
+		if ch.err == nil && int64(len(p)-n) >= size && ch.claimed.CompareAndSwap(false, true) {
+			s.fn(p[n:n+int(size)], s.to, ch.in, ch.r0, ch.r0+ch.rows)
+			n += int(size)
+			s.c.progressAdd(int64(len(ch.in)))
+			s.doneWith(ch)
+			continue
 		}
 		<-ch.ready
 		if ch.err != nil {
