@@ -16,12 +16,6 @@ import (
 // transform's kernel groups). A variable, for tests of many small blocks.
 var rowChunkBytes int64 = 256 << 10
 
-// rowAheadBytes is the input read ahead of Read for one tensor, in blocks
-// the workers transform meanwhile: an output write buffer's worth
-// (atomicfile's 4 MiB), so that the workers go on while Read's caller
-// waits for the writer, and Read then finds a buffer's worth ready.
-const rowAheadBytes = 4 << 20
-
 // rowWorkers is how many goroutines transform one tensor's blocks (0: one
 // per CPU, runtime.GOMAXPROCS). A variable, for tests.
 var rowWorkers = 0
@@ -110,10 +104,9 @@ func newRowStream(ctx context.Context, c *config, name string, rc io.ReadCloser,
 		per &^= 3
 	}
 	workers = int(min(int64(workers), (rows+per-1)/per))
-	// At least two blocks per worker (one being transformed, one read
-	// ahead for it) and two more (one being handed on by Read, one being
-	// read); rowAheadBytes of them where the tensor has that many.
-	n := int(min(max(int64(2*workers+2), rowAheadBytes/(per*inRow)), (rows+per-1)/per+2, int64(cap(freeRowChunks))))
+	// Two blocks per worker: one being transformed and one read ahead for
+	// it, and two more: one being handed on by Read, one being read.
+	n := 2*workers + 2
 	s := &rowStream{c: c, order: make(chan *rowChunk, n), work: make(chan *rowChunk, n), free: make(chan *rowChunk, n), done: make(chan struct{}), cancel: cancel, rc: rc,
 		fn: fn, to: to, inRow: inRow, outRow: outRow}
 	for range n {
