@@ -124,56 +124,54 @@ func setRowWorkers(t *testing.T, n int) {
 
 // readSizes is one case of TestRowStreamReadSizes.
 func readSizes(t *testing.T, sizes []int, workers int, fn func([]byte, dtype.DType, []byte, int64, int64), src, want []byte, cols, rows int64) {
-	{
-		var mu sync.Mutex
-		var next int64
-		handed := make([]int, rows)
-		checked := func(dst []byte, to dtype.DType, in []byte, r0, r1 int64) {
-			mu.Lock()
-			if workers == 1 && r0 != next || int64(len(in)) != (r1-r0)*cols*2 || int64(len(dst)) != (r1-r0)*cols*4 || r1 <= r0 {
-				t.Errorf("sizes %v: rows %d to %d handed %d bytes in, %d out; want rows from %d", sizes, r0, r1, len(in), len(dst), next)
-			}
-			next = r1
-			for r := r0; r < r1 && r < rows; r++ {
-				handed[r]++
-			}
-			mu.Unlock()
-			fn(dst, to, in, r0, r1)
+	var mu sync.Mutex
+	var next int64
+	handed := make([]int, rows)
+	checked := func(dst []byte, to dtype.DType, in []byte, r0, r1 int64) {
+		mu.Lock()
+		if workers == 1 && r0 != next || int64(len(in)) != (r1-r0)*cols*2 || int64(len(dst)) != (r1-r0)*cols*4 || r1 <= r0 {
+			t.Errorf("sizes %v: rows %d to %d handed %d bytes in, %d out; want rows from %d", sizes, r0, r1, len(in), len(dst), next)
 		}
-		var read int64
-		c := &config{}
-		c.progress = func(n int64) { read += n }
-		s := newRowStream(context.Background(), c, "w", io.NopCloser(bytes.NewReader(src)), checked, dtype.Float32, cols*2, cols*4, rows)
-		released := 0
-		s.finish = func() { released++ }
-		var got []byte
-		for i := 0; ; i++ {
-			buf := make([]byte, sizes[i%len(sizes)])
-			n, err := s.Read(buf)
-			got = append(got, buf[:n]...)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		next = r1
+		for r := r0; r < r1 && r < rows; r++ {
+			handed[r]++
 		}
-		if err := s.Close(); err != nil {
+		mu.Unlock()
+		fn(dst, to, in, r0, r1)
+	}
+	var read int64
+	c := &config{}
+	c.progress = func(n int64) { read += n }
+	s := newRowStream(context.Background(), c, "w", io.NopCloser(bytes.NewReader(src)), checked, dtype.Float32, cols*2, cols*4, rows)
+	released := 0
+	s.finish = func() { released++ }
+	var got []byte
+	for i := 0; ; i++ {
+		buf := make([]byte, sizes[i%len(sizes)])
+		n, err := s.Read(buf)
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Close(); released != 1 {
-			t.Errorf("sizes %v: the transform's release called %d times, want once", sizes, released)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("sizes %v: %d bytes read, want %d, or they differ", sizes, len(got), len(want))
-		}
-		if read != int64(len(src)) {
-			t.Errorf("sizes %v: progress %d bytes, want %d", sizes, read, len(src))
-		}
-		for r, k := range handed {
-			if k != 1 {
-				t.Fatalf("sizes %v, %d workers: row %d handed %d times, want once", sizes, workers, r, k)
-			}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Close(); released != 1 {
+		t.Errorf("sizes %v: the transform's release called %d times, want once", sizes, released)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("sizes %v: %d bytes read, want %d, or they differ", sizes, len(got), len(want))
+	}
+	if read != int64(len(src)) {
+		t.Errorf("sizes %v: progress %d bytes, want %d", sizes, read, len(src))
+	}
+	for r, k := range handed {
+		if k != 1 {
+			t.Fatalf("sizes %v, %d workers: row %d handed %d times, want once", sizes, workers, r, k)
 		}
 	}
 }
