@@ -41,7 +41,9 @@ type RowTransform interface {
 	RowCols(t *statedict.Tensor) int64
 	// MergeRows returns the function that replaces rows r0 to r1 of t:
 	// src holds them as t's dtype, dst (their length in to) receives them
-	// encoded as to. Blocks come in order, one at a time. release (not
+	// encoded as to. Each row is asked for once, in blocks that may come
+	// in any order and from several goroutines at once (one block per
+	// call; the caller spreads the blocks over the CPUs). release (not
 	// nil) is called once no more rows will be asked for, so that the
 	// transform can reuse what it holds for t.
 	MergeRows(ctx context.Context, t *statedict.Tensor) (merge func(dst []byte, to dtype.DType, src []byte, r0, r1 int64), release func(), err error)

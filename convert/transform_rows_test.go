@@ -3,12 +3,18 @@ package convert
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"testing/iotest"
 
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/safetensors"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -86,10 +92,11 @@ func TestRowTransformStreams(t *testing.T) {
 
 // TestRowStreamReadSizes: a row stream read with buffers of every kind of
 // size (a byte, less than a row, ending inside a row, whole blocks and
-// more, a mix) gives the bytes of the transform applied to the whole
-// input at once, and the transform is handed whole rows in order, each
-// once; progress counts every input byte; Close (twice) calls the
-// transform's release once.
+// more, a mix), with one worker and with several, gives the bytes of the
+// transform applied to the whole input at once, and the transform is
+// handed whole rows, each once (with one worker, in order); progress
+// counts every input byte; Close (twice) calls the transform's release
+// once.
 func TestRowStreamReadSizes(t *testing.T) {
 	const cols, rows = 1000, 700 // 2000-byte bfloat16 rows; 4.5 input blocks
 	src := encoded(dtype.BFloat16, cols*rows, 4)
@@ -101,43 +108,183 @@ func TestRowStreamReadSizes(t *testing.T) {
 	want := make([]byte, cols*rows*4)
 	fn(want, dtype.Float32, src, 0, rows)
 	for _, sizes := range [][]int{{1}, {7, 3999}, {4000}, {4001}, {70000}, {1 << 20}, {8 << 20}, {1, 65536, 333, 2 << 20, 12345}} {
-		var next int64
-		checked := func(dst []byte, to dtype.DType, in []byte, r0, r1 int64) {
-			if r0 != next || int64(len(in)) != (r1-r0)*cols*2 || int64(len(dst)) != (r1-r0)*cols*4 || r1 <= r0 {
-				t.Fatalf("sizes %v: rows %d to %d handed %d bytes in, %d out; want rows from %d", sizes, r0, r1, len(in), len(dst), next)
-			}
-			next = r1
-			fn(dst, to, in, r0, r1)
+		for _, workers := range []int{1, 3} {
+			setRowWorkers(t, workers)
+			readSizes(t, sizes, workers, fn, src, want, cols, rows)
 		}
-		var read int64
-		c := &config{}
-		c.progress = func(n int64) { read += n }
-		s := newRowStream(context.Background(), c, "w", io.NopCloser(bytes.NewReader(src)), checked, dtype.Float32, cols*2, cols*4, rows)
-		released := 0
-		s.finish = func() { released++ }
-		var got []byte
-		for i := 0; ; i++ {
-			buf := make([]byte, sizes[i%len(sizes)])
-			n, err := s.Read(buf)
-			got = append(got, buf[:n]...)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+	}
+}
+
+// setRowWorkers sets rowWorkers for the rest of the test.
+func setRowWorkers(t *testing.T, n int) {
+	old := rowWorkers
+	rowWorkers = n
+	t.Cleanup(func() { rowWorkers = old })
+}
+
+// readSizes is one case of TestRowStreamReadSizes.
+func readSizes(t *testing.T, sizes []int, workers int, fn func([]byte, dtype.DType, []byte, int64, int64), src, want []byte, cols, rows int64) {
+	var mu sync.Mutex
+	var next int64
+	handed := make([]int, rows)
+	checked := func(dst []byte, to dtype.DType, in []byte, r0, r1 int64) {
+		mu.Lock()
+		if workers == 1 && r0 != next || int64(len(in)) != (r1-r0)*cols*2 || int64(len(dst)) != (r1-r0)*cols*4 || r1 <= r0 {
+			t.Errorf("sizes %v: rows %d to %d handed %d bytes in, %d out; want rows from %d", sizes, r0, r1, len(in), len(dst), next)
 		}
-		if err := s.Close(); err != nil {
+		next = r1
+		for r := r0; r < r1 && r < rows; r++ {
+			handed[r]++
+		}
+		mu.Unlock()
+		fn(dst, to, in, r0, r1)
+	}
+	var read int64
+	c := &config{}
+	c.progress = func(n int64) { read += n }
+	s := newRowStream(context.Background(), c, "w", io.NopCloser(bytes.NewReader(src)), checked, dtype.Float32, cols*2, cols*4, rows)
+	released := 0
+	s.finish = func() { released++ }
+	var got []byte
+	for i := 0; ; i++ {
+		buf := make([]byte, sizes[i%len(sizes)])
+		n, err := s.Read(buf)
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Close(); released != 1 {
-			t.Errorf("sizes %v: the transform's release called %d times, want once", sizes, released)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Close(); released != 1 {
+		t.Errorf("sizes %v: the transform's release called %d times, want once", sizes, released)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("sizes %v: %d bytes read, want %d, or they differ", sizes, len(got), len(want))
+	}
+	if read != int64(len(src)) {
+		t.Errorf("sizes %v: progress %d bytes, want %d", sizes, read, len(src))
+	}
+	for r, k := range handed {
+		if k != 1 {
+			t.Fatalf("sizes %v, %d workers: row %d handed %d times, want once", sizes, workers, r, k)
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("sizes %v: %d bytes read, want %d, or they differ", sizes, len(got), len(want))
+	}
+}
+
+// setRowChunkBytes sets rowChunkBytes for the rest of the test.
+func setRowChunkBytes(t *testing.T, n int64) {
+	old := rowChunkBytes
+	rowChunkBytes = n
+	t.Cleanup(func() { rowChunkBytes = old })
+}
+
+// TestRowStreamWorkers: a conversion whose row-transformed tensors go in
+// many small blocks (one or five rows of 600 and 1028 bytes) over several
+// workers writes the file one worker writes in blocks of 256 KiB, byte for
+// byte (the tensors' bytes in order, the output digests in the header),
+// from an input whose digests are checked; and it is the file Apply gives.
+func TestRowStreamWorkers(t *testing.T) {
+	dir := t.TempDir()
+	raw := writeRelease(t, dir, "{}", []rawTensor{
+		{"big", "BF16", []int64{700, 300}, encoded(dtype.BFloat16, 700*300, 1)},
+		{"plain", "F32", []int64{10}, encoded(dtype.Float32, 10, 2)},
+		{"wide", "F32", []int64{333, 257}, encoded(dtype.Float32, 333*257, 3)},
+	})
+	in := filepath.Join(dir, "in.safetensors") // with ckpt's digests
+	convert(t, raw, in)
+	tr := rowAdd{"big": 300, "wide": 257}
+	out := func(name string, opts ...Option) []byte {
+		p := filepath.Join(dir, name)
+		convert(t, in, p, append([]Option{WithTransform(tr)}, opts...)...)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if read != int64(len(src)) || next != rows {
-			t.Errorf("sizes %v: progress %d bytes, want %d; rows handed up to %d", sizes, read, len(src), next)
+		return b
+	}
+	setRowWorkers(t, 1)
+	one := out("one.safetensors")
+	whole := out("whole.safetensors", WithTransform(wholeOnly{tr}))
+	if !bytes.Equal(one, whole) {
+		t.Fatal("one worker: the row-streamed output differs from Apply's")
+	}
+	for _, c := range []struct {
+		chunk   int64
+		workers int
+	}{{1, 4}, {5 * 600, 3}, {5 * 1028, 2}, {1, 1}} {
+		setRowWorkers(t, c.workers)
+		setRowChunkBytes(t, c.chunk)
+		if got := out(fmt.Sprintf("w%d-%d.safetensors", c.workers, c.chunk)); !bytes.Equal(got, one) {
+			t.Errorf("%d workers, blocks of %d bytes: the output differs from one worker's", c.workers, c.chunk)
 		}
+	}
+}
+
+// TestRowStreamDamagedInput: a row-transformed tensor whose input fails
+// its digest, streamed in small blocks over several workers, fails the
+// conversion naming the tensor, and no output is left; an input that ends
+// early fails the stream's Read (its error, not a hang) with the workers
+// still busy, and Close returns.
+func TestRowStreamDamagedInput(t *testing.T) {
+	dir := t.TempDir()
+	raw := writeRelease(t, dir, "{}", []rawTensor{
+		{"big", "BF16", []int64{700, 300}, encoded(dtype.BFloat16, 700*300, 1)},
+		{"wide", "F32", []int64{333, 257}, encoded(dtype.Float32, 333*257, 3)},
+	})
+	in := filepath.Join(dir, "in.safetensors")
+	convert(t, raw, in)
+	b, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := safetensors.Parse(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range h.Tensors {
+		if ti.Name == "big" {
+			b[h.DataOffset+(ti.Begin+ti.End)/2] ^= 0x40 // a row half way
+		}
+	}
+	bad := filepath.Join(dir, "bad.safetensors")
+	if err := os.WriteFile(bad, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	setRowWorkers(t, 3)
+	setRowChunkBytes(t, 4*600)
+	outDir := filepath.Join(dir, "out")
+	if err := os.Mkdir(outDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"o.safetensors", "o.pt"} {
+		_, err := Convert(context.Background(), open(t, bad), filepath.Join(outDir, name), WithTransform(rowAdd{"big": 300, "wide": 257}))
+		if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "big") {
+			t.Errorf("to %s: %v, want ErrDamaged naming big", name, err)
+		}
+		if files := dirFiles(t, outDir); len(files) != 0 {
+			t.Errorf("to %s: left %v", name, files)
+		}
+	}
+
+	// A read error half way, straight on the stream.
+	const cols, rows = 300, 700
+	src := encoded(dtype.BFloat16, cols*rows, 1)
+	fn, _, err := rowAdd{"w": cols}.MergeRows(context.Background(), &statedict.Tensor{Name: "w", DType: dtype.BFloat16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := io.NopCloser(io.MultiReader(bytes.NewReader(src[:len(src)/2]), iotest.ErrReader(io.ErrUnexpectedEOF)))
+	s := newRowStream(context.Background(), &config{}, "w", short, fn, dtype.BFloat16, cols*2, cols*2, rows)
+	got, err := io.ReadAll(s)
+	if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "w") || len(got) > len(src)/2 {
+		t.Errorf("short input: %d bytes read, %v; want at most %d and the read error naming w", len(got), err, len(src)/2)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

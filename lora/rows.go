@@ -95,8 +95,10 @@ func (m *Merger) RowCols(t *statedict.Tensor) int64 {
 // them encoded as to. It gives the bits Apply gives (decode to float32,
 // each adapter's s * L @ R added in adapter order, encode), computed a
 // tile of a few rows and columns at a time (mergeRows) so that the values
-// go from src to dst without a float32 copy of the tensor; the rows are
-// split over the CPUs. t must be one RowCols accepts.
+// go from src to dst without a float32 copy of the tensor. The function
+// works on the calling goroutine and may be called from several at once on
+// disjoint rows (convert's row stream runs one per CPU). t must be one
+// RowCols accepts.
 func (m *Merger) MergeRows(ctx context.Context, t *statedict.Tensor) (merge func(dst []byte, to dtype.DType, src []byte, r0, r1 int64), release func(), err error) {
 	cols := m.RowCols(t)
 	if cols == 0 {
@@ -127,11 +129,12 @@ func (m *Merger) MergeRows(ctx context.Context, t *statedict.Tensor) (merge func
 }
 
 // mergeRows is MergeRows' function: rows r0 to r1 of the weight, src and
-// dst holding those rows only. The rows are split over the CPUs in groups
-// of four; a bfloat16 weight merged into bfloat16 with one adapter goes
-// four rows and 64 columns at a time through the AVX-512 kernel where the
-// CPU has one (mergeBF16x4AVX512, decode and encode fused in), the other
-// rows and columns a tile of one row at a time (mergeTiles).
+// dst holding those rows only, on the calling goroutine (the caller runs
+// blocks of rows on several at once). A bfloat16 weight merged into
+// bfloat16 with one adapter goes four rows and 64 columns at a time
+// through the AVX-512 kernel where the CPU has one (mergeBF16x4AVX512,
+// decode and encode fused in), the other rows and columns a tile of one
+// row at a time (mergeTiles).
 func mergeRows(dst []byte, to dtype.DType, src []byte, from dtype.DType, fs []factor, cols, r0, r1 int) {
 	is, os := from.Size(), to.Size()
 	rows := r1 - r0
@@ -141,21 +144,18 @@ func mergeRows(dst []byte, to dtype.DType, src []byte, from dtype.DType, fs []fa
 	if have512 && len(fs) == 1 && from == dtype.BFloat16 && to == dtype.BFloat16 {
 		fused = cols / vecCols * vecCols
 	}
-	par.Range((rows+3)/4, 1, func(lo, hi int) {
-		lo, hi = 4*lo, min(4*hi, rows)
-		i := lo
-		if fused > 0 {
-			f := fs[0]
-			for ; i+4 <= hi; i += 4 {
-				e := i * cols * 2
-				mergeBF16x4AVX512(&dst[e], &src[e], cols*2, &f.l[(r0+i)*f.r], f.r, &f.rm[0], cols, fused, f.s)
-				if fused < cols {
-					mergeTiles(dst, to, src, from, fs, cols, r0, i, i+4, fused)
-				}
+	i := 0
+	if fused > 0 {
+		f := fs[0]
+		for ; i+4 <= rows; i += 4 {
+			e := i * cols * 2
+			mergeBF16x4AVX512(&dst[e], &src[e], cols*2, &f.l[(r0+i)*f.r], f.r, &f.rm[0], cols, fused, f.s)
+			if fused < cols {
+				mergeTiles(dst, to, src, from, fs, cols, r0, i, i+4, fused)
 			}
 		}
-		mergeTiles(dst, to, src, from, fs, cols, r0, i, hi, 0)
-	})
+	}
+	mergeTiles(dst, to, src, from, fs, cols, r0, i, rows, 0)
 }
 
 // mergeTiles does columns c0 to cols of rows lo to hi (counted from r0) a
