@@ -8,8 +8,8 @@
 // kill -9.
 //
 // The first bytes of a conversion's outputs, up to a budget shared by
-// its Files (WriteBackBudget: half the kernel's background write-back
-// threshold), go through the page cache and are left to the kernel's
+// its Files (WriteBackBudget: the kernel's free-run ceiling, below which
+// it never throttles a writer, less the pages already dirty), go through the page cache and are left to the kernel's
 // write-back, as cp leaves them; a File created without a budget is
 // written directly and synced before Commit. ResolveTarget and Commit
 // replace only regular files (ErrNotRegular), writing through symbolic

@@ -9,27 +9,26 @@ import (
 
 // Whether an output waits for the disk. By default a conversion's local
 // outputs are not synced, as cp, rclone and torch.save do not sync: their
-// first bytes, up to half the kernel's background write-back threshold in
-// all, are written through the page cache and left to the kernel's
-// write-back, and the rest with direct I/O, which at that size is faster
-// than buffered writes that meet the kernel's dirty-page throttling (and
-// leaves no dirty pages behind). On a disk the source is read from too (a
-// local MinIO, a cold local file) the page-cache share is what makes a
-// 1 GB conversion as fast as a download: a durable write moves twice the
-// bytes across the disk while it runs (docs/benchmarks.md).
+// first bytes are written through the page cache and left to the kernel's
+// write-back, up to the kernel's free-run ceiling less the pages already
+// dirty or under write-back (the midpoint of the background and the dirty
+// thresholds, below which the kernel never throttles a writer:
+// dirty_freerun_ceiling in mm/page-writeback.c), and the rest with direct
+// I/O, which past that point is faster than buffered writes the kernel
+// throttles (and leaves no more dirty pages behind). Until 2026-11-28 the
+// budget was half the background threshold (1.1 GB of 23 GB available),
+// which sent most of a 4 GB output to the disk at its speed while cp left
+// all of it to write-back (docs/benchmarks.md). On a disk the source is
+// read from too (a local MinIO, a cold local file) the page-cache share is
+// what makes a 1 GB conversion as fast as a download: a durable write
+// moves twice the bytes across the disk while it runs.
 // convert.WithSync(true) writes everything directly and syncs each output
 // before naming it (a File created without a budget).
-
-// pageCacheShare is the share of the kernel's background write-back
-// threshold that a conversion's outputs may take in the page cache: with
-// half of it, the outputs start no write-back of their own, and the rest
-// is left to whatever else is writing.
-const pageCacheShare = 2
 
 // WriteBackBudget returns how many bytes of output may go to the page
 // cache (see writeBackThreshold): the budget to share among the outputs of
 // one conversion (NewBudget). A variable, for tests.
-var WriteBackBudget = func() int64 { return writeBackThreshold() / pageCacheShare }
+var WriteBackBudget = func() int64 { return writeBackThreshold() }
 
 // NewBudget returns a budget of n bytes that may go through the page
 // cache, shared by every File created with it.
@@ -43,18 +42,18 @@ func NewBudget(n int64) *atomic.Int64 {
 // temporary file that is read back and removed).
 func Unlimited() *atomic.Int64 { return NewBudget(math.MaxInt64) }
 
-// backgroundThreshold computes the kernel's background write-back threshold
-// from what /proc and the cgroup file system say (empty where unknown):
-// vm/dirty_background_bytes when set, otherwise vm/dirty_background_ratio
-// percent of the memory available (MemAvailable of /proc/meminfo, or what
-// the cgroup's memory.max leaves beside memory.current when that is less).
-// Anything unreadable gives 0: no output bytes go through the page cache.
-func backgroundThreshold(bgBytes, bgRatio, meminfo, cgMax, cgCur string) int64 {
-	if n, err := strconv.ParseInt(strings.TrimSpace(bgBytes), 10, 64); err == nil && n > 0 {
+// threshold computes one of the kernel's dirty-page thresholds from what
+// /proc and the cgroup file system say (empty where unknown): vm's
+// dirty_background_bytes or dirty_bytes when set, otherwise the ratio
+// (dirty_background_ratio or dirty_ratio) percent of the memory available
+// (MemAvailable of /proc/meminfo, or what the cgroup's memory.max leaves
+// beside memory.current when that is less). Anything unreadable gives 0.
+func threshold(bytes, ratio, meminfo, cgMax, cgCur string) int64 {
+	if n, err := strconv.ParseInt(strings.TrimSpace(bytes), 10, 64); err == nil && n > 0 {
 		return n
 	}
-	ratio, err := strconv.ParseInt(strings.TrimSpace(bgRatio), 10, 64)
-	if err != nil || ratio <= 0 || ratio > 100 {
+	pct, err := strconv.ParseInt(strings.TrimSpace(ratio), 10, 64)
+	if err != nil || pct <= 0 || pct > 100 {
 		return 0
 	}
 	avail := int64(-1)
@@ -75,5 +74,32 @@ func backgroundThreshold(bgBytes, bgRatio, meminfo, cgMax, cgCur string) int64 {
 			avail = max(left, 0)
 		}
 	}
-	return avail / 100 * ratio
+	return avail / 100 * pct
+}
+
+// freerunBudget is the page cache a conversion's outputs may take without
+// the kernel throttling their writes: the free-run ceiling, (background +
+// dirty threshold) / 2 (the kernel halves a background threshold that is
+// not below the dirty one), less the pages dirty or under write-back now
+// (Dirty and Writeback of /proc/meminfo). 0 when the dirty threshold is
+// unknown.
+func freerunBudget(bg, dirty int64, meminfo string) int64 {
+	if dirty <= 0 {
+		return 0
+	}
+	if bg <= 0 || bg >= dirty {
+		bg = dirty / 2
+	}
+	left := bg/2 + dirty/2
+	for _, line := range strings.Split(meminfo, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && (f[0] == "Dirty:" || f[0] == "Writeback:") && f[2] == "kB" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil || kb < 0 || kb > math.MaxInt64/1024 {
+				return 0
+			}
+			left -= kb * 1024
+		}
+	}
+	return max(left, 0)
 }

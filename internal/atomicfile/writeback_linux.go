@@ -5,9 +5,10 @@ import (
 	"strings"
 )
 
-// writeBackThreshold is the kernel's background write-back threshold for
-// this process (backgroundThreshold of /proc/sys/vm, /proc/meminfo and the
-// process's cgroup memory limit, v2 or v1).
+// writeBackThreshold is the page cache this process's outputs may take
+// without the kernel throttling them (freerunBudget of the background and
+// dirty thresholds of /proc/sys/vm, /proc/meminfo and the process's cgroup
+// memory limit, v2 or v1).
 func writeBackThreshold() int64 {
 	read := func(p string) string {
 		b, err := os.ReadFile(p)
@@ -30,6 +31,8 @@ func writeBackThreshold() int64 {
 			cgMax, cgCur = read("/sys/fs/cgroup/memory"+dir+"/memory.limit_in_bytes"), read("/sys/fs/cgroup/memory"+dir+"/memory.usage_in_bytes")
 		}
 	}
-	return backgroundThreshold(read("/proc/sys/vm/dirty_background_bytes"), read("/proc/sys/vm/dirty_background_ratio"),
-		read("/proc/meminfo"), cgMax, cgCur)
+	meminfo := read("/proc/meminfo")
+	bg := threshold(read("/proc/sys/vm/dirty_background_bytes"), read("/proc/sys/vm/dirty_background_ratio"), meminfo, cgMax, cgCur)
+	dirty := threshold(read("/proc/sys/vm/dirty_bytes"), read("/proc/sys/vm/dirty_ratio"), meminfo, cgMax, cgCur)
+	return freerunBudget(bg, dirty, meminfo)
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func TestBackgroundThreshold(t *testing.T) {
+func TestThreshold(t *testing.T) {
 	mem := "MemTotal:       24000000 kB\nMemFree:        20000000 kB\nMemAvailable:   23000000 kB\n"
 	for _, c := range []struct {
 		name                                string
@@ -26,12 +26,37 @@ func TestBackgroundThreshold(t *testing.T) {
 		{"ratio out of range", "0", "101", mem, "", "", 0},
 		{"huge MemAvailable", "0", "10", "MemAvailable: 99999999999999999999 kB\n", "", "", 0},
 	} {
-		if got := backgroundThreshold(c.bytes, c.ratio, c.meminfo, c.cgMax, c.cgCur); got != c.want {
+		if got := threshold(c.bytes, c.ratio, c.meminfo, c.cgMax, c.cgCur); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}
 	if n := writeBackThreshold(); n < 0 {
 		t.Errorf("writeBackThreshold %d", n)
+	}
+}
+
+// TestFreerunBudget checks the free-run ceiling (mm/page-writeback.c:
+// (background + dirty threshold) / 2) less the dirty and write-back pages.
+func TestFreerunBudget(t *testing.T) {
+	const g = 1 << 30
+	for _, c := range []struct {
+		name      string
+		bg, dirty int64
+		meminfo   string
+		want      int64
+	}{
+		{"defaults of 23 GB available", 2 * g, 4 * g, "MemAvailable: 1 kB\n", 3 * g},
+		{"dirty pages count", 2 * g, 4 * g, "Dirty: 1048576 kB\nWriteback: 524288 kB\n", 3*g - g - g/2},
+		{"more dirty than the ceiling", 2 * g, 4 * g, "Dirty: 4194304 kB\n", 0},
+		{"background not below dirty: halved", 4 * g, 4 * g, "", 3 * g},
+		{"no background threshold", 0, 4 * g, "", 3 * g},
+		{"no dirty threshold", 2 * g, 0, "", 0},
+		{"unparsable dirty count", 2 * g, 4 * g, "Dirty: x kB\n", 0},
+		{"huge dirty count", 2 * g, 4 * g, "Dirty: 99999999999999999999 kB\n", 0},
+	} {
+		if got := freerunBudget(c.bg, c.dirty, c.meminfo); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
 	}
 }
 
