@@ -8,10 +8,11 @@
 // the way, and written by a second goroutine, so memory is bounded by a
 // few buffers plus the input's pickle, whatever the checkpoint's size, and
 // reading overlaps with writing. The first bytes of a conversion's
-// outputs, up to half the kernel's background write-back threshold, go
+// outputs, up to the kernel's free-run ceiling (half way between the
+// background and the dirty thresholds, less the pages dirty already), go
 // through the page cache and are left to the kernel's write-back, as cp
 // leaves them; on Linux the rest is written with O_DIRECT, not through the
-// page cache, which at that size is faster than buffered writes
+// page cache, which past that point is faster than buffered writes
 // (docs/benchmarks.md). WithSync writes everything directly and syncs each
 // output before naming it (Summary.Synced).
 //

@@ -52,10 +52,11 @@ with no local copy, each object appearing only when complete (a prefix ending
 in "/" takes directory, sharded and tensor-parallel outputs); any other URL is
 refused before anything is written.
 
-A local OUT is not synced, as cp's is not: its first bytes, up to half the
-kernel's background write-back threshold (vm.dirty_background_*), are left in
+A local OUT is not synced, as cp's is not: its first bytes, as many as the
+kernel takes without slowing a writer down (half way between
+vm.dirty_background_* and vm.dirty_*, less what is dirty already), are left in
 the page cache for the kernel to write out, and the rest is written with
-direct I/O, which is faster at that size. --sync has every OUT on the disk
+direct I/O, which is faster past that point. --sync has every OUT on the disk
 before ckpt exits; --json says which was done ("synced").`
 
 // convertExample is `ckpt convert --help`'s examples.
