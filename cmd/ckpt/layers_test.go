@@ -72,7 +72,7 @@ func TestLayers(t *testing.T) {
 		"internal/llamacpp": {},
 		// internal/atomicfile: convert's atomic, direct-I/O local outputs.
 		// (golang.org/x/sys/unix: copy_file_range.)
-		"internal/atomicfile": {mod + "internal/human", "golang.org/x/sys/unix"},
+		"internal/atomicfile": {mod + "internal/human", mod + "internal/par", "golang.org/x/sys/unix"},
 		// objstore is the only package that imports a cloud client:
 		// minio-go (s3://), Google's storage client and its auth
 		// (gs://), Azure's azblob (az://).

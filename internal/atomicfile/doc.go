@@ -19,6 +19,7 @@
 // Writer.ReadFrom) are copied by the kernel with copy_file_range, as cp
 // copies, and read otherwise (other systems, a refused copy).
 //
-// It imports no other ckpt package but internal/human; its messages are
+// It imports no other ckpt package but internal/human and internal/par
+// (its buffers' free list); its messages are
 // worded for ckpt convert, its only user.
 package atomicfile

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"unsafe"
+
+	"github.com/ckpt-dev/ckpt/internal/par"
 )
 
 // Output files are written through Writer: large buffers, aligned in
@@ -71,41 +73,12 @@ func alignedBuffer(n int) []byte {
 
 // blocks holds output buffers between files: a sharded conversion keeps
 // every shard's temporary file open until the last is done, and must not
-// keep every shard's buffers too. A free list (blockList), not a sync.Pool: the
+// keep every shard's buffers too. A free list (par.FreeList), not a sync.Pool: the
 // collector empties a pool, and every shard of a 4 GB conversion then
 // faulted in 12 MiB of fresh buffers (~3,000 page faults, 30-50 ms on the
 // VM of docs/benchmarks.md). It keeps two writers' buffers (shards are
 // written two or more at once: convert/shardwrite.go).
-var blocks = blockList{max: 2 * outputBuffers}
-
-// blockList keeps up to max free output buffers (aligned, outputBlock
-// bytes) across goroutines.
-type blockList struct {
-	mu   sync.Mutex
-	max  int
-	free [][]byte
-}
-
-// get returns a free buffer, or a new one.
-func (l *blockList) get() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n := len(l.free); n > 0 {
-		b := l.free[n-1]
-		l.free = l.free[:n-1]
-		return b
-	}
-	return alignedBuffer(outputBlock)
-}
-
-// put keeps b for reuse, unless max are kept already.
-func (l *blockList) put(b []byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.free) < l.max {
-		l.free = append(l.free, b[:cap(b)])
-	}
-}
+var blocks = &par.FreeList[byte]{Max: 2 * outputBuffers, New: alignedBuffer}
 
 type writeJob struct {
 	b   []byte
@@ -160,7 +133,7 @@ func newWriter(f *os.File, budget *atomic.Int64) *Writer {
 func (w *Writer) next() []byte {
 	if w.made < outputBuffers && len(w.free) == 0 {
 		w.made++
-		return blocks.get()[:0]
+		return (*blocks.Get(outputBlock))[:0]
 	}
 	return <-w.free
 }
@@ -356,7 +329,7 @@ func (w *Writer) finish() error {
 // release gives the buffers back to the pool, once stopped.
 func (w *Writer) release() {
 	put := func(b []byte) {
-		blocks.put(b)
+		blocks.Put(&b)
 	}
 	if w.buf != nil {
 		put(w.buf)

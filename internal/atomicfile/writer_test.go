@@ -157,7 +157,7 @@ func TestFileWriterBuffersOnce(t *testing.T) {
 		f.Close()
 		var got []*byte
 		for range outputBuffers + 1 {
-			b := blocks.get()
+			b := *blocks.Get(outputBlock)
 			got = append(got, &b[:1][0])
 		}
 		dup := map[*byte]int{}

@@ -7,7 +7,8 @@ import "sync"
 // faulted in is reused for the life of the process (a fresh page costs a
 // page fault, on some VMs ~10 us), and Max bounds what it holds.
 type FreeList[T any] struct {
-	Max  int // buffers kept; 0 keeps none
+	Max  int             // buffers kept; 0 keeps none
+	New  func(n int) []T // makes a new buffer of n elements; nil: make
 	mu   sync.Mutex
 	free []*[]T
 }
@@ -30,6 +31,10 @@ func (l *FreeList[T]) Get(n int) *[]T {
 		return b
 	}
 	l.mu.Unlock()
+	if l.New != nil {
+		b := l.New(n)[:n]
+		return &b
+	}
 	b := make([]T, n)
 	return &b
 }

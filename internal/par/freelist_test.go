@@ -34,3 +34,18 @@ func TestFreeList(t *testing.T) {
 		t.Fatalf("Get(1) = cap %d, want the 1000-byte buffer", cap(*g))
 	}
 }
+
+// TestFreeListNew: a list with New makes its new buffers with it (a maker
+// of larger, aligned buffers keeps its capacity), and reuses them.
+func TestFreeListNew(t *testing.T) {
+	made := 0
+	l := &FreeList[byte]{Max: 1, New: func(n int) []byte { made++; return make([]byte, n, 2*n) }}
+	b := l.Get(8)
+	if len(*b) != 8 || cap(*b) != 16 || made != 1 {
+		t.Fatalf("len %d cap %d made %d, want 8 16 1", len(*b), cap(*b), made)
+	}
+	l.Put(b)
+	if c := l.Get(12); c != b || len(*c) != 12 || made != 1 {
+		t.Fatalf("not reused: same %v len %d made %d", c == b, len(*c), made)
+	}
+}
