@@ -26,9 +26,9 @@ import (
 // before naming it (a File created without a budget).
 
 // WriteBackBudget returns how many bytes of output may go to the page
-// cache (see writeBackThreshold): the budget to share among the outputs of
+// cache (see freerunNow): the budget to share among the outputs of
 // one conversion (NewBudget). A variable, for tests.
-var WriteBackBudget = func() int64 { return writeBackThreshold() }
+var WriteBackBudget = freerunNow
 
 // NewBudget returns a budget of n bytes that may go through the page
 // cache, shared by every File created with it.

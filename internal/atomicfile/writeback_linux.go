@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// writeBackThreshold is the page cache this process's outputs may take
+// freerunNow is the page cache this process's outputs may take
 // without the kernel throttling them (freerunBudget of the background and
 // dirty thresholds of /proc/sys/vm, /proc/meminfo and the process's cgroup
 // memory limit, v2 or v1).
-func writeBackThreshold() int64 {
+func freerunNow() int64 {
 	read := func(p string) string {
 		b, err := os.ReadFile(p)
 		if err != nil || len(b) > 1<<16 {

@@ -2,7 +2,7 @@
 
 package atomicfile
 
-// writeBackThreshold is 0 where the write-back threshold is not known:
+// freerunNow is 0 where the write-back threshold is not known:
 // no output bytes go through the page cache on purpose (without direct I/O
 // they are ordinary writes all the same).
-func writeBackThreshold() int64 { return 0 }
+func freerunNow() int64 { return 0 }

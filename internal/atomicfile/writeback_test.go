@@ -30,8 +30,8 @@ func TestThreshold(t *testing.T) {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}
-	if n := writeBackThreshold(); n < 0 {
-		t.Errorf("writeBackThreshold %d", n)
+	if n := freerunNow(); n < 0 {
+		t.Errorf("freerunNow %d", n)
 	}
 }
 
