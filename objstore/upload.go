@@ -49,7 +49,7 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 		case *s3Backend:
 			return b.core.RemoveObject(ctx, b.bucket, key, minio.RemoveObjectOptions{})
 		case *gcsBackend:
-			return b.h.Object(key).Delete(ctx)
+			return b.remove(ctx, key)
 		case *azureBackend:
 			_, err := b.c.NewBlobClient(key).Delete(ctx, nil)
 			return err
@@ -77,10 +77,8 @@ func (s *Store) Size(ctx context.Context, key string) (int64, bool, error) {
 			size = info.Size
 			return err
 		case *gcsBackend:
-			attrs, err := b.h.Object(key).Attrs(ctx)
-			if err == nil {
-				size = attrs.Size
-			}
+			n, _, err := b.attrs(ctx, key)
+			size = n
 			return err
 		case *azureBackend:
 			props, err := b.c.NewBlobClient(key).GetProperties(ctx, nil)

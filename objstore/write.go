@@ -113,10 +113,10 @@ const (
 // object KEY.ckpt-tmp-RANDOM.body as it is written and the head to
 // KEY.ckpt-tmp-RANDOM.head at Finish; Commit composes them into the key
 // and deletes them. Abort deletes them; temporaries a killed process left
-// are deleted by the next Writer of the key. The resumable upload's
-// chunks are retried by Google's client (the Store's retry count), the
-// other requests by the Store. Google's client holds one more part's
-// bytes of its own while it sends one.
+// are deleted by the next Writer of the key. Every request, the resumable
+// upload's chunks included, is retried by the Store. A chunk goes up
+// from the part's own buffer; the bytes past its last multiple of 256 KiB
+// (GCS's chunk size) wait, copied, for the next.
 type Writer struct {
 	s      *Store
 	key    string
@@ -184,7 +184,7 @@ func (s *Store) Create(ctx context.Context, key string, opts ...WriteOption) (*W
 	case *azureBackend:
 		w.sink = newAzureSink(s, b, key, cfg.replace)
 	case *gcsBackend:
-		w.sink = newGCSSink(s, b, key, cfg.replace, s.cfg.retries)
+		w.sink = newGCSSink(s, b, key, cfg.replace)
 		conc = 1
 	default:
 		w.cancel()
