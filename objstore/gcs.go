@@ -52,11 +52,29 @@ func newGCS(ctx context.Context, bucket string, transport http.RoundTripper) (*g
 	}
 	creds, err := google.FindDefaultCredentials(ctx, gcsScope)
 	if err == nil {
-		hc.Transport = &oauth2.Transport{Source: creds.TokenSource, Base: transport}
+		u, _ := url.Parse(b.base)
+		hc.Transport = &gcsAuthTransport{host: u.Host, base: transport,
+			auth: &oauth2.Transport{Source: creds.TokenSource, Base: transport}}
 	} else {
 		b.anon = true
 	}
 	return b, nil
+}
+
+// gcsAuthTransport sends the requests for the JSON API's host over https
+// with the credentials (auth), and any other (a redirect elsewhere)
+// without them: the client's redirect policy strips the headers of a
+// redirected request, but a token source below it would add them again.
+type gcsAuthTransport struct {
+	host       string
+	auth, base http.RoundTripper
+}
+
+func (t *gcsAuthTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "https" && strings.EqualFold(r.URL.Host, t.host) {
+		return t.auth.RoundTrip(r)
+	}
+	return t.base.RoundTrip(r)
 }
 
 // gcsEmulatorBase returns the scheme://host of STORAGE_EMULATOR_HOST,

@@ -320,3 +320,30 @@ func reqsQuery(t *testing.T, r hostileserver.Request) url.Values {
 	}
 	return u.Query()
 }
+
+// The credentials go to the JSON API's host over https only: a request
+// redirected to another host, or sent over http, goes without them.
+func TestGCSAuthOnlyToItsHost(t *testing.T) {
+	var authed, plain []string
+	rt := &gcsAuthTransport{host: "storage.googleapis.com",
+		auth: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			authed = append(authed, r.URL.String())
+			return nil, io.EOF
+		}),
+		base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			plain = append(plain, r.URL.String())
+			return nil, io.EOF
+		})}
+	for _, u := range []string{"https://storage.googleapis.com/storage/v1/b/x/o", "https://STORAGE.googleapis.com/x",
+		"https://evil.example/x", "http://storage.googleapis.com/x", "https://storage.googleapis.com.evil.example/x", "https://storage.googleapis.com:8443/x"} {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		rt.RoundTrip(req)
+	}
+	if len(authed) != 2 || len(plain) != 4 {
+		t.Fatalf("with credentials: %q; without: %q", authed, plain)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
