@@ -3,7 +3,12 @@
 // gs://bucket/key (Google Cloud Storage), az://container/key (Azure Blob
 // Storage) and https:// (or http://) URLs of servers that honour Range
 // requests. It is the only package of ckpt that imports cloud clients
-// (minio-go, cloud.google.com/go/storage, Azure's azblob).
+// (minio-go, Azure's azblob, and golang.org/x/oauth2/google for Google's
+// credentials). gs:// is a client of the package's own over net/http,
+// speaking the JSON API (media downloads, listings, uploads in one request
+// or resumable, compose, delete): Google's Go client pulled in grpc,
+// protobuf registries and OpenTelemetry, whose package initialisation cost
+// every command of ckpt ~17 ms before main.
 //
 // Reading: Open returns an Object, an io.ReaderAt over ranged GETs. Small
 // random reads (a checkpoint's metadata) are served from windows of
@@ -32,7 +37,9 @@
 // AWS_REGION or AWS_DEFAULT_REGION. For gs://: GOOGLE_APPLICATION_CREDENTIALS,
 // gcloud's application default credentials or the metadata server on
 // Google Cloud (none: anonymous, for public buckets); STORAGE_EMULATOR_HOST
-// for an emulator (no credentials then). For az://:
+// for an emulator (host:port, or a URL with its scheme; no credentials
+// then). The credentials go only to the JSON API's own host, over https.
+// For az://:
 // AZURE_STORAGE_CONNECTION_STRING (which also names a custom endpoint,
 // such as Azurite's), or AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY
 // (without a key: anonymous, for public containers). No secret appears in

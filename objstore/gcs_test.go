@@ -143,8 +143,8 @@ func TestGCSListPages(t *testing.T) {
 	}
 }
 
-// An error answer with a body of 100 MB, and a listing of 100 MB, are
-// refused after a bounded read: the client's allocations stay far below
+// An error answer with a body of 100 MB, a listing of 100 MB and object
+// metadata of 100 MB are refused after a bounded read: the client's allocations stay far below
 // the body, and it hangs up.
 func TestGCSHugeBodiesRefused(t *testing.T) {
 	const huge = 100 << 20
@@ -177,6 +177,12 @@ func TestGCSHugeBodiesRefused(t *testing.T) {
 			return stream(w, http.StatusOK, `{"items":[{"name":"d/`, 'y')
 		}, func(st *Store) error { _, err := st.List("d"); return err },
 			func(err error) bool { return errors.Is(err, ErrLimit) }},
+		{"object metadata", func(w http.ResponseWriter, r *http.Request) int64 {
+			return stream(w, http.StatusOK, `{"name":"`, 'z')
+		}, func(st *Store) error { _, _, err := st.Size(context.Background(), "m.bin"); return err },
+			func(err error) bool {
+				return errors.Is(err, ErrLimit) && strings.Contains(err.Error(), "an answer of more than 1048576 bytes")
+			}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var sent atomic.Int64
