@@ -11,6 +11,8 @@
 # under it too and are removed at the end (the inputs too with CLEAN=1).
 # CKPTS lists "label=binary" pairs to compare (default: this tree's build,
 # labelled ckpt); WHAT picks "load", "convert" or both (default both).
+# DROP=1 (root) drops the page cache before each command, as bench/guard.sh
+# does, so that every command starts from the same free memory.
 # Prints one line per command and round, then a table of medians.
 set -euo pipefail
 DIR=${1:-/var/tmp/ckpt-s3hot}
@@ -51,7 +53,11 @@ reclaim_scanned() { awk '/^pgscan_(kswapd|direct) / {s += $2} END {print s + 0}'
 minio_cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$MPID/stat" 2>/dev/null || { echo "MinIO (pid $MPID) is gone" >&2; echo 0; }; }
 OUT=$WORK/out
 KEY=
-prep() { rm -rf "$OUT" "$SHM"/*; mkdir -p "$OUT"; find "$WORK/minio" -type f -path "*$KEY*" -exec cat {} + >/dev/null; }
+prep() {
+  rm -rf "$OUT" "$SHM"/*; mkdir -p "$OUT"
+  if [ "${DROP:-0}" = 1 ]; then sync; echo 1 >/proc/sys/vm/drop_caches; fi
+  find "$WORK/minio" -type f -path "*$KEY*" -exec cat {} + >/dev/null
+}
 declare -A W C F M
 ORDER=()
 # sample LABEL CMD...: one timed run after prep.
