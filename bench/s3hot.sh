@@ -68,11 +68,14 @@ sample() {
   /usr/bin/time -f '%e %U %S %R' -o "$WORK/time.txt" "$@" >/dev/null 2>"$WORK/err.txt" ||
     { echo "$label failed:" >&2; cat "$WORK/err.txt" >&2; exit 1; }
   m1=$(minio_cpu) scan1=$(reclaim_scanned)
+  # Freeing what the command left (rclone's file in /dev/shm; a load
+  # frees its memory file before it exits, inside its own figures).
+  /usr/bin/time -f '%U %S' -o "$WORK/rm.txt" rm -rf "$OUT" "$SHM"/dl.bin
   read -r w u s f <"$WORK/time.txt"
   [[ -v "W[$label]" ]] || ORDER+=("$label")
   W[$label]+="$w " C[$label]+="$(echo "$u + $s" | bc -l) " F[$label]+="$f " M[$label]+="$(echo "$m1 - $m0" | bc -l) "
-  printf '%s: wall %s user %s sys %s minflt %s minio %.2f (load %s; MemFree %s MiB before, reclaim scanned %s MiB)\n' "$label" "$w" "$u" "$s" "$f" \
-    "$(echo "$m1 - $m0" | bc -l)" "$(cut -d' ' -f1 /proc/loadavg)" "$free0" "$(((scan1 - scan0) / 256))" >&2
+  printf '%s: wall %s user %s sys %s minflt %s minio %.2f rm %s CPU-s (load %s; MemFree %s MiB before, reclaim scanned %s MiB)\n' "$label" "$w" "$u" "$s" "$f" \
+    "$(echo "$m1 - $m0" | bc -l)" "$(awk '{print $1 + $2}' "$WORK/rm.txt")" "$(cut -d' ' -f1 /proc/loadavg)" "$free0" "$(((scan1 - scan0) / 256))" >&2
 }
 RC=(rclone copyto --multi-thread-streams 8 --ignore-checksum --ignore-times)
 echo "start: $(uptime)" >&2
