@@ -11,6 +11,8 @@
 # under it too and are removed at the end (the inputs too with CLEAN=1).
 # CKPTS lists "label=binary" pairs to compare (default: this tree's build,
 # labelled ckpt); WHAT picks "load", "convert" or both (default both).
+# DROP=1 (root) drops the page cache before each command, as bench/guard.sh
+# does, so that every command starts from the same free memory.
 # Prints one line per command and round, then a table of medians.
 set -euo pipefail
 DIR=${1:-/var/tmp/ckpt-s3hot}
@@ -51,7 +53,11 @@ reclaim_scanned() { awk '/^pgscan_(kswapd|direct) / {s += $2} END {print s + 0}'
 minio_cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$MPID/stat" 2>/dev/null || { echo "MinIO (pid $MPID) is gone" >&2; echo 0; }; }
 OUT=$WORK/out
 KEY=
-prep() { rm -rf "$OUT" "$SHM"/*; mkdir -p "$OUT"; find "$WORK/minio" -type f -path "*$KEY*" -exec cat {} + >/dev/null; }
+prep() {
+  rm -rf "$OUT" "$SHM"/*; mkdir -p "$OUT"
+  if [ "${DROP:-0}" = 1 ]; then sync; echo 1 >/proc/sys/vm/drop_caches; fi
+  find "$WORK/minio" -type f -path "*$KEY*" -exec cat {} + >/dev/null
+}
 declare -A W C F M
 ORDER=()
 # sample LABEL CMD...: one timed run after prep.
@@ -62,11 +68,14 @@ sample() {
   /usr/bin/time -f '%e %U %S %R' -o "$WORK/time.txt" "$@" >/dev/null 2>"$WORK/err.txt" ||
     { echo "$label failed:" >&2; cat "$WORK/err.txt" >&2; exit 1; }
   m1=$(minio_cpu) scan1=$(reclaim_scanned)
+  # Freeing what the command left (rclone's file in /dev/shm; a load
+  # frees its memory file before it exits, inside its own figures).
+  /usr/bin/time -f '%U %S' -o "$WORK/rm.txt" rm -rf "$OUT" "$SHM"/dl.bin
   read -r w u s f <"$WORK/time.txt"
   [[ -v "W[$label]" ]] || ORDER+=("$label")
   W[$label]+="$w " C[$label]+="$(echo "$u + $s" | bc -l) " F[$label]+="$f " M[$label]+="$(echo "$m1 - $m0" | bc -l) "
-  printf '%s: wall %s user %s sys %s minflt %s minio %.2f (load %s; MemFree %s MiB before, reclaim scanned %s MiB)\n' "$label" "$w" "$u" "$s" "$f" \
-    "$(echo "$m1 - $m0" | bc -l)" "$(cut -d' ' -f1 /proc/loadavg)" "$free0" "$(((scan1 - scan0) / 256))" >&2
+  printf '%s: wall %s user %s sys %s minflt %s minio %.2f rm %s CPU-s (load %s; MemFree %s MiB before, reclaim scanned %s MiB)\n' "$label" "$w" "$u" "$s" "$f" \
+    "$(echo "$m1 - $m0" | bc -l)" "$(awk '{print $1 + $2}' "$WORK/rm.txt")" "$(cut -d' ' -f1 /proc/loadavg)" "$free0" "$(((scan1 - scan0) / 256))" >&2
 }
 RC=(rclone copyto --multi-thread-streams 8 --ignore-checksum --ignore-times)
 echo "start: $(uptime)" >&2

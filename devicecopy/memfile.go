@@ -35,6 +35,7 @@ import (
 // writers of different segments do not queue on one file's lock.
 type memFile struct {
 	fds    []int  // the files, closed (nil) once the load is over
+	files  int    // how many files there are (len(fds) until closed)
 	stripe int64  // bytes of one stripe: stripe s is in fds[s%len(fds)]
 	m      []byte // the mapping of all of it, stripe after stripe
 	mlen   uintptr

@@ -2,6 +2,8 @@ package devicecopy
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -35,7 +37,7 @@ func openMemFile(size int64) (_ *memFile, err error) {
 	}
 	stripes := (size + stripe - 1) / stripe
 	files := min(int64(memFiles), stripes)
-	f := &memFile{stripe: stripe, page: int64(unix.Getpagesize()), mlen: uintptr(stripes * stripe)}
+	f := &memFile{stripe: stripe, page: int64(unix.Getpagesize()), mlen: uintptr(stripes * stripe), files: int(files)}
 	defer func() {
 		if err != nil {
 			f.closeFD()
@@ -116,11 +118,46 @@ func (f *memFile) closeFD() {
 	f.fds = nil
 }
 
+// memFreers is how many threads unmap a memory file at once (at most one
+// a file, and GOMAXPROCS): the kernel frees a file's pages when its last
+// stripe is unmapped, on the thread that unmaps it, and freeing a 4 GB
+// load's pages took ~0.55 CPU-s (shmem_undo_range: an eighth of the
+// load's CPU in docs/benchmarks.md), in the caller's wall time after all
+// else when done by one thread. 0: GOMAXPROCS (tests set 1 to compare).
+var memFreers = 0
+
 // unmap drops the mapping, and with it (the descriptors closed) the
-// memory.
+// memory. The stripes of different files are unmapped by memFreers
+// threads at once, so that the files' pages are freed in parallel.
 func (f *memFile) unmap() {
-	if f.m != nil {
-		_ = unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(f.m)), f.mlen)
-		f.m = nil
+	if f.m == nil {
+		return
 	}
+	base := unsafe.Pointer(unsafe.SliceData(f.m))
+	f.m = nil
+	n := memFreers
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	n = min(n, f.files)
+	if n <= 1 || f.fds != nil {
+		// One thread, or the files still open (their pages are freed
+		// when they are closed, not here).
+		_ = unix.MunmapPtr(base, f.mlen)
+		return
+	}
+	stripes := int64(f.mlen) / f.stripe
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := int64(0); s < stripes; s++ {
+				if int(s%int64(f.files))%n == w {
+					_ = unix.MunmapPtr(unsafe.Add(base, s*f.stripe), uintptr(f.stripe))
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

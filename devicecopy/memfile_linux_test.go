@@ -2,7 +2,9 @@ package devicecopy
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 )
 
@@ -84,5 +86,72 @@ func TestMemFileStripeSize(t *testing.T) {
 func TestMemFileTooLarge(t *testing.T) {
 	if _, err := openMemFile(1 << 62); err == nil {
 		t.Fatal("a memory file of 4 EiB was made")
+	}
+}
+
+// memMappings counts the process's mappings of memory files.
+func memMappings(t testing.TB) int {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skipf("no /proc/self/maps: %v", err)
+	}
+	return bytes.Count(maps, []byte("memfd:ckpt-load"))
+}
+
+// TestMemFileUnmapAll unmaps memory files of stripes in uneven numbers
+// per file with one to three threads: every stripe must be unmapped (a
+// stripe left mapped keeps its file, and its memory, until exit), and the
+// bytes written must have been there until then.
+func TestMemFileUnmapAll(t *testing.T) {
+	defer func(n int) { memFreers = n }(memFreers)
+	for _, freers := range []int{1, 2, 3} {
+		memFreers = freers
+		before := memMappings(t)
+		f, err := openMemFile(int64(10*memStripe + 4096))
+		if err != nil {
+			t.Skipf("no memory file here: %v", err)
+		}
+		if err := f.writeAt([]byte("last"), int64(len(f.m))-4); err != nil {
+			t.Fatal(err)
+		}
+		f.closeFD()
+		if got := string(f.m[len(f.m)-4:]); got != "last" {
+			t.Fatalf("%d freers: read %q through the mapping", freers, got)
+		}
+		if n := memMappings(t); n <= before {
+			t.Fatalf("%d freers: %d mappings of memory files with one open, %d before", freers, n, before)
+		}
+		f.unmap()
+		if n := memMappings(t); n != before {
+			t.Errorf("%d freers: %d mappings of memory files left after unmap, want %d", freers, n, before)
+		}
+	}
+}
+
+// BenchmarkMemFileFree times unmapping (and so freeing) a 1 GiB memory
+// file whose descriptors are closed, by one thread and by GOMAXPROCS.
+func BenchmarkMemFileFree(b *testing.B) {
+	defer func(n int) { memFreers = n }(memFreers)
+	buf := make([]byte, 1<<20)
+	for _, freers := range []int{1, 0} {
+		b.Run(fmt.Sprintf("freers=%d", freers), func(b *testing.B) {
+			memFreers = freers
+			for range b.N {
+				b.StopTimer()
+				f, err := openMemFile(1 << 30)
+				if err != nil {
+					b.Skipf("no memory file here: %v", err)
+				}
+				for at := int64(0); at < 1<<30; at += int64(len(buf)) {
+					if err := f.writeAt(buf, at); err != nil {
+						b.Fatal(err)
+					}
+				}
+				f.closeFD()
+				b.StartTimer()
+				f.unmap()
+			}
+			b.SetBytes(1 << 30)
+		})
 	}
 }
