@@ -55,7 +55,7 @@ const (
 // in two cache lines). The vector kernels read it by offset: its layout is
 // fixed (diffkernel_amd64.s, diffkernel512_amd64.s).
 type f32Kernel struct {
-	sumD2, sumA2, sumB2, sumAB [kernelLanes]float64 // 0, 64, 128, 192
+	sumD2, sumA2, sumB2, sumDS [kernelLanes]float64 // 0, 64, 128, 192
 	maxAbs                     [kernelLanes]float64 // 256
 	over                       [kernelLanes]int64   // 320
 	relThr                     [kernelLanes]float64 // 384: maxRel*(1-relSlack)
@@ -166,7 +166,7 @@ func (s *acc) addPairs(n int, tol tolerance, k *f32Kernel, vec statsKernel, pa, 
 	s.sumD2 += laneSum(&k.sumD2)
 	s.sumA2 += laneSum(&k.sumA2)
 	s.sumB2 += laneSum(&k.sumB2)
-	s.sumAB += laneSum(&k.sumAB)
+	s.sumDS += laneSum(&k.sumDS)
 	for l := range kernelLanes {
 		s.maxAbs = max(s.maxAbs, k.maxAbs[l])
 		s.over += k.over[l]
@@ -187,7 +187,7 @@ func laneSum(v *[kernelLanes]float64) float64 {
 // new maximum relative error) that it leaves. It does not count s.n.
 func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 	y = y[:len(x)]
-	sumD2, sumA2, sumB2, sumAB := k.sumD2[0], k.sumA2[0], k.sumB2[0], k.sumAB[0]
+	sumD2, sumA2, sumB2, sumDS := k.sumD2[0], k.sumA2[0], k.sumB2[0], k.sumDS[0]
 	maxAbs, maxRel, relThr := k.maxAbs[0], k.maxRel, k.relThr[0]
 	atol, rtol := k.atol[0], k.rtol[0]
 	over, finite := k.over[0], k.finite
@@ -204,14 +204,13 @@ func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 			aa := a * a
 			sumA2 += aa
 			sumB2 += aa
-			sumAB += aa
 			k.hist[math.Float64bits(d)>>52][0]++
 			continue
 		}
 		sumD2 += d * d
 		sumA2 += a * a
 		sumB2 += b * b
-		sumAB += a * b
+		sumDS += d * (a + b)
 		ad, ab := math.Abs(d), math.Abs(b)
 		if ad > maxAbs { // not max(): ad is a number, and max's NaN and -0 rules cost registers
 			maxAbs = ad
@@ -228,7 +227,7 @@ func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 		}
 		k.hist[math.Float64bits(d)>>52][0]++
 	}
-	k.sumD2[0], k.sumA2[0], k.sumB2[0], k.sumAB[0] = sumD2, sumA2, sumB2, sumAB
+	k.sumD2[0], k.sumA2[0], k.sumB2[0], k.sumDS[0] = sumD2, sumA2, sumB2, sumDS
 	k.maxAbs[0], k.over[0], k.finite = maxAbs, over, finite
 	if maxRel != k.maxRel {
 		k.setRel(maxRel)
@@ -291,7 +290,6 @@ func (s *acc) equal(n int64, sum float64, finite int64) {
 	s.n += n
 	s.sumA2 += sum
 	s.sumB2 += sum
-	s.sumAB += sum
 	s.finite += finite
 	s.zero += finite
 }
