@@ -44,9 +44,9 @@ type acc struct {
 	maxAbs, maxRel                             float64
 	// sumDS is the sum of d*(a+b), which is sumA2-sumB2 without the
 	// cancellation of that subtraction: cosine's 1-cos keeps its digits.
-	sumD2, sumA2, sumB2, sumDS                 float64
-	neg, pos                                   [HistogramBins]int64
-	zero                                       int64
+	sumD2, sumA2, sumB2, sumDS float64
+	neg, pos                   [HistogramBins]int64
+	zero                       int64
 }
 
 // tolerance is a check's atol/rtol (acc.over counts the elements past
