@@ -61,8 +61,10 @@ type f32Kernel struct {
 	relThr                     [kernelLanes]float64 // 384: maxRel*(1-relSlack)
 	atol, rtol                 [kernelLanes]float64 // 448, 512: atol +Inf without a tolerance
 	tolOn                      int64                // 576: 1 with a tolerance (atol finite)
-	_                          [7]int64
-	hist                       [histSlots][histCopies]int64 // 640
+	relThr32                   float32              // 584: maxRel rounded down to a float32 (the block kernel's)
+	_                          [13]uint32
+	hist                       [histSlots][histCopies]int64     // 640
+	hist32                     [histSlots32][histCopies32]int64 // 524928: the block kernel's (diffkernel32.go)
 
 	maxRel float64
 	finite int64 // finite pairs counted, equal ones included
@@ -77,6 +79,7 @@ func (k *f32Kernel) setRel(r float64) {
 		t = r
 	}
 	k.relThr = broadcast(t)
+	k.relThr32 = roundDown32(r)
 }
 
 func broadcast(x float64) [kernelLanes]float64 {
@@ -109,7 +112,7 @@ type statsKernel func(x, y unsafe.Pointer, n int, k *f32Kernel) int
 // len(x)/kernelLanes terms.
 func (s *acc) addF32(x, y []float32, tol tolerance, k *f32Kernel) {
 	y = y[:len(x)]
-	s.addPairs(len(x), tol, k, vecKernel(dtype.Float32, dtype.Float32),
+	s.addPairs(len(x), tol, k, nil, vecKernel(dtype.Float32, dtype.Float32),
 		unsafe.Pointer(unsafe.SliceData(x)), unsafe.Pointer(unsafe.SliceData(y)), 4, 4,
 		func(i, j int) ([]float32, []float32) { return x[i:j], y[i:j] })
 }
@@ -125,7 +128,7 @@ func (s *acc) addRaw(da, db dtype.DType, ca, cb []byte, n int, tol tolerance, k 
 		return
 	}
 	sa, sb := da.Size(), db.Size()
-	s.addPairs(n, tol, k, vec, unsafe.Pointer(&ca[0]), unsafe.Pointer(&cb[0]), sa, sb,
+	s.addPairs(n, tol, k, blockKernel(da, db, tol), vec, unsafe.Pointer(&ca[0]), unsafe.Pointer(&cb[0]), sa, sb,
 		func(i, j int) ([]float32, []float32) {
 			x, y := k.blockA[:j-i], k.blockB[:j-i]
 			dtype.DecodeFloat32(da, x, ca[i*sa:j*sa])
@@ -134,32 +137,34 @@ func (s *acc) addRaw(da, db dtype.DType, ca, cb []byte, n int, tol tolerance, k 
 		})
 }
 
-// addPairs runs the kernels over n pairs: the vector kernel vec (nil for
-// none) from pa and pb (elements of sa and sb bytes), and addF32Go on the
-// blocks it leaves and its tail, whose float32 values elems returns
-// (elements [i, j), j-i <= kernelLanes with a vector kernel). A block left
-// has a NaN or an infinity, or a possible new maximum relative error:
-// addF32Go hands the NaN and infinite ones to add and divides only for a
-// new maximum.
-func (s *acc) addPairs(n int, tol tolerance, k *f32Kernel, vec statsKernel, pa, pb unsafe.Pointer, sa, sb int,
+// addPairs runs the kernels over n pairs: the block kernel blk (nil for
+// none) in steps of blockPairs, the vector kernel vec (nil for none) on
+// the steps blk leaves and on its tail, from pa and pb (elements of sa
+// and sb bytes), and addF32Go on the blocks vec leaves and on its tail,
+// whose float32 values elems returns (elements [i, j), j-i <= kernelLanes
+// with a vector kernel). A block left has a NaN or an infinity, or a
+// possible new maximum relative error (or, for blk, a pair outside its
+// exact range): addF32Go hands the NaN and infinite ones to add and
+// divides only for a new maximum.
+func (s *acc) addPairs(n int, tol tolerance, k *f32Kernel, blk, vec statsKernel, pa, pb unsafe.Pointer, sa, sb int,
 	elems func(i, j int) (x, y []float32)) {
 	k.setRel(s.maxRel)
 	k.setTol(tol)
-	n4 := n &^ (kernelLanes - 1)
+	nb := n
+	if blk != nil {
+		nb = n &^ (blockPairs - 1)
+	}
 	for i := 0; i < n; {
-		j := n // without the vector kernel, or its tail
-		if vec != nil && i < n4 {
-			v := vec(unsafe.Add(pa, i*sa), unsafe.Add(pb, i*sb), n4-i, k) // finite pairs, all
+		j := n // without the block kernel, or its tail
+		if blk != nil && i < nb {
+			v := blk(unsafe.Add(pa, i*sa), unsafe.Add(pb, i*sb), nb-i, k)
 			k.finite += int64(v)
 			i += v
-			if i < n4 {
-				j = min(i+kernelLanes, n) // the block it left (and the next, for a kernel of fewer lanes)
+			if i < nb {
+				j = i + blockPairs // the step it left
 			}
 		}
-		if i < j {
-			x, y := elems(i, j)
-			s.addF32Go(x, y, tol, k)
-		}
+		s.addVec(i, j, tol, k, vec, pa, pb, sa, sb, elems)
 		i = j
 	}
 	s.n += int64(n)
@@ -173,6 +178,28 @@ func (s *acc) addPairs(n int, tol tolerance, k *f32Kernel, vec statsKernel, pa, 
 	}
 	k.maxAbs, k.over = [kernelLanes]float64{}, [kernelLanes]int64{}
 	s.maxRel = k.maxRel
+}
+
+// addVec is addPairs's vector kernel and addF32Go over pairs [lo, hi).
+func (s *acc) addVec(lo, hi int, tol tolerance, k *f32Kernel, vec statsKernel, pa, pb unsafe.Pointer, sa, sb int,
+	elems func(i, j int) (x, y []float32)) {
+	n4 := lo + (hi-lo)&^(kernelLanes-1)
+	for i := lo; i < hi; {
+		j := hi // without the vector kernel, or its tail
+		if vec != nil && i < n4 {
+			v := vec(unsafe.Add(pa, i*sa), unsafe.Add(pb, i*sb), n4-i, k) // finite pairs, all
+			k.finite += int64(v)
+			i += v
+			if i < n4 {
+				j = min(i+kernelLanes, hi) // the block it left (and the next, for a kernel of fewer lanes)
+			}
+		}
+		if i < j {
+			x, y := elems(i, j)
+			s.addF32Go(x, y, tol, k)
+		}
+		i = j
+	}
 }
 
 // laneSum returns the sum of the lanes of v and clears them.
@@ -246,7 +273,7 @@ func (s *acc) flush(k *f32Kernel) {
 		*c = [histCopies]int64{}
 		return n
 	}
-	zero := slot(0) + slot(histNegZero)
+	zero := slot(0) + slot(histNegZero) + s.flush32(k)
 	for e := histELo; e <= histEHi; e++ {
 		bin := min(max(e-1022-histLo, 0), HistogramBins-1)
 		s.pos[bin] += slot(e)

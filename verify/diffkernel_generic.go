@@ -13,3 +13,8 @@ var useAVX512 = false
 func vecKernel(da, db dtype.DType) statsKernel { return nil }
 
 func sumSqVec(d dtype.DType, x []byte) (float64, int64, int) { return 0, 0, 0 }
+
+// useBlock: no block kernel either.
+var useBlock = false
+
+func blockKernel(da, db dtype.DType, tol tolerance) statsKernel { return nil }

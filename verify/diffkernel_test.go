@@ -53,6 +53,11 @@ func histClear(t *testing.T, k *f32Kernel) {
 			t.Fatalf("histogram slot %#x not read by flush: %v", i, k.hist[i])
 		}
 	}
+	for i := range k.hist32 {
+		if k.hist32[i] != [histCopies32]int64{} {
+			t.Fatalf("block histogram slot %#x not read by flush: %v", i, k.hist32[i])
+		}
+	}
 }
 
 // sumBound is a bound on the rounding error of a float64 sum of n terms
@@ -322,9 +327,9 @@ func TestKernelLayout(t *testing.T) {
 	var k f32Kernel
 	got := []uintptr{unsafe.Offsetof(k.sumD2), unsafe.Offsetof(k.sumA2), unsafe.Offsetof(k.sumB2), unsafe.Offsetof(k.sumDS),
 		unsafe.Offsetof(k.maxAbs), unsafe.Offsetof(k.over), unsafe.Offsetof(k.relThr), unsafe.Offsetof(k.atol), unsafe.Offsetof(k.rtol),
-		unsafe.Offsetof(k.tolOn), unsafe.Offsetof(k.hist)}
-	want := []uintptr{0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 640}
-	if !reflect.DeepEqual(got, want) || unsafe.Sizeof(k.hist[0]) != 16*8 {
+		unsafe.Offsetof(k.tolOn), unsafe.Offsetof(k.relThr32), unsafe.Offsetof(k.hist), unsafe.Offsetof(k.hist32)}
+	want := []uintptr{0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 584, 640, 524928}
+	if !reflect.DeepEqual(got, want) || unsafe.Sizeof(k.hist[0]) != 16*8 || unsafe.Sizeof(k.hist32[0]) != 32*8 {
 		t.Errorf("offsets %v, want %v (K_* in diffkernel_amd64.s)", got, want)
 	}
 }
