@@ -65,6 +65,8 @@ type f32Kernel struct {
 	_                          [13]uint32
 	hist                       [histSlots][histCopies]int64     // 640
 	hist32                     [histSlots32][histCopies32]int64 // 524928: the block kernel's (diffkernel32.go)
+	blk                        blockHist                        // 656000
+	blkGo                      blockCounts
 
 	maxRel float64
 	finite int64 // finite pairs counted, equal ones included
@@ -157,11 +159,18 @@ func (s *acc) addPairs(n int, tol tolerance, k *f32Kernel, blk, vec statsKernel,
 	for i := 0; i < n; {
 		j := n // without the block kernel, or its tail
 		if blk != nil && i < nb {
-			v := blk(unsafe.Add(pa, i*sa), unsafe.Add(pb, i*sb), nb-i, k)
+			m := min(nb-i, blockPairs*blockMaxSteps/2)
+			k.blockWindow(s, m/blockPairs)
+			v := blk(unsafe.Add(pa, i*sa), unsafe.Add(pb, i*sb), m, k)
+			k.readPend()
 			k.finite += int64(v)
+			k.blkGo.taken += int64(v)
+			k.blkGo.steps += v / blockPairs
 			i += v
-			if i < nb {
+			if v < m {
 				j = i + blockPairs // the step it left
+			} else {
+				j = i
 			}
 		}
 		s.addVec(i, j, tol, k, vec, pa, pb, sa, sb, elems)

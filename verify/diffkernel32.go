@@ -2,6 +2,7 @@ package verify
 
 import (
 	"math"
+	"math/bits"
 )
 
 // The block kernel (statsBF16BF16Block, diffkernel32_amd64.s) computes a
@@ -56,9 +57,123 @@ func roundDown32(r float64) float32 {
 	return f
 }
 
+// blockHist is the block kernel's histogram state (f32Kernel.blk; the
+// kernel reads it by offset, diffkernel32_amd64.s). Each difference sets
+// one bit of its lane's 32-bit word: bit e-base of the low 16 bits for
+// d > 0, of the high 16 for d < 0 (e its float32 biased exponent, within
+// the window [base, base+16)); those words are counted bit by bit in
+// carry-save form (Harley-Seal): planes of weight 1 to 8 (the kernel's
+// registers between calls), carries of weight 2 to 8 waiting when a call
+// ends inside its tree of eight steps, planes of weight 16 to 4096 in
+// memory. A nonzero difference outside the window is counted in hist32;
+// a zero one nowhere (flush32 counts the zeros as what is left).
+type blockHist struct {
+	base    int32 // 0
+	_       [15]uint32
+	planes  [4][16]uint32 // 64
+	pend    [3][16]uint32 // 320
+	mplanes [9][16]uint32 // 512
+	scratch [32]uint32    // 1088: the slots of a step's differences outside the window
+}
+
+// blockCounts is what Go keeps of the block kernel's histogram.
+type blockCounts struct {
+	bits    [32]int64 // counts by window bit, read from the planes (base's)
+	set     bool      // the window is set for this tensor
+	steps   int       // steps counted in the planes since read
+	taken   int64     // pairs the block kernel took
+	counted int64     // of them, nonzero differences moved to the bins
+}
+
+// blockMaxSteps is how many steps the planes hold (each adds at most 2 a
+// bit: 13 planes count to 8191).
+const blockMaxSteps = 4095
+
+// readPlanes adds the counts of the planes (and the waiting carries) to
+// bits and clears them.
+func (k *f32Kernel) readPlanes() {
+	b := &k.blk
+	add := func(p *[16]uint32, w int64) {
+		for l, v := range p {
+			for v != 0 {
+				k.blkGo.bits[bits.TrailingZeros32(v)] += w
+				v &= v - 1
+			}
+			p[l] = 0
+		}
+	}
+	for j := range b.planes {
+		add(&b.planes[j], 1<<j)
+	}
+	for j := range b.pend {
+		add(&b.pend[j], 2<<j)
+	}
+	for j := range b.mplanes {
+		add(&b.mplanes[j], 16<<j)
+	}
+	k.blkGo.steps = 0
+}
+
+// readPend adds the carries a call left waiting to bits.
+func (k *f32Kernel) readPend() {
+	for j := range k.blk.pend {
+		p := &k.blk.pend[j]
+		for l, v := range p {
+			for v != 0 {
+				k.blkGo.bits[bits.TrailingZeros32(v)] += 2 << j
+				v &= v - 1
+			}
+			p[l] = 0
+		}
+	}
+}
+
+// binsOut moves bits (the window at base) to s's histogram.
+func (k *f32Kernel) binsOut(s *acc) {
+	g := &k.blkGo
+	for p, c := range g.bits {
+		if c == 0 {
+			continue
+		}
+		e := int(k.blk.base) + p%16
+		bin := min(max(e-126-histLo, 0), HistogramBins-1)
+		if p < 16 {
+			s.pos[bin] += c
+		} else {
+			s.neg[bin] += c
+		}
+		g.counted += c
+		g.bits[p] = 0
+	}
+}
+
+// blockWindow places the window before a call of the block kernel: its
+// top at the exponent of the largest difference so far (or 2^-5 before
+// any), the counts of a window moved read out first.
+func (k *f32Kernel) blockWindow(s *acc, steps int) {
+	base, top := int32(127-20), s.maxAbs
+	for _, m := range k.maxAbs {
+		top = max(top, m)
+	}
+	if top > 0 && top <= math.MaxFloat32 {
+		base = max(int32(math.Float32bits(float32(top))>>23)-15, 1)
+	}
+	g := &k.blkGo
+	if g.set && base != k.blk.base {
+		k.readPlanes()
+		k.binsOut(s)
+	}
+	if g.steps+steps > blockMaxSteps {
+		k.readPlanes()
+	}
+	g.set = true
+	k.blk.base = base
+}
+
 // flush32 adds the block kernel's histogram to s's bins and clears it,
-// returning its count of zero differences. Its differences are 0 or normal
-// float32 values (exponent field 1 to 254).
+// returning its count of zero differences: the pairs it took less the
+// nonzero differences counted (hist32's slots 0 and 256 are zeros, the
+// others normal float32 values, exponent field 1 to 254).
 func (s *acc) flush32(k *f32Kernel) int64 {
 	slot := func(i int) int64 {
 		c := &k.hist32[i]
@@ -69,12 +184,21 @@ func (s *acc) flush32(k *f32Kernel) int64 {
 		*c = [histCopies32]int64{}
 		return n
 	}
-	zero := slot(0) + slot(256)
+	k.readPlanes()
+	k.binsOut(s)
+	g := &k.blkGo
+	nonzero := g.counted
+	slot(0)
+	slot(256)
 	for e := 1; e < 255; e++ {
 		// the float64 kernels' bin of biased exponent e-127+1023
 		bin := min(max(e-126-histLo, 0), HistogramBins-1)
-		s.pos[bin] += slot(e)
-		s.neg[bin] += slot(256 + e)
+		p, n := slot(e), slot(256+e)
+		s.pos[bin] += p
+		s.neg[bin] += n
+		nonzero += p + n
 	}
+	zero := g.taken - nonzero
+	*g = blockCounts{}
 	return zero
 }

@@ -15,10 +15,12 @@
 #define K_MAXABS 256
 #define K_RELTHR32 584
 #define K_HIST32 524928
+#define K_BASE 656000
+#define K_PLANES 656064
+#define K_PEND 656320
+#define K_MPLANES 656512
+#define K_SCRATCH 657088
 
-// blockSteps: steps (of 32 pairs) summed in float32 before the float64
-// lanes take them (blockSteps in diffkernel32.go)
-#define BLOCK_STEPS 8
 
 // the absolute value of two bfloat16 words, of a float32
 DATA abs16x2<>+0(SB)/4, $0x7fff7fff
@@ -46,6 +48,24 @@ GLOBL gap16x2<>(SB), RODATA|NOPTR, $4
 // low five bits cleared for the copy
 DATA slotmask32<>+0(SB)/4, $0xffffffe0
 GLOBL slotmask32<>(SB), RODATA|NOPTR, $4
+
+// 16 at a float32's sign shifted down 27 (the word of a negative
+// difference's one-hot bit), and 1
+DATA sign16<>+0(SB)/4, $16
+GLOBL sign16<>(SB), RODATA|NOPTR, $4
+DATA one32<>+0(SB)/4, $1
+GLOBL one32<>(SB), RODATA|NOPTR, $4
+
+// VPSHUFB: a 32-bit word's low byte copied to both its 16-bit words
+DATA dupctl<>+0(SB)/8, $0x8004800480008000
+DATA dupctl<>+8(SB)/8, $0x800c800c80088008
+DATA dupctl<>+16(SB)/8, $0x8004800480008000
+DATA dupctl<>+24(SB)/8, $0x800c800c80088008
+DATA dupctl<>+32(SB)/8, $0x8004800480008000
+DATA dupctl<>+40(SB)/8, $0x800c800c80088008
+DATA dupctl<>+48(SB)/8, $0x8004800480008000
+DATA dupctl<>+56(SB)/8, $0x800c800c80088008
+GLOBL dupctl<>(SB), RODATA|NOPTR, $64
 
 // each lane's copy of a slot: 0-15 for the even elements, 16-31 the odd
 DATA lanes32<>+0(SB)/4, $0
@@ -82,57 +102,64 @@ DATA lanes32<>+120(SB)/4, $30
 DATA lanes32<>+124(SB)/4, $31
 GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 
-// INC4W(r, t): the increments of the four slots in the 16-bit words of
-// r (overwritten), t a scratch register.
-#define INC4W(r, t) \
-	MOVWQZX r, t; \
-	INCQ (R9)(t*8); \
-	SHRQ $16, r; \
-	MOVWQZX r, t; \
-	INCQ (R9)(t*8); \
-	SHRQ $16, r; \
-	MOVWQZX r, t; \
-	INCQ (R9)(t*8); \
-	SHRQ $16, r; \
-	INCQ (R9)(r*8)
-
-// INC16(y, x): the sixteen slots in the words of y (x its low half).
-#define INC16(y, x) \
-	VMOVQ x, R8; \
-	VPEXTRQ $1, x, R10; \
-	VEXTRACTI128 $1, y, x; \
-	VMOVQ x, R11; \
-	VPEXTRQ $1, x, R12; \
-	INC4W(R8, R13); \
-	INC4W(R10, R13); \
-	INC4W(R11, R13); \
-	INC4W(R12, R13)
-
-// FLUSH32(z, y, sum): the float32 sums of z (y its low half) added to the
-// float64 lanes of sum, z cleared.
-#define FLUSH32(z, y, sum) \
-	VCVTPS2PD y, Z20; \
-	VEXTRACTF32X8 $1, z, Y21; \
-	VCVTPS2PD Y21, Z21; \
-	VADDPD Z20, sum, sum; \
-	VADDPD Z21, sum, sum; \
+// FLUSH32(z, y, off): the float32 sums of z (y its low half) added to
+// the float64 lanes at off(DX), z cleared.
+#define FLUSH32(z, y, off) \
+	VCVTPS2PD y, Z23; \
+	VEXTRACTF32X8 $1, z, Y24; \
+	VCVTPS2PD Y24, Z24; \
+	VADDPD off(DX), Z23, Z23; \
+	VADDPD Z24, Z23, Z23; \
+	VMOVUPD Z23, off(DX); \
 	VPXORD z, z, z
 
 #define FLUSH_ALL \
-	FLUSH32(Z8, Y8, Z12); \
-	FLUSH32(Z9, Y9, Z13); \
-	FLUSH32(Z10, Y10, Z14); \
-	FLUSH32(Z11, Y11, Z15)
+	FLUSH32(Z8, Y8, K_SUMD2); \
+	FLUSH32(Z9, Y9, K_SUMA2); \
+	FLUSH32(Z10, Y10, K_SUMB2); \
+	FLUSH32(Z11, Y11, K_SUMDS)
 
-// STEP32: 32 pairs at element AX. The 32 words of each side, their
-// magnitudes u and v; a step with a pair outside the range (blockLo,
-// blockHi, blockGap) or with |d| > relThr32*|b| (rounded down: a new
-// maximum relative error, maybe) is left (JNE done) before anything of it
-// is added. The even elements are a word's low halves shifted up, the odd
-// ones its high halves: a, b, d = a-b (exact), the sums d^2, a^2, b^2 and
-// d*(a+b) (FMA, float32), max |d|, the histogram slot of d (sign and
-// exponent) in the copy of its lane and half.
-#define STEP32 \
+// CSA(p, x, y): a carry-save adder of bit-sliced counters: p = p^x^y
+// (the sum's bit), x = the carry, majority(p, x, y), from p's new bit
+// (x and y equal: x; else not p).
+#define CSA(p, x, y) \
+	VPTERNLOGD $0x96, y, x, p; \
+	VPTERNLOGD $0xd4, p, y, x
+
+// ONEHOT(d, w, t): the histogram bit of each difference of d (float32)
+// in w: bit e-base of the low 16-bit word for d > 0, of the high word for
+// d < 0 (e the biased exponent, base K_BASE); none for d zero or outside
+// the window [base, base+16). t is a scratch register.
+#define ONEHOT(d, w, t) \
+	VPSRLD $23, d, w; \
+	VPSUBD.BCST K_BASE(DX), w, w; \
+	VPSHUFB dupctl<>(SB), w, w; \
+	VPSRLD $27, d, t; \
+	VPANDD.BCST sign16<>(SB), t, t; \
+	VPSLLVD t, Z25, t; \
+	VPSLLVW w, t, w
+
+// SLOW(d, off, lanes): the lanes of K5 (d != 0 outside the window)
+// stored as histogram slots of d (the copy of lanes) at K_SCRATCH+off.
+#define SLOTS(d, off, lanes) \
+	VPSRLD $18, d, Z1; \
+	VPANDD.BCST slotmask32<>(SB), Z1, Z1; \
+	VPORD lanes, Z1, Z1; \
+	VMOVDQU32 Z1, K_SCRATCH+off(DX)
+
+// STEP32(ok, loop): 32 pairs at element AX (a step of the tree: TREE). The 32 words of each side, their magnitudes u and v; a step with a
+// pair outside the range (blockLo, blockHi, blockGap) or with |d| >
+// relThr32*|b| (rounded down: a new maximum relative error, maybe) is
+// left (JNE done) before anything of it is added. The even elements are a
+// word's low halves shifted up, the odd ones its high halves: a, b, d =
+// a-b (exact), the sums d^2, a^2, b^2 and d*(a+b) (FMA, float32), max |d|,
+// and the histogram: each difference's one-hot bit (ONEHOT), those outside
+// the window counted one by one in hist32 (ok, loop: labels), the rest
+// added to the bit-sliced counters (P1 Z12, P2 Z13, P4 Z14, P8 Z15, the
+// carries of weight 2, 4 and 8 waiting in Z19, Z20, Z21).
+#define STEP32(ok, loop) \
+	CMPQ AX, CX; \
+	JGE  done; \
 	VMOVDQU32 (SI)(AX*2), Z0; \
 	VMOVDQU32 (DI)(AX*2), Z1; \
 	VPANDD Z31, Z0, Z2; \
@@ -174,14 +201,56 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 	VADDPS Z1, Z0, Z0; \
 	VFMADD231PS Z2, Z4, Z11; \
 	VFMADD231PS Z0, Z5, Z11; \
-	VPSRLD $18, Z4, Z4; \
-	VPSRLD $18, Z5, Z5; \
-	VPTERNLOGD $0xea, Z25, Z23, Z4; \
-	VPTERNLOGD $0xea, Z24, Z23, Z5; \
-	VPMOVDW Z4, Y4; \
-	VPMOVDW Z5, Y5; \
-	INC16(Y4, X4); \
-	INC16(Y5, X5)
+	ONEHOT(Z4, Z6, Z7); \
+	ONEHOT(Z5, Z0, Z1); \
+	VPTESTNMD Z6, Z6, K5; \
+	VPTESTMD Z4, Z4, K5, K5; \
+	VPTESTNMD Z0, Z0, K6; \
+	VPTESTMD Z5, Z5, K6, K6; \
+	KORTESTW K5, K6; \
+	JEQ ok; \
+	SLOTS(Z4, 0, lanes32<>(SB)); \
+	SLOTS(Z5, 64, lanes32<>+64(SB)); \
+	KMOVW K5, R8; \
+	KMOVW K6, R10; \
+	SHLQ $16, R10; \
+	ORQ R10, R8; \
+loop: \
+	BSFQ R8, R10; \
+	MOVLQZX K_SCRATCH(DX)(R10*4), R11; \
+	INCQ (R9)(R11*8); \
+	LEAQ -1(R8), R10; \
+	ANDQ R10, R8; \
+	JNE loop; \
+ok: \
+	CSA(Z12, Z6, Z0)
+
+// TREE_at: the step's carry of weight 2 (Z6) into the tree: waits in Z19
+// after an even step; after an odd one goes with Z19's into P2, whose
+// carry of weight 4 waits in Z20 (steps 1, 5) or goes with Z20's into P4
+// (3, 7), whose carry of weight 8 waits in Z21 (3) or goes with Z21's
+// into P8 (7), whose carry of weight 16 is added to the counters in
+// memory (weights 16 to 4096, RIPPLE). The carries waiting after step s
+// are those of the bits of s+1 (exit: PEND).
+#define TREE_0 VMOVDQA32 Z6, Z19
+#define TREE_2 VMOVDQA32 Z6, Z19
+#define TREE_4 VMOVDQA32 Z6, Z19
+#define TREE_6 VMOVDQA32 Z6, Z19
+#define TREE_1 CSA(Z13, Z19, Z6); VMOVDQA32 Z19, Z20
+#define TREE_5 CSA(Z13, Z19, Z6); VMOVDQA32 Z19, Z20
+#define TREE_3 CSA(Z13, Z19, Z6); CSA(Z14, Z20, Z19); VMOVDQA32 Z20, Z21
+#define TREE_7 CSA(Z13, Z19, Z6); CSA(Z14, Z20, Z19); CSA(Z15, Z21, Z20); RIPPLE
+
+// RIPPLE: Z21 (weight 16) added to the counters in memory, plane by plane.
+#define RIPPLE1(off) \
+	VMOVDQU32 K_MPLANES+off(DX), Z0; \
+	VPXORD Z21, Z0, Z1; \
+	VMOVDQU32 Z1, K_MPLANES+off(DX); \
+	VPANDD Z0, Z21, Z21
+
+#define RIPPLE \
+	RIPPLE1(0); RIPPLE1(64); RIPPLE1(128); RIPPLE1(192); RIPPLE1(256); \
+	RIPPLE1(320); RIPPLE1(384); RIPPLE1(448); RIPPLE1(512)
 
 // func statsBF16BF16Block(x, y unsafe.Pointer, n int, k *f32Kernel) int
 TEXT ·statsBF16BF16Block(SB), NOSPLIT, $0-40
@@ -191,20 +260,17 @@ TEXT ·statsBF16BF16Block(SB), NOSPLIT, $0-40
 	MOVQ k+24(FP), DX
 	MOVQ $K_HIST32, R9
 	ADDQ DX, R9
-	VMOVUPD K_SUMD2(DX), Z12
-	VMOVUPD K_SUMA2(DX), Z13
-	VMOVUPD K_SUMB2(DX), Z14
-	VMOVUPD K_SUMDS(DX), Z15
-	VMOVUPD K_MAXABS(DX), Z19
+	VMOVDQU32 K_PLANES(DX), Z12
+	VMOVDQU32 K_PLANES+64(DX), Z13
+	VMOVDQU32 K_PLANES+128(DX), Z14
+	VMOVDQU32 K_PLANES+192(DX), Z15
 	VBROADCASTSS K_RELTHR32(DX), Z27
 	VPBROADCASTD abs16x2<>(SB), Z31
 	VPBROADCASTD hi16<>(SB), Z30
 	VPBROADCASTD lo16x2<>(SB), Z29
 	VPBROADCASTD width16x2<>(SB), Z28
 	VPBROADCASTD gap16x2<>(SB), Z26
-	VMOVDQU32 lanes32<>(SB), Z25
-	VMOVDQU32 lanes32<>+64(SB), Z24
-	VPBROADCASTD slotmask32<>(SB), Z23
+	VPBROADCASTD one32<>(SB), Z25
 	VPBROADCASTD abs32<>(SB), Z22
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
@@ -214,30 +280,60 @@ TEXT ·statsBF16BF16Block(SB), NOSPLIT, $0-40
 	XORQ AX, AX
 
 block:
-	MOVQ $BLOCK_STEPS, BX
-
-step:
-	CMPQ AX, CX
-	JGE  done
-	STEP32
+	STEP32(ok0, loop0)
+	TREE_0
 	ADDQ $32, AX
-	DECQ BX
-	JNZ  step
+	STEP32(ok1, loop1)
+	TREE_1
+	ADDQ $32, AX
+	STEP32(ok2, loop2)
+	TREE_2
+	ADDQ $32, AX
+	STEP32(ok3, loop3)
+	TREE_3
+	ADDQ $32, AX
+	STEP32(ok4, loop4)
+	TREE_4
+	ADDQ $32, AX
+	STEP32(ok5, loop5)
+	TREE_5
+	ADDQ $32, AX
+	STEP32(ok6, loop6)
+	TREE_6
+	ADDQ $32, AX
+	STEP32(ok7, loop7)
+	TREE_7
+	ADDQ $32, AX
 	FLUSH_ALL
 	JMP  block
 
 done:
 	FLUSH_ALL
-	VCVTPS2PD Y16, Z20
-	VEXTRACTF32X8 $1, Z16, Y21
-	VCVTPS2PD Y21, Z21
-	VMAXPD Z20, Z19, Z19
-	VMAXPD Z21, Z19, Z19
-	VMOVUPD Z12, K_SUMD2(DX)
-	VMOVUPD Z13, K_SUMA2(DX)
-	VMOVUPD Z14, K_SUMB2(DX)
-	VMOVUPD Z15, K_SUMDS(DX)
-	VMOVUPD Z19, K_MAXABS(DX)
+	VCVTPS2PD Y16, Z23
+	VEXTRACTF32X8 $1, Z16, Y24
+	VCVTPS2PD Y24, Z24
+	VMAXPD K_MAXABS(DX), Z23, Z23
+	VMAXPD Z24, Z23, Z23
+	VMOVUPD Z23, K_MAXABS(DX)
+	VMOVDQU32 Z12, K_PLANES(DX)
+	VMOVDQU32 Z13, K_PLANES+64(DX)
+	VMOVDQU32 Z14, K_PLANES+128(DX)
+	VMOVDQU32 Z15, K_PLANES+192(DX)
+	// PEND: the carries waiting (the bits of the steps done in the tree)
+	MOVQ AX, BX
+	SHRQ $5, BX
+	TESTQ $1, BX
+	JEQ  pend2
+	VMOVDQU32 Z19, K_PEND(DX)
+pend2:
+	TESTQ $2, BX
+	JEQ  pend4
+	VMOVDQU32 Z20, K_PEND+64(DX)
+pend4:
+	TESTQ $4, BX
+	JEQ  pended
+	VMOVDQU32 Z21, K_PEND+128(DX)
+pended:
 	MOVQ AX, ret+32(FP)
 	VZEROUPPER
 	RET

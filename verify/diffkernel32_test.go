@@ -200,10 +200,21 @@ func TestBlockKernelSteps(t *testing.T) {
 		t.Skip("no AVX-512: the block kernel does not run here")
 	}
 	p2 := func(e int) float32 { return float32(math.Ldexp(1, e)) }
+	inf := math.Inf(1)
 	in := [][2]float32{{0, 0}, {float32(math.Copysign(0, -1)), 0}, {p2(-55), p2(-55)}, {p2(-55), -p2(-41) * 1.9921875},
 		{p2(58) * 1.9921875, p2(44)}, {p2(44) * 1.9921875, -p2(58) * 1.9921875}, {-p2(20) * 1.9921875, p2(6)}, {1, 1.0078125}}
-	out := [][2]float32{{0, 1}, {1, 0}, {p2(-56), p2(-56)}, {p2(-56) * 1.9921875, p2(-56) * 1.9921875}, {p2(60), p2(60)}, {p2(45), p2(45)}, {p2(59), p2(60)},
-		{p2(20), p2(4) * 1.9921875}, {p2(-133), p2(-133)}, {float32(math.NaN()), 1}, {float32(math.Inf(1)), 1}, {1, 0.5}} // {1, 0.5}: a new maximum relative error
+	// Outside: the range's edges, pairs whose d is not exact in float32
+	// (17 and 25 binades apart; 1-2^-25 rounds up to 1, out of its
+	// binade), NaN and infinities (with maxRel +Inf: only the range
+	// leaves them), and new maxima of the relative error: |d|/|b| = 1
+	// against 1-2^-24, where relThr32*|b| rounded up would not be below |d|.
+	out := []struct {
+		a, b float32
+		rel  float64
+	}{{0, 1, inf}, {1, 0, inf}, {p2(-56), p2(-56), inf}, {p2(-56) * 1.9921875, p2(-56) * 1.9921875, inf}, {p2(60), p2(60), inf},
+		{p2(45), p2(45), inf}, {p2(59), p2(60), inf}, {p2(20), p2(4) * 1.9921875, inf}, {p2(10) * 1.9921875, p2(-7) * 1.0078125, inf},
+		{1, p2(-25), inf}, {-1, -p2(-25), inf}, {p2(-133), p2(-133), inf}, {float32(math.NaN()), 1, inf}, {float32(math.Inf(1)), 1, inf},
+		{1, 0.5, 0.9}, {2.015625, 1.0078125, 1 - 0x1p-24}}
 	ordinary, _ := fp8LikePairs(9, 64)
 	base := make([]float32, 64)
 	dtype.DecodeFloat32(dtype.BFloat16, base, ordinary)
@@ -225,12 +236,13 @@ func TestBlockKernelSteps(t *testing.T) {
 	for _, p := range out {
 		for _, at := range []int{0, 17, 32, 63} {
 			x, y := append([]float32{}, base...), append([]float32{}, base...)
-			x[at], y[at] = p[0], p[1]
-			v, k := run(x, y, 0.9)
+			x[at], y[at] = p.a, p.b
+			v, k := run(x, y, p.rel)
 			if v != at&^31 {
 				t.Errorf("%v at %d: the kernel stopped at %d, want %d", p, at, v, at&^31)
 			}
-			if v == 0 && (k.sumA2 != [kernelLanes]float64{} || k.maxAbs != [kernelLanes]float64{} || k.hist32 != [histSlots32][histCopies32]int64{}) {
+			if v == 0 && (k.sumA2 != [kernelLanes]float64{} || k.maxAbs != [kernelLanes]float64{} || k.hist32 != [histSlots32][histCopies32]int64{} ||
+				k.blk.planes != [4][16]uint32{} || k.blk.pend != [3][16]uint32{} || k.blk.mplanes != [9][16]uint32{}) {
 				t.Errorf("%v at %d: the step left was added", p, at)
 			}
 		}

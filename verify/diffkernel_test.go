@@ -58,6 +58,9 @@ func histClear(t *testing.T, k *f32Kernel) {
 			t.Fatalf("block histogram slot %#x not read by flush: %v", i, k.hist32[i])
 		}
 	}
+	if b := k.blk; b.planes != [4][16]uint32{} || b.pend != [3][16]uint32{} || b.mplanes != [9][16]uint32{} || k.blkGo != (blockCounts{}) {
+		t.Fatalf("block histogram counters not read by flush: %+v %+v", b, k.blkGo)
+	}
 }
 
 // sumBound is a bound on the rounding error of a float64 sum of n terms
@@ -327,8 +330,10 @@ func TestKernelLayout(t *testing.T) {
 	var k f32Kernel
 	got := []uintptr{unsafe.Offsetof(k.sumD2), unsafe.Offsetof(k.sumA2), unsafe.Offsetof(k.sumB2), unsafe.Offsetof(k.sumDS),
 		unsafe.Offsetof(k.maxAbs), unsafe.Offsetof(k.over), unsafe.Offsetof(k.relThr), unsafe.Offsetof(k.atol), unsafe.Offsetof(k.rtol),
-		unsafe.Offsetof(k.tolOn), unsafe.Offsetof(k.relThr32), unsafe.Offsetof(k.hist), unsafe.Offsetof(k.hist32)}
-	want := []uintptr{0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 584, 640, 524928}
+		unsafe.Offsetof(k.tolOn), unsafe.Offsetof(k.relThr32), unsafe.Offsetof(k.hist), unsafe.Offsetof(k.hist32), unsafe.Offsetof(k.blk),
+		unsafe.Offsetof(k.blk) + unsafe.Offsetof(k.blk.planes), unsafe.Offsetof(k.blk) + unsafe.Offsetof(k.blk.pend),
+		unsafe.Offsetof(k.blk) + unsafe.Offsetof(k.blk.mplanes), unsafe.Offsetof(k.blk) + unsafe.Offsetof(k.blk.scratch)}
+	want := []uintptr{0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 584, 640, 524928, 656000, 656064, 656320, 656512, 657088}
 	if !reflect.DeepEqual(got, want) || unsafe.Sizeof(k.hist[0]) != 16*8 || unsafe.Sizeof(k.hist32[0]) != 32*8 {
 		t.Errorf("offsets %v, want %v (K_* in diffkernel_amd64.s)", got, want)
 	}
