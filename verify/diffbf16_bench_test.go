@@ -1,11 +1,17 @@
 package verify
 
 import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"math/rand"
 	"syscall"
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/dtype"
+	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // fp8LikePairs returns n bfloat16 pairs (as read: 2 bytes an element) of
@@ -56,4 +62,66 @@ func BenchmarkAddBF16F64(b *testing.B) {
 	defer func(v bool) { useBlock = v }(useBlock)
 	useBlock = false
 	BenchmarkAddBF16(b)
+}
+
+// memSTBF16 is memST for bfloat16 tensors (their bytes as given).
+func memSTBF16(t testing.TB, tensors [][]byte) *statedict.Checkpoint {
+	t.Helper()
+	hdr := map[string]any{}
+	var off int64
+	for i, v := range tensors {
+		hdr[fmt.Sprintf("model.layers.%d.w", i)] = map[string]any{"dtype": "BF16", "shape": []int{len(v) / 2}, "data_offsets": []int64{off, off + int64(len(v))}}
+		off += int64(len(v))
+	}
+	h, err := json.Marshal(hdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
+	buf = append(buf, h...)
+	for _, v := range tensors {
+		buf = append(buf, v...)
+	}
+	ck, err := statedict.NewReader(bytes.NewReader(buf), int64(len(buf)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck
+}
+
+// BenchmarkDiffBF16: a whole Diff of two in-memory checkpoints of 8
+// bfloat16 tensors of 2^22 elements (64 MiB a side) as bench/diff_fp8.sh
+// compares; CPU-ns an element (user+sys).
+func BenchmarkDiffBF16(b *testing.B) {
+	var ta, tb [][]byte
+	for i := range 8 {
+		ca, cb := fp8LikePairs(int64(i), 1<<22)
+		ta, tb = append(ta, ca), append(tb, cb)
+	}
+	a, c := memSTBF16(b, ta), memSTBF16(b, tb)
+	b.SetBytes(2 * 8 << 23)
+	b.ResetTimer()
+	u0 := cpuNS()
+	for range b.N {
+		if _, err := Diff(context.Background(), a, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cpuNS()-u0)/float64(b.N)/(8<<22), "cpu-ns/elem")
+}
+
+// BenchmarkDiffBF16F64: BenchmarkDiffBF16 with the float64 kernels only.
+func BenchmarkDiffBF16F64(b *testing.B) {
+	defer func(v bool) { useBlock = v }(useBlock)
+	useBlock = false
+	BenchmarkDiffBF16(b)
+}
+
+// cpuNS is the process's user and system CPU time in nanoseconds.
+func cpuNS() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

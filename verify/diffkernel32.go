@@ -8,8 +8,9 @@ import (
 // The block kernel (statsBF16BF16Block, diffkernel32_amd64.s) computes a
 // bfloat16 pair's statistics in float32, sixteen lanes a register, and
 // adds its float32 sums into the float64 lanes every blockSteps steps of
-// blockPairs pairs. It takes a step only when every pair of it is in the
-// range where float32 arithmetic is exact or bounded:
+// blockPairs pairs; its histogram is bit-sliced (blockHist). It takes a
+// step only when every pair of it is in the range where float32
+// arithmetic is exact or bounded:
 //
 //   - both magnitudes zero, or the smaller in [2^-55, 2^45) and the larger
 //     at most 2^15 times it (their bfloat16 bits at most 15 binades apart,
@@ -21,12 +22,14 @@ import (
 //     underflows: |d|, |a+b| are 0 or in [2^-62, 2^61), every product in
 //     [2^-124, 2^122) (a normal float32), a lane's block sum below 2^126.
 //
-// a*a, b*b are exact (two 8-bit significands); d*d and d*(a+b) are
-// rounded once (relative 2^-24); each lane adds 2*blockSteps products in
-// float32 before the float64 lanes take them, so a sum's error is at most
-// (2*blockSteps+1)*2^-24 of the sum of its terms' magnitudes (Higham
-// (4.4), gamma_17 < 2^-19.9), plus the float64 sums' (n/8)*2^-53: the
-// bound the tests hold (blockSumBound) and docs/cli-json.md states.
+// Each sum is a fused multiply-add a lane (the product exact within it,
+// one rounding of relative 2^-24 an addition); a lane adds 2*blockSteps
+// terms in float32 before the float64 lanes take them (exactly), so a
+// sum's error is at most (2*blockSteps+1)*2^-24 of the sum of its terms'
+// magnitudes (Higham (4.4), gamma_17 < 2^-19.9), plus the float64 sums'
+// n*2^-53: the bound the tests hold (blockSumBound) and docs/cli-json.md
+// states. Counts, max |A-B|, max |A-B|/|B| and the histogram are exact
+// (the float64 kernels' bits).
 //
 // A step outside that range (or with a possible new maximum relative
 // error, tested as |d| > relThr32*|b| rounded down) is left to the

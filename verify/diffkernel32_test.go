@@ -252,7 +252,8 @@ func TestBlockKernelSteps(t *testing.T) {
 // TestCosineNearOne: with B = A but for a few elements one bfloat16 unit
 // apart, 1-cos (about 1e-13) keeps its digits on every path: the cosine
 // is within half a unit of 1 (2^-53, what a float64 near 1 can hold) and
-// 1e-5 of 1-cos of an exact computation (math/big). The quotient of A.B
+// 4e-6 of ||A-B||^2/(2||A|| ||B||) (about 1-cos) of an exact computation
+// (math/big). The quotient of A.B
 // by the norms, summed in float64 (the formula before), was off by
 // several units of 1.
 func TestCosineNearOne(t *testing.T) {
@@ -291,8 +292,66 @@ func TestCosineNearOne(t *testing.T) {
 	for _, m := range modes {
 		s := runBF16(t, m, ca, cb, 65536)
 		got := 1 - cosine(s.sumD2, s.sumA2, s.sumB2, s.sumDS)
-		if e := math.Abs(got - want); e > 0x1p-53+1e-5*want {
+		// docs/cli-json.md: within 4e-6 of ||A-B||^2/(2||A|| ||B||), plus half a unit of 1
+		scale := s.sumD2 / (2 * math.Sqrt(s.sumA2) * math.Sqrt(s.sumB2))
+		if e := math.Abs(got - want); e > 0x1p-53+4e-6*scale {
 			t.Errorf("%s: 1-cos %.6g, want %.6g (error %.2g)", m, got, want, e)
 		}
+	}
+}
+
+// TestCosineFormula: cosine from the sums of d^2, a^2, b^2 and d*(a+b)
+// against A.B/(||A|| ||B||) computed directly: opposite, scaled,
+// orthogonal, zero and random pairs.
+func TestCosineFormula(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	r := make([]float64, 50)
+	for i := range r {
+		r[i] = rng.NormFloat64()
+	}
+	orth := make([]float64, 50)
+	for i := range orth {
+		orth[i] = rng.NormFloat64()
+	}
+	var dot, rr float64
+	for i := range r {
+		dot += r[i] * orth[i]
+		rr += r[i] * r[i]
+	}
+	for i := range orth {
+		orth[i] -= dot / rr * r[i] // orthogonal to r
+	}
+	scaled := func(c float64) []float64 {
+		o := make([]float64, len(r))
+		for i := range r {
+			o[i] = c * r[i]
+		}
+		return o
+	}
+	for _, c := range []struct {
+		name string
+		b    []float64
+		want float64
+	}{{"opposite", scaled(-1), -1}, {"scaled", scaled(2.5), 1}, {"orthogonal", orth, 0}, {"zero", make([]float64, 50), 0}, {"random", orth[:0], math.NaN()}} {
+		b := c.b
+		if len(b) == 0 {
+			b = make([]float64, 50)
+			for i := range b {
+				b[i] = rng.NormFloat64()
+			}
+			var ab, aa, bb float64
+			for i := range r {
+				ab, aa, bb = ab+r[i]*b[i], aa+r[i]*r[i], bb+b[i]*b[i]
+			}
+			c.want = ab / math.Sqrt(aa*bb)
+		}
+		var s acc
+		s.add(r, b, tolerance{})
+		if got := cosine(s.sumD2, s.sumA2, s.sumB2, s.sumDS); math.Abs(got-c.want) > 1e-14 {
+			t.Errorf("%s: cosine %v, want %v", c.name, got, c.want)
+		}
+	}
+	if cosine(0, 0, 0, 0) != 1 {
+		t.Error("two zero tensors: cosine not 1")
 	}
 }
