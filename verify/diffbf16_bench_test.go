@@ -1,17 +1,12 @@
 package verify
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/json"
-	"fmt"
 	"math/rand"
 	"syscall"
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/dtype"
-	"github.com/ckpt-dev/ckpt/statedict"
 )
 
 // fp8LikePairs returns n bfloat16 pairs (as read: 2 bytes an element) of
@@ -64,31 +59,6 @@ func BenchmarkAddBF16F64(b *testing.B) {
 	BenchmarkAddBF16(b)
 }
 
-// memSTBF16 is memST for bfloat16 tensors (their bytes as given).
-func memSTBF16(t testing.TB, tensors [][]byte) *statedict.Checkpoint {
-	t.Helper()
-	hdr := map[string]any{}
-	var off int64
-	for i, v := range tensors {
-		hdr[fmt.Sprintf("model.layers.%d.w", i)] = map[string]any{"dtype": "BF16", "shape": []int{len(v) / 2}, "data_offsets": []int64{off, off + int64(len(v))}}
-		off += int64(len(v))
-	}
-	h, err := json.Marshal(hdr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
-	buf = append(buf, h...)
-	for _, v := range tensors {
-		buf = append(buf, v...)
-	}
-	ck, err := statedict.NewReader(bytes.NewReader(buf), int64(len(buf)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ck
-}
-
 // BenchmarkDiffBF16: a whole Diff of two in-memory checkpoints of 8
 // bfloat16 tensors of 2^22 elements (64 MiB a side) as bench/diff_fp8.sh
 // compares; CPU-ns an element (user+sys).
@@ -98,7 +68,7 @@ func BenchmarkDiffBF16(b *testing.B) {
 		ca, cb := fp8LikePairs(int64(i), 1<<22)
 		ta, tb = append(ta, ca), append(tb, cb)
 	}
-	a, c := memSTBF16(b, ta), memSTBF16(b, tb)
+	a, c := memSTRaw(b, "BF16", 2, ta), memSTRaw(b, "BF16", 2, tb)
 	b.SetBytes(2 * 8 << 23)
 	b.ResetTimer()
 	u0 := cpuNS()

@@ -273,15 +273,7 @@ func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 // flush adds k's counts and histogram to s and clears them: once a
 // tensor, after its last addF32.
 func (s *acc) flush(k *f32Kernel) {
-	slot := func(i int) int64 {
-		c := &k.hist[i]
-		var n int64
-		for _, v := range c {
-			n += v
-		}
-		*c = [histCopies]int64{}
-		return n
-	}
+	slot := func(i int) int64 { return sumClear(k.hist[i][:]) }
 	zero := slot(0) + slot(histNegZero) + s.flush32(k)
 	for e := histELo; e <= histEHi; e++ {
 		bin := min(max(e-1022-histLo, 0), HistogramBins-1)
@@ -353,4 +345,14 @@ func asFloat32(d dtype.DType, dst []float32, src []byte) []float32 {
 	}
 	dtype.DecodeFloat32(d, dst, src)
 	return dst
+}
+
+// sumClear returns the sum of c's counts and clears them.
+func sumClear(c []int64) int64 {
+	var n int64
+	for _, v := range c {
+		n += v
+	}
+	clear(c)
+	return n
 }

@@ -178,15 +178,7 @@ func (k *f32Kernel) blockWindow(s *acc, steps int) {
 // nonzero differences counted (hist32's slots 0 and 256 are zeros, the
 // others normal float32 values, exponent field 1 to 254).
 func (s *acc) flush32(k *f32Kernel) int64 {
-	slot := func(i int) int64 {
-		c := &k.hist32[i]
-		var n int64
-		for _, v := range c {
-			n += v
-		}
-		*c = [histCopies32]int64{}
-		return n
-	}
+	slot := func(i int) int64 { return sumClear(k.hist32[i][:]) }
 	k.readPlanes()
 	k.binsOut(s)
 	g := &k.blkGo
