@@ -49,22 +49,19 @@ GLOBL gap16x2<>(SB), RODATA|NOPTR, $4
 DATA slotmask32<>+0(SB)/4, $0xffffffe0
 GLOBL slotmask32<>(SB), RODATA|NOPTR, $4
 
-// 16 at a float32's sign shifted down 27 (the word of a negative
-// difference's one-hot bit), and 1
-DATA sign16<>+0(SB)/4, $16
-GLOBL sign16<>(SB), RODATA|NOPTR, $4
-DATA one32<>+0(SB)/4, $1
-GLOBL one32<>(SB), RODATA|NOPTR, $4
+// 1 in both 16-bit words (ONEHOT)
+DATA one16x2<>+0(SB)/4, $0x00010001
+GLOBL one16x2<>(SB), RODATA|NOPTR, $4
 
-// VPSHUFB: a 32-bit word's low byte copied to both its 16-bit words
-DATA dupctl<>+0(SB)/8, $0x8004800480008000
-DATA dupctl<>+8(SB)/8, $0x800c800c80088008
-DATA dupctl<>+16(SB)/8, $0x8004800480008000
-DATA dupctl<>+24(SB)/8, $0x800c800c80088008
-DATA dupctl<>+32(SB)/8, $0x8004800480008000
-DATA dupctl<>+40(SB)/8, $0x800c800c80088008
-DATA dupctl<>+48(SB)/8, $0x8004800480008000
-DATA dupctl<>+56(SB)/8, $0x800c800c80088008
+// VPSHUFB: a 32-bit word's low 16-bit word copied to its high one
+DATA dupctl<>+0(SB)/8, $0x0504050401000100
+DATA dupctl<>+8(SB)/8, $0x0d0c0d0c09080908
+DATA dupctl<>+16(SB)/8, $0x0504050401000100
+DATA dupctl<>+24(SB)/8, $0x0d0c0d0c09080908
+DATA dupctl<>+32(SB)/8, $0x0504050401000100
+DATA dupctl<>+40(SB)/8, $0x0d0c0d0c09080908
+DATA dupctl<>+48(SB)/8, $0x0504050401000100
+DATA dupctl<>+56(SB)/8, $0x0d0c0d0c09080908
 GLOBL dupctl<>(SB), RODATA|NOPTR, $64
 
 // each lane's copy of a slot: 0-15 for the even elements, 16-31 the odd
@@ -105,12 +102,12 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 // FLUSH32(z, y, off): the float32 sums of z (y its low half) added to
 // the float64 lanes at off(DX), z cleared.
 #define FLUSH32(z, y, off) \
-	VCVTPS2PD y, Z23; \
-	VEXTRACTF32X8 $1, z, Y24; \
-	VCVTPS2PD Y24, Z24; \
-	VADDPD off(DX), Z23, Z23; \
-	VADDPD Z24, Z23, Z23; \
-	VMOVUPD Z23, off(DX); \
+	VCVTPS2PD y, Z1; \
+	VEXTRACTF32X8 $1, z, Y2; \
+	VCVTPS2PD Y2, Z2; \
+	VADDPD off(DX), Z1, Z1; \
+	VADDPD Z2, Z1, Z1; \
+	VMOVUPD Z1, off(DX); \
 	VPXORD z, z, z
 
 #define FLUSH_ALL \
@@ -126,18 +123,18 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 	VPTERNLOGD $0x96, y, x, p; \
 	VPTERNLOGD $0xd4, p, y, x
 
-// ONEHOT(d, w, t): the histogram bit of each difference of d (float32)
-// in w: bit e-base of the low 16-bit word for d > 0, of the high word for
-// d < 0 (e the biased exponent, base K_BASE); none for d zero or outside
-// the window [base, base+16). t is a scratch register.
-#define ONEHOT(d, w, t) \
+// ONEHOT(d, w): the histogram bit of each difference of d (float32) in
+// w: bit e-base of the low 16-bit word for d > 0, of the high word for
+// d < 0 (e its biased exponent, base K_BASE); none for d zero or outside
+// the window [base, base+16). t = d>>23 (sign*256 + e) is copied to both
+// words, less base in the low word and base+256 in the high one (Z24):
+// each word's count is below 16 only for its sign within the window, and
+// VPSLLVW shifts its 1 (Z25) out for counts of 16 and more.
+#define ONEHOT(d, w) \
 	VPSRLD $23, d, w; \
-	VPSUBD.BCST K_BASE(DX), w, w; \
 	VPSHUFB dupctl<>(SB), w, w; \
-	VPSRLD $27, d, t; \
-	VPANDD.BCST sign16<>(SB), t, t; \
-	VPSLLVD t, Z25, t; \
-	VPSLLVW w, t, w
+	VPSUBW Z24, w, w; \
+	VPSLLVW w, Z25, w
 
 // SLOW(d, off, lanes): the lanes of K5 (d != 0 outside the window)
 // stored as histogram slots of d (the copy of lanes) at K_SCRATCH+off.
@@ -201,8 +198,8 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 	VADDPS Z1, Z0, Z0; \
 	VFMADD231PS Z2, Z4, Z11; \
 	VFMADD231PS Z0, Z5, Z11; \
-	ONEHOT(Z4, Z6, Z7); \
-	ONEHOT(Z5, Z0, Z1); \
+	ONEHOT(Z4, Z6); \
+	ONEHOT(Z5, Z0); \
 	VPTESTNMD Z6, Z6, K5; \
 	VPTESTMD Z4, Z4, K5, K5; \
 	VPTESTNMD Z0, Z0, K6; \
@@ -270,7 +267,12 @@ TEXT ·statsBF16BF16Block(SB), NOSPLIT, $0-40
 	VPBROADCASTD lo16x2<>(SB), Z29
 	VPBROADCASTD width16x2<>(SB), Z28
 	VPBROADCASTD gap16x2<>(SB), Z26
-	VPBROADCASTD one32<>(SB), Z25
+	VPBROADCASTD one16x2<>(SB), Z25
+	MOVL K_BASE(DX), R8
+	LEAL 256(R8), R10
+	SHLL $16, R10
+	ORL  R10, R8
+	VPBROADCASTD R8, Z24
 	VPBROADCASTD abs32<>(SB), Z22
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
@@ -309,12 +311,12 @@ block:
 
 done:
 	FLUSH_ALL
-	VCVTPS2PD Y16, Z23
-	VEXTRACTF32X8 $1, Z16, Y24
-	VCVTPS2PD Y24, Z24
-	VMAXPD K_MAXABS(DX), Z23, Z23
-	VMAXPD Z24, Z23, Z23
-	VMOVUPD Z23, K_MAXABS(DX)
+	VCVTPS2PD Y16, Z1
+	VEXTRACTF32X8 $1, Z16, Y2
+	VCVTPS2PD Y2, Z2
+	VMAXPD K_MAXABS(DX), Z1, Z1
+	VMAXPD Z2, Z1, Z1
+	VMOVUPD Z1, K_MAXABS(DX)
 	VMOVDQU32 Z12, K_PLANES(DX)
 	VMOVDQU32 Z13, K_PLANES+64(DX)
 	VMOVDQU32 Z14, K_PLANES+128(DX)
