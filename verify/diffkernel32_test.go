@@ -224,6 +224,41 @@ func TestBlockKernelSteps(t *testing.T) {
 		ca, cb := encBF16(t, x), encBF16(t, y)
 		return statsBF16BF16Block(unsafe.Pointer(&ca[0]), unsafe.Pointer(&cb[0]), len(x), k), k
 	}
+	// Ordinary pairs, the window over their differences: every nonzero
+	// one counted in the bit-sliced counters, none one by one (hist32).
+	func() {
+		ca, cb := fp8LikePairs(10, 256)
+		x, y := make([]float32, 256), make([]float32, 256)
+		dtype.DecodeFloat32(dtype.BFloat16, x, ca)
+		dtype.DecodeFloat32(dtype.BFloat16, y, cb)
+		var s acc
+		for i := range x {
+			s.maxAbs = max(s.maxAbs, math.Abs(float64(x[i])-float64(y[i])))
+		}
+		var nonzero int64
+		for i := range x {
+			if d := math.Abs(float64(x[i]) - float64(y[i])); d != 0 && d >= s.maxAbs/0x1p14 {
+				nonzero++
+			}
+		}
+		k := new(f32Kernel)
+		k.setRel(math.Inf(1))
+		k.blockWindow(&s, 8)
+		if v := statsBF16BF16Block(unsafe.Pointer(&ca[0]), unsafe.Pointer(&cb[0]), 256, k); v != 256 {
+			t.Fatalf("ordinary pairs: stopped at %d", v)
+		}
+		if k.hist32 != [histSlots32][histCopies32]int64{} {
+			t.Errorf("ordinary pairs counted one by one")
+		}
+		k.readPlanes()
+		var c int64
+		for _, n := range k.blkGo.bits {
+			c += n
+		}
+		if c < nonzero || nonzero < 200 {
+			t.Errorf("%d differences in the counters, want at least %d", c, nonzero)
+		}
+	}()
 	for _, p := range in {
 		x, y := append([]float32{}, base...), append([]float32{}, base...)
 		for i := 0; i < 64; i += 7 {
