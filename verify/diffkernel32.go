@@ -67,16 +67,17 @@ func roundDown32(r float64) float32 {
 // the window [base, base+16)); those words are counted bit by bit in
 // carry-save form (Harley-Seal): planes of weight 1 to 8 (the kernel's
 // registers between calls), carries of weight 2 to 8 waiting when a call
-// ends inside its tree of eight steps, planes of weight 16 to 4096 in
-// memory. A nonzero difference outside the window is counted in hist32;
+// ends inside its tree of eight steps, planes of weight 16 to 2^20 in
+// memory (deep enough that Go reads them only when the window moves and
+// once a tensor). A nonzero difference outside the window is counted in hist32;
 // a zero one nowhere (flush32 counts the zeros as what is left).
 type blockHist struct {
 	base    int32 // 0
 	_       [15]uint32
-	planes  [4][16]uint32 // 64
-	pend    [3][16]uint32 // 320
-	mplanes [9][16]uint32 // 512
-	scratch [32]uint32    // 1088: the slots of a step's differences outside the window
+	planes  [4][16]uint32  // 64
+	pend    [3][16]uint32  // 320
+	mplanes [17][16]uint32 // 512
+	scratch [32]uint32     // 1600: the slots of a step's differences outside the window
 }
 
 // blockCounts is what Go keeps of the block kernel's histogram.
@@ -89,8 +90,8 @@ type blockCounts struct {
 }
 
 // blockMaxSteps is how many steps the planes hold (each adds at most 2 a
-// bit: 13 planes count to 8191).
-const blockMaxSteps = 4095
+// bit: 21 planes count to 2^21-1).
+const blockMaxSteps = 1<<20 - 1
 
 // readPlanes adds the counts of the planes (and the waiting carries) to
 // bits and clears them.

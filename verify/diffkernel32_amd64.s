@@ -19,7 +19,7 @@
 #define K_PLANES 656064
 #define K_PEND 656320
 #define K_MPLANES 656512
-#define K_SCRATCH 657088
+#define K_SCRATCH 657600
 
 
 // the absolute value of two bfloat16 words, of a float32
@@ -227,7 +227,7 @@ ok: \
 // carry of weight 4 waits in Z20 (steps 1, 5) or goes with Z20's into P4
 // (3, 7), whose carry of weight 8 waits in Z21 (3) or goes with Z21's
 // into P8 (7), whose carry of weight 16 is added to the counters in
-// memory (weights 16 to 4096, RIPPLE). The carries waiting after step s
+// memory (weights 16 to 2^20, RIPPLE). The carries waiting after step s
 // are those of the bits of s+1 (exit: PEND).
 #define TREE_0 VMOVDQA32 Z6, Z19
 #define TREE_2 VMOVDQA32 Z6, Z19
@@ -247,7 +247,9 @@ ok: \
 
 #define RIPPLE \
 	RIPPLE1(0); RIPPLE1(64); RIPPLE1(128); RIPPLE1(192); RIPPLE1(256); \
-	RIPPLE1(320); RIPPLE1(384); RIPPLE1(448); RIPPLE1(512)
+	RIPPLE1(320); RIPPLE1(384); RIPPLE1(448); RIPPLE1(512); RIPPLE1(576); \
+	RIPPLE1(640); RIPPLE1(704); RIPPLE1(768); RIPPLE1(832); RIPPLE1(896); \
+	RIPPLE1(960); RIPPLE1(1024)
 
 // func statsBF16BF16Block(x, y unsafe.Pointer, n int, k *f32Kernel) int
 TEXT ·statsBF16BF16Block(SB), NOSPLIT, $0-40

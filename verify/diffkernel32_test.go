@@ -277,7 +277,7 @@ func TestBlockKernelSteps(t *testing.T) {
 				t.Errorf("%v at %d: the kernel stopped at %d, want %d", p, at, v, at&^31)
 			}
 			if v == 0 && (k.sumA2 != [kernelLanes]float64{} || k.maxAbs != [kernelLanes]float64{} || k.hist32 != [histSlots32][histCopies32]int64{} ||
-				k.blk.planes != [4][16]uint32{} || k.blk.pend != [3][16]uint32{} || k.blk.mplanes != [9][16]uint32{}) {
+				k.blk.planes != [4][16]uint32{} || k.blk.pend != [3][16]uint32{} || k.blk.mplanes != [17][16]uint32{}) {
 				t.Errorf("%v at %d: the step left was added", p, at)
 			}
 		}

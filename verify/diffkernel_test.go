@@ -58,7 +58,7 @@ func histClear(t *testing.T, k *f32Kernel) {
 			t.Fatalf("block histogram slot %#x not read by flush: %v", i, k.hist32[i])
 		}
 	}
-	if b := k.blk; b.planes != [4][16]uint32{} || b.pend != [3][16]uint32{} || b.mplanes != [9][16]uint32{} || k.blkGo != (blockCounts{}) {
+	if b := k.blk; b.planes != [4][16]uint32{} || b.pend != [3][16]uint32{} || b.mplanes != [17][16]uint32{} || k.blkGo != (blockCounts{}) {
 		t.Fatalf("block histogram counters not read by flush: %+v %+v", b, k.blkGo)
 	}
 }
@@ -333,7 +333,7 @@ func TestKernelLayout(t *testing.T) {
 		unsafe.Offsetof(k.tolOn), unsafe.Offsetof(k.relThr32), unsafe.Offsetof(k.hist), unsafe.Offsetof(k.hist32), unsafe.Offsetof(k.blk),
 		unsafe.Offsetof(k.blk) + unsafe.Offsetof(k.blk.planes), unsafe.Offsetof(k.blk) + unsafe.Offsetof(k.blk.pend),
 		unsafe.Offsetof(k.blk) + unsafe.Offsetof(k.blk.mplanes), unsafe.Offsetof(k.blk) + unsafe.Offsetof(k.blk.scratch)}
-	want := []uintptr{0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 584, 640, 524928, 656000, 656064, 656320, 656512, 657088}
+	want := []uintptr{0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 584, 640, 524928, 656000, 656064, 656320, 656512, 657600}
 	if !reflect.DeepEqual(got, want) || unsafe.Sizeof(k.hist[0]) != 16*8 || unsafe.Sizeof(k.hist32[0]) != 32*8 {
 		t.Errorf("offsets %v, want %v (K_* in diffkernel_amd64.s)", got, want)
 	}
