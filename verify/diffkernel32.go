@@ -97,38 +97,31 @@ const blockMaxSteps = 1<<20 - 1
 // bits and clears them.
 func (k *f32Kernel) readPlanes() {
 	b := &k.blk
-	add := func(p *[16]uint32, w int64) {
-		for l, v := range p {
-			for v != 0 {
-				k.blkGo.bits[bits.TrailingZeros32(v)] += w
-				v &= v - 1
-			}
-			p[l] = 0
-		}
-	}
 	for j := range b.planes {
-		add(&b.planes[j], 1<<j)
+		k.addBits(&b.planes[j], 1<<j)
 	}
-	for j := range b.pend {
-		add(&b.pend[j], 2<<j)
-	}
+	k.readPend()
 	for j := range b.mplanes {
-		add(&b.mplanes[j], 16<<j)
+		k.addBits(&b.mplanes[j], 16<<j)
 	}
 	k.blkGo.steps = 0
 }
 
-// readPend adds the carries a call left waiting to bits.
+// readPend adds the carries a call left waiting (weights 2, 4, 8) to bits.
 func (k *f32Kernel) readPend() {
 	for j := range k.blk.pend {
-		p := &k.blk.pend[j]
-		for l, v := range p {
-			for v != 0 {
-				k.blkGo.bits[bits.TrailingZeros32(v)] += 2 << j
-				v &= v - 1
-			}
-			p[l] = 0
+		k.addBits(&k.blk.pend[j], 2<<j)
+	}
+}
+
+// addBits adds w to bits for each bit set in p's lanes and clears p.
+func (k *f32Kernel) addBits(p *[16]uint32, w int64) {
+	for l, v := range p {
+		for v != 0 {
+			k.blkGo.bits[bits.TrailingZeros32(v)] += w
+			v &= v - 1
 		}
+		p[l] = 0
 	}
 }
 
