@@ -429,7 +429,7 @@ func finishPair(td *TensorDiff, p *pair, jobs []*diffJob) {
 		return
 	}
 	td.MaxAbs, td.MaxRel, td.RMSE = Stat(s.maxAbs), Stat(s.maxRel), Stat(s.rmse())
-	td.Cosine = Stat(cosine(s.sumAB, s.sumA2, s.sumB2))
+	td.Cosine = Stat(cosine(s.sumD2, s.sumA2, s.sumB2, s.sumDS))
 	td.RelFrobenius = Stat(relFrobenius(s.sumD2, s.sumB2))
 	td.Histogram = s.histogram()
 }
@@ -517,11 +517,11 @@ func layers(ts []*TensorDiff) []LayerDiff {
 		g.sum.sumD2 += t.acc.sumD2
 		g.sum.sumA2 += t.acc.sumA2
 		g.sum.sumB2 += t.acc.sumB2
-		g.sum.sumAB += t.acc.sumAB
+		g.sum.sumDS += t.acc.sumDS
 	}
 	out := make([]LayerDiff, 0, len(by))
 	for _, g := range by {
-		g.Cosine = Stat(cosine(g.sum.sumAB, g.sum.sumA2, g.sum.sumB2))
+		g.Cosine = Stat(cosine(g.sum.sumD2, g.sum.sumA2, g.sum.sumB2, g.sum.sumDS))
 		g.RelFrobenius = Stat(relFrobenius(g.sum.sumD2, g.sum.sumB2))
 		out = append(out, g.LayerDiff)
 	}

@@ -16,12 +16,24 @@ import (
 // memST returns a safetensors file in memory holding float32 tensors
 // model.layers.I.w of the given values.
 func memST(t testing.TB, tensors [][]float32) *statedict.Checkpoint {
+	raw := make([][]byte, len(tensors))
+	for i, v := range tensors {
+		for _, f := range v {
+			raw[i] = binary.LittleEndian.AppendUint32(raw[i], math.Float32bits(f))
+		}
+	}
+	return memSTRaw(t, "F32", 4, raw)
+}
+
+// memSTRaw returns a safetensors file in memory holding tensors
+// model.layers.I.w of dtype (elements of size bytes) with the given bytes.
+func memSTRaw(t testing.TB, dtype string, size int, tensors [][]byte) *statedict.Checkpoint {
 	t.Helper()
 	hdr := map[string]any{}
 	var off int64
 	for i, v := range tensors {
-		hdr[fmt.Sprintf("model.layers.%d.w", i)] = map[string]any{"dtype": "F32", "shape": []int{len(v)}, "data_offsets": []int64{off, off + 4*int64(len(v))}}
-		off += 4 * int64(len(v))
+		hdr[fmt.Sprintf("model.layers.%d.w", i)] = map[string]any{"dtype": dtype, "shape": []int{len(v) / size}, "data_offsets": []int64{off, off + int64(len(v))}}
+		off += int64(len(v))
 	}
 	h, err := json.Marshal(hdr)
 	if err != nil {
@@ -30,9 +42,7 @@ func memST(t testing.TB, tensors [][]float32) *statedict.Checkpoint {
 	buf := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
 	buf = append(buf, h...)
 	for _, v := range tensors {
-		for _, f := range v {
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(f))
-		}
+		buf = append(buf, v...)
 	}
 	ck, err := statedict.NewReader(bytes.NewReader(buf), int64(len(buf)))
 	if err != nil {

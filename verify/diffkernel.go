@@ -55,14 +55,18 @@ const (
 // in two cache lines). The vector kernels read it by offset: its layout is
 // fixed (diffkernel_amd64.s, diffkernel512_amd64.s).
 type f32Kernel struct {
-	sumD2, sumA2, sumB2, sumAB [kernelLanes]float64 // 0, 64, 128, 192
+	sumD2, sumA2, sumB2, sumDS [kernelLanes]float64 // 0, 64, 128, 192
 	maxAbs                     [kernelLanes]float64 // 256
 	over                       [kernelLanes]int64   // 320
 	relThr                     [kernelLanes]float64 // 384: maxRel*(1-relSlack)
 	atol, rtol                 [kernelLanes]float64 // 448, 512: atol +Inf without a tolerance
 	tolOn                      int64                // 576: 1 with a tolerance (atol finite)
-	_                          [7]int64
-	hist                       [histSlots][histCopies]int64 // 640
+	relThr32                   float32              // 584: maxRel rounded down to a float32 (the block kernel's)
+	_                          [13]uint32
+	hist                       [histSlots][histCopies]int64     // 640
+	hist32                     [histSlots32][histCopies32]int64 // 524928: the block kernel's (diffkernel32.go)
+	blk                        blockHist                        // 656000
+	blkGo                      blockCounts
 
 	maxRel float64
 	finite int64 // finite pairs counted, equal ones included
@@ -77,6 +81,7 @@ func (k *f32Kernel) setRel(r float64) {
 		t = r
 	}
 	k.relThr = broadcast(t)
+	k.relThr32 = roundDown32(r)
 }
 
 func broadcast(x float64) [kernelLanes]float64 {
@@ -109,7 +114,7 @@ type statsKernel func(x, y unsafe.Pointer, n int, k *f32Kernel) int
 // len(x)/kernelLanes terms.
 func (s *acc) addF32(x, y []float32, tol tolerance, k *f32Kernel) {
 	y = y[:len(x)]
-	s.addPairs(len(x), tol, k, vecKernel(dtype.Float32, dtype.Float32),
+	s.addPairs(len(x), tol, k, nil, vecKernel(dtype.Float32, dtype.Float32),
 		unsafe.Pointer(unsafe.SliceData(x)), unsafe.Pointer(unsafe.SliceData(y)), 4, 4,
 		func(i, j int) ([]float32, []float32) { return x[i:j], y[i:j] })
 }
@@ -125,7 +130,7 @@ func (s *acc) addRaw(da, db dtype.DType, ca, cb []byte, n int, tol tolerance, k 
 		return
 	}
 	sa, sb := da.Size(), db.Size()
-	s.addPairs(n, tol, k, vec, unsafe.Pointer(&ca[0]), unsafe.Pointer(&cb[0]), sa, sb,
+	s.addPairs(n, tol, k, blockKernel(da, db, tol), vec, unsafe.Pointer(&ca[0]), unsafe.Pointer(&cb[0]), sa, sb,
 		func(i, j int) ([]float32, []float32) {
 			x, y := k.blockA[:j-i], k.blockB[:j-i]
 			dtype.DecodeFloat32(da, x, ca[i*sa:j*sa])
@@ -134,26 +139,68 @@ func (s *acc) addRaw(da, db dtype.DType, ca, cb []byte, n int, tol tolerance, k 
 		})
 }
 
-// addPairs runs the kernels over n pairs: the vector kernel vec (nil for
-// none) from pa and pb (elements of sa and sb bytes), and addF32Go on the
-// blocks it leaves and its tail, whose float32 values elems returns
-// (elements [i, j), j-i <= kernelLanes with a vector kernel). A block left
-// has a NaN or an infinity, or a possible new maximum relative error:
-// addF32Go hands the NaN and infinite ones to add and divides only for a
-// new maximum.
-func (s *acc) addPairs(n int, tol tolerance, k *f32Kernel, vec statsKernel, pa, pb unsafe.Pointer, sa, sb int,
+// addPairs runs the kernels over n pairs: the block kernel blk (nil for
+// none) in steps of blockPairs, the vector kernel vec (nil for none) on
+// the steps blk leaves and on its tail, from pa and pb (elements of sa
+// and sb bytes), and addF32Go on the blocks vec leaves and on its tail,
+// whose float32 values elems returns (elements [i, j), j-i <= kernelLanes
+// with a vector kernel). A block left has a NaN or an infinity, or a
+// possible new maximum relative error (or, for blk, a pair outside its
+// exact range): addF32Go hands the NaN and infinite ones to add and
+// divides only for a new maximum.
+func (s *acc) addPairs(n int, tol tolerance, k *f32Kernel, blk, vec statsKernel, pa, pb unsafe.Pointer, sa, sb int,
 	elems func(i, j int) (x, y []float32)) {
 	k.setRel(s.maxRel)
 	k.setTol(tol)
-	n4 := n &^ (kernelLanes - 1)
+	nb := n
+	if blk != nil {
+		nb = n &^ (blockPairs - 1)
+	}
 	for i := 0; i < n; {
-		j := n // without the vector kernel, or its tail
+		j := n // without the block kernel, or its tail
+		if blk != nil && i < nb {
+			m := min(nb-i, blockPairs*blockMaxSteps/2)
+			k.blockWindow(s, m/blockPairs)
+			v := blk(unsafe.Add(pa, i*sa), unsafe.Add(pb, i*sb), m, k)
+			k.readPend()
+			k.finite += int64(v)
+			k.blkGo.taken += int64(v)
+			k.blkGo.steps += v / blockPairs
+			i += v
+			if v < m {
+				j = i + blockPairs // the step it left
+			} else {
+				j = i
+			}
+		}
+		s.addVec(i, j, tol, k, vec, pa, pb, sa, sb, elems)
+		i = j
+	}
+	s.n += int64(n)
+	s.sumD2 += laneSum(&k.sumD2)
+	s.sumA2 += laneSum(&k.sumA2)
+	s.sumB2 += laneSum(&k.sumB2)
+	s.sumDS += laneSum(&k.sumDS)
+	for l := range kernelLanes {
+		s.maxAbs = max(s.maxAbs, k.maxAbs[l])
+		s.over += k.over[l]
+	}
+	k.maxAbs, k.over = [kernelLanes]float64{}, [kernelLanes]int64{}
+	s.maxRel = k.maxRel
+}
+
+// addVec is addPairs's vector kernel and addF32Go over pairs [lo, hi).
+func (s *acc) addVec(lo, hi int, tol tolerance, k *f32Kernel, vec statsKernel, pa, pb unsafe.Pointer, sa, sb int,
+	elems func(i, j int) (x, y []float32)) {
+	n4 := lo + (hi-lo)&^(kernelLanes-1)
+	for i := lo; i < hi; {
+		j := hi // without the vector kernel, or its tail
 		if vec != nil && i < n4 {
 			v := vec(unsafe.Add(pa, i*sa), unsafe.Add(pb, i*sb), n4-i, k) // finite pairs, all
 			k.finite += int64(v)
 			i += v
 			if i < n4 {
-				j = min(i+kernelLanes, n) // the block it left (and the next, for a kernel of fewer lanes)
+				j = min(i+kernelLanes, hi) // the block it left (and the next, for a kernel of fewer lanes)
 			}
 		}
 		if i < j {
@@ -162,17 +209,6 @@ func (s *acc) addPairs(n int, tol tolerance, k *f32Kernel, vec statsKernel, pa, 
 		}
 		i = j
 	}
-	s.n += int64(n)
-	s.sumD2 += laneSum(&k.sumD2)
-	s.sumA2 += laneSum(&k.sumA2)
-	s.sumB2 += laneSum(&k.sumB2)
-	s.sumAB += laneSum(&k.sumAB)
-	for l := range kernelLanes {
-		s.maxAbs = max(s.maxAbs, k.maxAbs[l])
-		s.over += k.over[l]
-	}
-	k.maxAbs, k.over = [kernelLanes]float64{}, [kernelLanes]int64{}
-	s.maxRel = k.maxRel
 }
 
 // laneSum returns the sum of the lanes of v and clears them.
@@ -187,7 +223,7 @@ func laneSum(v *[kernelLanes]float64) float64 {
 // new maximum relative error) that it leaves. It does not count s.n.
 func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 	y = y[:len(x)]
-	sumD2, sumA2, sumB2, sumAB := k.sumD2[0], k.sumA2[0], k.sumB2[0], k.sumAB[0]
+	sumD2, sumA2, sumB2, sumDS := k.sumD2[0], k.sumA2[0], k.sumB2[0], k.sumDS[0]
 	maxAbs, maxRel, relThr := k.maxAbs[0], k.maxRel, k.relThr[0]
 	atol, rtol := k.atol[0], k.rtol[0]
 	over, finite := k.over[0], k.finite
@@ -204,14 +240,13 @@ func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 			aa := a * a
 			sumA2 += aa
 			sumB2 += aa
-			sumAB += aa
 			k.hist[math.Float64bits(d)>>52][0]++
 			continue
 		}
 		sumD2 += d * d
 		sumA2 += a * a
 		sumB2 += b * b
-		sumAB += a * b
+		sumDS += d * (a + b)
 		ad, ab := math.Abs(d), math.Abs(b)
 		if ad > maxAbs { // not max(): ad is a number, and max's NaN and -0 rules cost registers
 			maxAbs = ad
@@ -228,7 +263,7 @@ func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 		}
 		k.hist[math.Float64bits(d)>>52][0]++
 	}
-	k.sumD2[0], k.sumA2[0], k.sumB2[0], k.sumAB[0] = sumD2, sumA2, sumB2, sumAB
+	k.sumD2[0], k.sumA2[0], k.sumB2[0], k.sumDS[0] = sumD2, sumA2, sumB2, sumDS
 	k.maxAbs[0], k.over[0], k.finite = maxAbs, over, finite
 	if maxRel != k.maxRel {
 		k.setRel(maxRel)
@@ -238,16 +273,8 @@ func (s *acc) addF32Go(x, y []float32, tol tolerance, k *f32Kernel) {
 // flush adds k's counts and histogram to s and clears them: once a
 // tensor, after its last addF32.
 func (s *acc) flush(k *f32Kernel) {
-	slot := func(i int) int64 {
-		c := &k.hist[i]
-		var n int64
-		for _, v := range c {
-			n += v
-		}
-		*c = [histCopies]int64{}
-		return n
-	}
-	zero := slot(0) + slot(histNegZero)
+	slot := func(i int) int64 { return sumClear(k.hist[i][:]) }
+	zero := slot(0) + slot(histNegZero) + s.flush32(k)
 	for e := histELo; e <= histEHi; e++ {
 		bin := min(max(e-1022-histLo, 0), HistogramBins-1)
 		s.pos[bin] += slot(e)
@@ -291,7 +318,6 @@ func (s *acc) equal(n int64, sum float64, finite int64) {
 	s.n += n
 	s.sumA2 += sum
 	s.sumB2 += sum
-	s.sumAB += sum
 	s.finite += finite
 	s.zero += finite
 }
@@ -319,4 +345,14 @@ func asFloat32(d dtype.DType, dst []float32, src []byte) []float32 {
 	}
 	dtype.DecodeFloat32(d, dst, src)
 	return dst
+}
+
+// sumClear returns the sum of c's counts and clears them.
+func sumClear(c []int64) int64 {
+	var n int64
+	for _, v := range c {
+		n += v
+	}
+	clear(c)
+	return n
 }

@@ -127,3 +127,25 @@ func sumSqF32AVX512(x unsafe.Pointer, n int, out *[kernelLanes]float64, cnt *[ke
 
 //go:noescape
 func sumSqBF16AVX512(x unsafe.Pointer, n int, out *[kernelLanes]float64, cnt *[kernelLanes]int64)
+
+// statsBF16BF16Block is the block kernel (diffkernel32.go) for bfloat16
+// against bfloat16: addF32Go for n pairs (a multiple of blockPairs) in
+// steps of blockPairs, returning the index of the first step it leaves
+// (n when none), having added nothing of it.
+//
+//go:noescape
+func statsBF16BF16Block(x, y unsafe.Pointer, n int, k *f32Kernel) int
+
+// useBlock turns the block kernel on (with useAVX512; a variable: the
+// tests compare it with the float64 kernels).
+var useBlock = useAVX512
+
+// blockKernel returns the block kernel for elements of da against db:
+// bfloat16 against bfloat16 without a tolerance (its counts compare
+// with atol + rtol*|b| in float64) where useBlock; nil otherwise.
+func blockKernel(da, db dtype.DType, tol tolerance) statsKernel {
+	if !useBlock || !useAVX512 || !useVec || !littleEndian || tol.on || da != dtype.BFloat16 || db != dtype.BFloat16 {
+		return nil
+	}
+	return statsBF16BF16Block
+}

@@ -53,6 +53,14 @@ func histClear(t *testing.T, k *f32Kernel) {
 			t.Fatalf("histogram slot %#x not read by flush: %v", i, k.hist[i])
 		}
 	}
+	for i := range k.hist32 {
+		if k.hist32[i] != [histCopies32]int64{} {
+			t.Fatalf("block histogram slot %#x not read by flush: %v", i, k.hist32[i])
+		}
+	}
+	if b := k.blk; b.planes != [4][16]uint32{} || b.pend != [3][16]uint32{} || b.mplanes != [17][16]uint32{} || k.blkGo != (blockCounts{}) {
+		t.Fatalf("block histogram counters not read by flush: %+v %+v", b, k.blkGo)
+	}
 }
 
 // sumBound is a bound on the rounding error of a float64 sum of n terms
@@ -116,16 +124,16 @@ func TestAddF32MatchesAdd(t *testing.T) {
 		if got.maxAbs != want.maxAbs || got.maxRel != want.maxRel {
 			t.Errorf("max abs %v rel %v, want %v %v", got.maxAbs, got.maxRel, want.maxAbs, want.maxRel)
 		}
-		var absD2, absA2, absB2, absAB float64
+		var absD2, absA2, absB2, absDS float64
 		for i := range xf {
 			if a, b := xf[i], yf[i]; a-b-(a-b) == 0 {
 				absD2 += (a - b) * (a - b)
 				absA2 += a * a
 				absB2 += b * b
-				absAB += math.Abs(a * b)
+				absDS += math.Abs((a - b) * (a + b))
 			}
 		}
-		for _, p := range [][3]float64{{got.sumD2, want.sumD2, absD2}, {got.sumA2, want.sumA2, absA2}, {got.sumB2, want.sumB2, absB2}, {got.sumAB, want.sumAB, absAB}} {
+		for _, p := range [][3]float64{{got.sumD2, want.sumD2, absD2}, {got.sumA2, want.sumA2, absA2}, {got.sumB2, want.sumB2, absB2}, {got.sumDS, want.sumDS, absDS}} {
 			if math.Abs(p[0]-p[1]) > 2*sumBound(len(x), p[2]) {
 				t.Errorf("sum %v, want %v (bound %v)", p[0], p[1], 2*sumBound(len(x), p[2]))
 			}
@@ -249,8 +257,8 @@ func TestAddEqualF32(t *testing.T) {
 		if got.n != want.n || got.finite != want.finite || got.zero != want.zero || want.finite == int64(len(x)) {
 			t.Fatalf("got %+v, want %+v", got, want)
 		}
-		if math.Abs(got.sumA2-want.sumA2) > 2*sumBound(len(x), want.sumA2) || got.sumA2 != got.sumB2 || got.sumAB != got.sumA2 {
-			t.Errorf("sums %v %v %v, want %v", got.sumA2, got.sumB2, got.sumAB, want.sumA2)
+		if math.Abs(got.sumA2-want.sumA2) > 2*sumBound(len(x), want.sumA2) || got.sumA2 != got.sumB2 || got.sumDS != 0 {
+			t.Errorf("sums %v %v %v, want %v", got.sumA2, got.sumB2, got.sumDS, want.sumA2)
 		}
 	})
 }
@@ -320,11 +328,13 @@ func TestVecKernelDTypes(t *testing.T) {
 // TestKernelLayout: the offsets diffkernel_amd64.s reads f32Kernel at.
 func TestKernelLayout(t *testing.T) {
 	var k f32Kernel
-	got := []uintptr{unsafe.Offsetof(k.sumD2), unsafe.Offsetof(k.sumA2), unsafe.Offsetof(k.sumB2), unsafe.Offsetof(k.sumAB),
+	got := []uintptr{unsafe.Offsetof(k.sumD2), unsafe.Offsetof(k.sumA2), unsafe.Offsetof(k.sumB2), unsafe.Offsetof(k.sumDS),
 		unsafe.Offsetof(k.maxAbs), unsafe.Offsetof(k.over), unsafe.Offsetof(k.relThr), unsafe.Offsetof(k.atol), unsafe.Offsetof(k.rtol),
-		unsafe.Offsetof(k.tolOn), unsafe.Offsetof(k.hist)}
-	want := []uintptr{0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 640}
-	if !reflect.DeepEqual(got, want) || unsafe.Sizeof(k.hist[0]) != 16*8 {
+		unsafe.Offsetof(k.tolOn), unsafe.Offsetof(k.relThr32), unsafe.Offsetof(k.hist), unsafe.Offsetof(k.hist32), unsafe.Offsetof(k.blk),
+		unsafe.Offsetof(k.blk) + unsafe.Offsetof(k.blk.planes), unsafe.Offsetof(k.blk) + unsafe.Offsetof(k.blk.pend),
+		unsafe.Offsetof(k.blk) + unsafe.Offsetof(k.blk.mplanes), unsafe.Offsetof(k.blk) + unsafe.Offsetof(k.blk.scratch)}
+	want := []uintptr{0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 584, 640, 524928, 656000, 656064, 656320, 656512, 657600}
+	if !reflect.DeepEqual(got, want) || unsafe.Sizeof(k.hist[0]) != 16*8 || unsafe.Sizeof(k.hist32[0]) != 32*8 {
 		t.Errorf("offsets %v, want %v (K_* in diffkernel_amd64.s)", got, want)
 	}
 }

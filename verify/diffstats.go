@@ -42,9 +42,11 @@ const (
 type acc struct {
 	n, differing, nanMis, infMis, over, finite int64
 	maxAbs, maxRel                             float64
-	sumD2, sumA2, sumB2, sumAB                 float64
-	neg, pos                                   [HistogramBins]int64
-	zero                                       int64
+	// sumDS is the sum of d*(a+b), which is sumA2-sumB2 without the
+	// cancellation of that subtraction: cosine's 1-cos keeps its digits.
+	sumD2, sumA2, sumB2, sumDS float64
+	neg, pos                   [HistogramBins]int64
+	zero                       int64
 }
 
 // tolerance is a check's atol/rtol (acc.over counts the elements past
@@ -65,7 +67,6 @@ func (s *acc) add(x, y []float64, tol tolerance) {
 			}
 			s.sumA2 += a * a
 			s.sumB2 += a * a
-			s.sumAB += a * a
 			s.finite++
 			s.zero++
 			continue
@@ -95,7 +96,7 @@ func (s *acc) add(x, y []float64, tol tolerance) {
 		s.sumD2 += d * d
 		s.sumA2 += a * a
 		s.sumB2 += b * b
-		s.sumAB += a * b
+		s.sumDS += d * (a + b)
 		s.maxAbs = max(s.maxAbs, ad)
 		if ab := math.Abs(b); ab > 0 {
 			s.maxRel = max(s.maxRel, ad/ab)
@@ -144,7 +145,7 @@ func (s *acc) merge(o *acc) {
 	s.sumD2 += o.sumD2
 	s.sumA2 += o.sumA2
 	s.sumB2 += o.sumB2
-	s.sumAB += o.sumAB
+	s.sumDS += o.sumDS
 	s.zero += o.zero
 	for i := range s.neg {
 		s.neg[i] += o.neg[i]
@@ -169,7 +170,7 @@ func (s *acc) scale(r int64) {
 	s.sumD2 *= f
 	s.sumA2 *= f
 	s.sumB2 *= f
-	s.sumAB *= f
+	s.sumDS *= f
 	for i := range s.neg {
 		s.neg[i] *= r
 		s.pos[i] *= r
@@ -185,15 +186,24 @@ func (s *acc) rmse() float64 {
 	return math.Sqrt(s.sumD2 / float64(s.finite))
 }
 
-// cosine is 1 for two zero tensors, 0 when only one is zero.
-func cosine(sumAB, sumA2, sumB2 float64) float64 {
+// cosine is A.B / (||A|| ||B||) from the sums of d^2, a^2, b^2 and
+// d*(a+b) (d = a-b): 1 - (sumD2 - (||A||-||B||)^2) / (2 ||A|| ||B||), with
+// ||A||-||B|| = sumDS / (||A||+||B||). Its error is relative to
+// sumD2/(2 ||A|| ||B||), the size of 1-cos itself when the tensors are not
+// mostly a scaling of each other, so 1-cos keeps its digits near 1 (the
+// quotient of A.B by the norms loses them: its error is relative to 1).
+// 1 for two zero tensors, 0 when only one is zero, within [-1, 1].
+func cosine(sumD2, sumA2, sumB2, sumDS float64) float64 {
 	switch {
 	case sumA2 == 0 && sumB2 == 0:
 		return 1
 	case sumA2 == 0 || sumB2 == 0:
 		return 0
 	}
-	return sumAB / (math.Sqrt(sumA2) * math.Sqrt(sumB2))
+	na, nb := math.Sqrt(sumA2), math.Sqrt(sumB2)
+	g := sumDS / (na + nb)
+	c := 1 - (sumD2-g*g)/(2*na*nb)
+	return min(max(c, -1), 1)
 }
 
 // relFrobenius is ||A-B|| / ||B||: 0 for equal tensors, +Inf when B is
