@@ -115,25 +115,53 @@ func mxfp4T32Go(dst []byte, rowStride int, src []byte, srcStride int, scales []b
 // mxfp4Cols holds the scale columns of encodeGroups512.
 var mxfp4Cols = sync.Pool{New: func() any { return new([]byte) }}
 
+// scaleColumns writes the scales ([Prefix..., Groups], experts of
+// Prefix[1] rows) as columns: each expert's [rows, Groups] transposed to
+// [Groups, rows], so that group g's scales of expert x are the rows
+// bytes from (x*Groups+g)*rows, as encodeGroups512 reads them.
+func (l MXFP4Layout) scaleColumns(dst, scales []byte) {
+	r, g := l.Prefix[len(l.Prefix)-1], l.Groups
+	for x := 0; x+r*g <= len(scales) && x+r*g <= len(dst); x += r * g {
+		s, d := scales[x:x+r*g], dst[x:x+r*g]
+		// Blocks of 64 rows, so that the 64-byte runs written to each
+		// column stay in the cache while the rows are read.
+		for i0 := 0; i0 < r; i0 += 64 {
+			i1 := min(r, i0+64)
+			for gg := 0; gg < g; gg++ {
+				col := d[gg*r+i0 : gg*r+i1]
+				for i := range col {
+					col[i] = s[(i0+i)*g+gg]
+				}
+			}
+		}
+	}
+}
+
 // encodeGroups512 writes the 32*ng output rows from row t (a multiple of
-// 32; ng groups of one expert) by the AVX-512 kernel, the groups'
-// columns of the scales first made contiguous; a tile the kernel stops
-// at (a scale outside k's range) and rows after the last whole tile go
-// the other paths (encodeGroupPart).
-func (l MXFP4Layout) encodeGroups512(out []byte, tab *[256][16]uint16, k *mxfp4Tab512, blocks, scales []byte, t, ng int) {
+// 32; ng groups of one expert) by the AVX-512 kernel from the groups'
+// columns of the scales: those of allCols (scaleColumns) when not nil,
+// else made contiguous first; a tile the kernel stops at (a scale
+// outside k's range) and rows after the last whole tile go the other
+// paths (encodeGroupPart).
+func (l MXFP4Layout) encodeGroups512(out []byte, tab *[256][16]uint16, k *mxfp4Tab512, blocks, scales, allCols []byte, t, ng int) {
 	r, cols := l.Prefix[1], l.Cols()
 	ex, g := t/cols, t%cols/32
 	out = out[:2*32*ng*r]
-	col := mxfp4Cols.Get().(*[]byte)
-	defer mxfp4Cols.Put(col)
-	if cap(*col) < ng*r {
-		*col = make([]byte, ng*r)
-	}
-	c := (*col)[:ng*r]
-	s := scales[(ex*r*l.Groups + g):][:(r-1)*l.Groups+ng]
-	for i := 0; i < r; i++ {
-		for gg, e := range s[i*l.Groups : i*l.Groups+ng] {
-			c[gg*r+i] = e
+	var c []byte
+	if allCols != nil {
+		c = allCols[(ex*l.Groups+g)*r:][:ng*r]
+	} else {
+		col := mxfp4Cols.Get().(*[]byte)
+		defer mxfp4Cols.Put(col)
+		if cap(*col) < ng*r {
+			*col = make([]byte, ng*r)
+		}
+		c = (*col)[:ng*r]
+		s := scales[(ex*r*l.Groups + g):][:(r-1)*l.Groups+ng]
+		for i := 0; i < r; i++ {
+			for gg, e := range s[i*l.Groups : i*l.Groups+ng] {
+				c[gg*r+i] = e
+			}
 		}
 	}
 	stride := l.Groups * 16
