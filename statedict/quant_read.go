@@ -48,10 +48,12 @@ type quantSource struct {
 	compOff []int64
 
 	mu        sync.Mutex
-	span      *codeSpan  // the codes last read, while they may serve another read
-	served    int64      // logical bytes served since a span was last let go
-	ahead     *aheadSpan // the span being read ahead
-	nextFirst int64      // the element a read in order starts at next
+	span      *codeSpan   // the codes last read, while they may serve another read
+	served    int64       // logical bytes served since a span was last let go
+	ahead     *aheadSpan  // the span being read ahead
+	nextFirst int64       // the element a read in order starts at next
+	hashNext  bool        // the next stream of the whole weight is hashed (HashStream)
+	hashed    *streamHash // the digest of the last such stream
 }
 
 // wholeCodes is implemented by codecs that need the whole stored weight for every range.
@@ -179,7 +181,15 @@ func (s *quantSource) open(off, n int64) (io.ReadCloser, error) {
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
-	return io.NopCloser(&quantStream{s: s, off: off, end: off + n}), nil
+	q := &quantStream{s: s, off: off, end: off + n}
+	s.mu.Lock()
+	if total := s.numel * int64(s.dt.Size()); s.hashNext && off == 0 && n == total {
+		q.hash = newStreamHash(total)
+		s.hashed = q.hash
+	}
+	s.hashNext = false
+	s.mu.Unlock()
+	return io.NopCloser(q), nil
 }
 
 func (s *quantSource) readerAt() (io.ReaderAt, error) {
@@ -197,6 +207,7 @@ type quantStream struct {
 	off, end int64
 	buf      []byte
 	pending  []byte
+	hash     *streamHash // nil: not hashed
 }
 
 // quantDirect is the least Read that decodes into the caller's buffer.
@@ -217,7 +228,7 @@ func (q *quantStream) Read(p []byte) (int, error) {
 	lim := min(int64(len(p)), q.end-q.off, quantWindow)
 	if n := q.s.readLen(q.off, lim); len(p) >= quantDirect || n < lim {
 		// A writer's buffer, or as much of p as ends on a whole chunk.
-		n, err := q.s.ReadAt(p[:n], q.off)
+		n, err := q.s.readAt(p[:n], q.off, q.hash)
 		q.off += int64(n)
 		if err == io.EOF && n > 0 {
 			err = nil
@@ -237,7 +248,7 @@ func (q *quantStream) Read(p []byte) (int, error) {
 	if int64(cap(q.buf)) < n {
 		q.buf = make([]byte, n)
 	}
-	k, err := q.s.ReadAt(q.buf[:n], q.off)
+	k, err := q.s.readAt(q.buf[:n], q.off, q.hash)
 	q.off += int64(k)
 	if err == io.EOF && k > 0 {
 		err = nil
@@ -270,7 +281,11 @@ func (s *quantSource) readLen(off, n int64) int64 {
 
 // ReadAt fills p with the logical bytes at off, decoding chunks of
 // elements in parallel.
-func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
+func (s *quantSource) ReadAt(p []byte, off int64) (int, error) { return s.readAt(p, off, nil) }
+
+// readAt is ReadAt, the bytes also hashed into h when it is not nil (by
+// each worker the chunks inside what it wrote, then the rest: h.read).
+func (s *quantSource) readAt(p []byte, off int64, h *streamHash) (int, error) {
 	if err := s.prepare(); err != nil {
 		return 0, err
 	}
@@ -330,6 +345,9 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 				setErr(&mu, &firstErr, &Error{Tensor: s.name, Err: err})
 				return
 			}
+			if h != nil {
+				h.hashWhole(p, off, max(e0*es, off), min((e0+n)*es, off+int64(len(p))))
+			}
 		}
 	}
 	for w := int64(1); w < workers; w++ {
@@ -343,6 +361,11 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 	wg.Wait()
 	if firstErr != nil {
 		return 0, firstErr
+	}
+	if h != nil {
+		if err := h.read(p, off); err != nil {
+			return 0, &Error{Tensor: s.name, Err: err}
+		}
 	}
 	if len(p) < want {
 		return len(p), io.EOF

@@ -89,4 +89,3 @@ func TestQuantSpanMXFP4(t *testing.T) {
 		}
 	}
 }
-

@@ -1,0 +1,137 @@
+package statedict
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/ckpt-dev/ckpt/digest"
+)
+
+// A dequantized weight's digest (xxh64c, package digest) can be computed
+// by the workers that decode it, each 64 KiB chunk hashed by the worker
+// that wrote it while its bytes are in that core's cache, instead of by
+// the stream's reader afterwards, one core, a second pass over bytes that
+// have left the cache: Tensor.HashStream asks it of the next stream,
+// Tensor.StreamDigest returns it.
+
+// ErrNotHashed is returned by Tensor.StreamDigest when no stream asked by
+// HashStream has served the tensor's bytes whole and in order.
+var ErrNotHashed = errors.New("statedict: the stream was not hashed")
+
+// HashStream asks t's next stream (Open) to compute the digest of the
+// bytes it serves, where t's reader can (a dequantized weight, read whole:
+// the decode workers hash what they write); false, asking nothing, where
+// it cannot. StreamDigest returns the digest once the stream has served
+// every byte.
+func (t *Tensor) HashStream() bool {
+	s, ok := t.quantSource()
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	s.hashNext = true
+	s.mu.Unlock()
+	return true
+}
+
+// StreamDigest returns the digest of t's bytes computed by the stream
+// HashStream asked for: ErrNotHashed when none served them whole and in
+// order.
+func (t *Tensor) StreamDigest() (digest.Value, error) {
+	s, ok := t.quantSource()
+	if !ok {
+		return 0, ErrNotHashed
+	}
+	s.mu.Lock()
+	h := s.hashed
+	s.hashed = nil
+	s.mu.Unlock()
+	if h == nil || h.next != h.total {
+		return 0, &Error{Tensor: t.Name, Err: ErrNotHashed}
+	}
+	return digest.Combine(h.total, h.sums)
+}
+
+func (t *Tensor) quantSource() (*quantSource, bool) {
+	if t.Storage == nil || !t.IsContiguous() {
+		return nil, false
+	}
+	s, ok := t.Storage.src.(*quantSource)
+	return s, ok
+}
+
+// streamHash is the digest of a stream's bytes being computed: chunk
+// sums written by the decode workers (hashWhole, the chunks inside what
+// each wrote) and by the stream (read: those across workers' or reads'
+// edges, the one a read ends inside through part).
+type streamHash struct {
+	total int64
+	sums  []uint64
+	have  []bool
+	part  xxhash.Digest // the chunk the bytes hashed so far end inside
+	next  int64         // bytes hashed so far, in order
+}
+
+func newStreamHash(total int64) *streamHash {
+	n := digest.ChunkCount(total)
+	return &streamHash{total: total, sums: make([]uint64, n), have: make([]bool, n)}
+}
+
+// chunkEnd is where chunk c ends.
+func (h *streamHash) chunkEnd(c int64) int64 { return min((c+1)*digest.ChunkSize, h.total) }
+
+// hashWhole hashes the chunks wholly inside bytes [lo, hi), which p
+// holds from off. Workers call it on disjoint ranges.
+func (h *streamHash) hashWhole(p []byte, off, lo, hi int64) {
+	const cs = digest.ChunkSize
+	var chunks [8][]byte
+	var idx, sums [8]uint64
+	k := 0
+	flush := func() {
+		digest.ChunkSums(chunks[:k], idx[:k], sums[:k])
+		for i := range k {
+			h.sums[idx[i]], h.have[idx[i]] = sums[i], true
+		}
+		k = 0
+	}
+	for c := (lo + cs - 1) / cs; c*cs < hi && h.chunkEnd(c) <= hi; c++ {
+		if h.have[c] {
+			continue
+		}
+		chunks[k], idx[k] = p[c*cs-off:h.chunkEnd(c)-off], uint64(c)
+		k++
+		if k == len(chunks) {
+			flush()
+		}
+	}
+	if k > 0 {
+		flush()
+	}
+}
+
+// read takes bytes [off, off+len(p)) once the workers are done with
+// them: the chunk the bytes before ended inside, the whole chunks no
+// worker hashed, the start of the chunk these end inside.
+func (h *streamHash) read(p []byte, off int64) error {
+	const cs = digest.ChunkSize
+	end := off + int64(len(p))
+	if off != h.next || end > h.total {
+		return fmt.Errorf("%w: bytes [%d, %d) after %d", ErrNotHashed, off, end, h.next)
+	}
+	if off%cs != 0 { // the chunk begun by the reads before
+		c := off / cs
+		e := min(h.chunkEnd(c), end)
+		h.part.Write(p[:e-off])
+		if e == h.chunkEnd(c) {
+			h.sums[c], h.have[c] = h.part.Sum64(), true
+		}
+	}
+	h.hashWhole(p, off, off, end)
+	if c := end / cs; end < h.total && end%cs != 0 && c*cs >= off { // a chunk begun here
+		h.part.ResetWithSeed(uint64(c))
+		h.part.Write(p[c*cs-off:])
+	}
+	h.next = end
+	return nil
+}

@@ -1,0 +1,99 @@
+package statedict
+
+import (
+	"errors"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/ckpt-dev/ckpt/digest"
+)
+
+// TestQuantStreamDigest: a dequantized gpt-oss MXFP4 weight (1 MiB of
+// bfloat16, 16 digest chunks) streamed after HashStream, by buffers of
+// sizes that put read edges inside chunks, at chunk edges, and reads
+// smaller than a chunk (the stream's window), has StreamDigest equal to
+// digest.SumBytes of its bytes; a stream not asked, or one that stops
+// short, has none (ErrNotHashed), and a plain stored tensor cannot be
+// asked.
+func TestQuantStreamDigest(t *testing.T) {
+	const e, r, g = 4, 256, 16
+	rnd := rand.New(rand.NewPCG(13, 14))
+	blocks := make([]byte, e*r*g*16)
+	for i := range blocks {
+		blocks[i] = byte(rnd.Uint32())
+	}
+	scales := make([]byte, e*r*g)
+	for i := range scales {
+		scales[i] = byte(112 + rnd.IntN(24))
+	}
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	writeSTFile(t, path, [][4]any{
+		{"x_blocks", "U8", []int{e, r, g, 16}, blocks},
+		{"x_scales", "U8", []int{e, r, g}, scales},
+		{"plain", "U8", []int{4}, []byte{1, 2, 3, 4}},
+	})
+	ck, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	x := ck.Tensor("x")
+	whole, err := x.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := digest.SumBytes(whole)
+	stream := func(buf int, stop int) error {
+		rc, err := x.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		b := make([]byte, buf)
+		n := 0
+		for stop < 0 || n < stop {
+			k, err := io.ReadFull(rc, b)
+			n += k
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, buf := range []int{1 << 20, 3 << 20, 100003, 64 << 10, 200 << 10, 4093} {
+		if !x.HashStream() {
+			t.Fatal("a dequantized weight cannot hash its stream")
+		}
+		if err := stream(buf, -1); err != nil {
+			t.Fatal(err)
+		}
+		got, err := x.StreamDigest()
+		if err != nil {
+			t.Fatalf("buffers of %d: %v", buf, err)
+		}
+		if got != want {
+			t.Errorf("buffers of %d: digest %s, want %s", buf, got, want)
+		}
+	}
+	if err := stream(1<<20, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.StreamDigest(); !errors.Is(err, ErrNotHashed) {
+		t.Errorf("a stream not asked: %v, want ErrNotHashed", err)
+	}
+	x.HashStream()
+	if err := stream(100003, 300000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.StreamDigest(); !errors.Is(err, ErrNotHashed) {
+		t.Errorf("a stream stopped short: %v, want ErrNotHashed", err)
+	}
+	if ck.Tensor("plain").HashStream() {
+		t.Error("a stored tensor says it hashes its stream")
+	}
+}
