@@ -264,12 +264,20 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 		// hashing on the way; its own goroutine does the writing.
 		var src io.Reader
 		var rc io.ReadCloser
+		sum := dg.Sum
 		rcopy, cr, err := c.rangeSource(ctx, tmp, it, dg)
 		if err == nil && rcopy != nil {
 			src, rc = rcopy, rcopy
 		} else if err == nil {
+			// A dequantized weight's digest is computed by its decode
+			// workers (statedict.Tensor.HashStream) when the stream is
+			// its own bytes: read whole, not cast, not transformed.
+			hashed := it.dtype == it.src.DType && c.transformed[it.src.Storage] == nil && it.src.HashStream()
 			rc, cr, err = c.streamedItemReader(ctx, it) // streamrange.go
 			src = io.TeeReader(rc, dg)
+			if hashed {
+				src, sum = rc, it.src.StreamDigest
+			}
 		}
 		if err != nil {
 			return 0, err
@@ -287,7 +295,7 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 				}
 				return writeErr(tmp.final, err)
 			}
-			v, err := dg.Sum()
+			v, err := sum()
 			if err != nil {
 				return &TensorError{Name: name, Err: err}
 			}
