@@ -82,9 +82,16 @@ func TestSubCodecMatchesWhole(t *testing.T) {
 }
 
 // TestScaleColumns: scaleColumns transposes each expert's [rows, groups]
-// scales to [groups, rows] (rows not a multiple of its 64-row blocks).
+// scales to [groups, rows], for rows and groups multiples of its 8x8
+// blocks or not.
 func TestScaleColumns(t *testing.T) {
-	const experts, rows, groups = 2, 150, 5
+	for _, d := range [][2]int{{150, 5}, {150, 21}, {64, 16}, {7, 9}} {
+		testScaleColumns(t, d[0], d[1])
+	}
+}
+
+func testScaleColumns(t *testing.T, rows, groups int) {
+	const experts = 2
 	l := MXFP4Layout{Prefix: []int{experts, rows}, Groups: groups}
 	s := make([]byte, experts*rows*groups)
 	for i := range s {
@@ -96,7 +103,7 @@ func TestScaleColumns(t *testing.T) {
 		for i := 0; i < rows; i++ {
 			for g := 0; g < groups; g++ {
 				if got, want := d[(x*groups+g)*rows+i], s[(x*rows+i)*groups+g]; got != want {
-					t.Fatalf("expert %d row %d group %d: %d, want %d", x, i, g, got, want)
+					t.Fatalf("%dx%d: expert %d row %d group %d: %d, want %d", rows, groups, x, i, g, got, want)
 				}
 			}
 		}
