@@ -71,6 +71,8 @@ var spanBufs = &par.FreeList[byte]{Max: 4}
 func (s *quantSource) acquireSpan(first, last int64) (*codeSpan, error) {
 	b, e, f0, f1, _ := s.spanRange(first, last)
 	s.mu.Lock()
+	inOrder := first == s.nextFirst
+	s.nextFirst = last
 	if sp := s.span; sp != nil && sp.covers(b, e, f0, f1) {
 		sp.refs++
 		s.mu.Unlock()
@@ -94,7 +96,7 @@ func (s *quantSource) acquireSpan(first, last int64) (*codeSpan, error) {
 		putSpan(old)
 	}
 	s.span = sp
-	s.readAhead(sp, first, last)
+	s.readAhead(sp, first, last, inOrder)
 	s.mu.Unlock()
 	return sp, nil
 }

@@ -20,8 +20,8 @@ import (
 // (readAhead), so that the decode workers do not wait for the read.
 
 // codeSpan is bytes [b, e) of the stored weight, held by refs reads, for
-// the weight's elements [f0, f1) (all of them but for a span of a
-// quant.SubCodec), decoded by codec (the weight's, or the span's over
+// the weight's elements [f0, f1) (all of them for a codec that needs the
+// whole stored weight, whole units for a quant.SubCodec), decoded by codec (the weight's, or the span's over
 // comps, whose element 0 is the weight's element shift).
 type codeSpan struct {
 	b, e   int64
@@ -68,7 +68,7 @@ func (s *quantSource) spanRange(first, last int64) (b, e, f0, f1 int64, sub quan
 		sub, _ = quant.SubCodec(s.codec, first, last-first)
 		return b, e, sub.Shift, sub.Shift + sub.Len, sub
 	}
-	return b, e, 0, s.numel, sub
+	return b, e, first, last, sub
 }
 
 // readSpan reads the span holding elements [first, last).
@@ -146,25 +146,28 @@ func (s *quantSource) takeAhead(b, e, f0, f1 int64) *codeSpan {
 	return nil
 }
 
-// readAhead starts reading the span after sp, which a stream reading
-// elements [first, last) on holds, when the stream reads in order and a
+// quantAhead is the least number of elements read ahead for a codec
+// without spans of whole units: a stream's first read is often short
+// (what is left of a writer's buffer), and a read ahead of only as many
+// elements would not cover the next, full one (a 4 MiB buffer of
+// bfloat16 is 2 Mi elements).
+const quantAhead = 2 << 20
+
+// readAhead starts reading the span after sp, which a read of elements
+// [first, last) holds, when the reads come in order (inOrder) and the
 // weight has more: for a codec with spans of whole units the next unit,
-// else as many elements after last as the read had.
-func (s *quantSource) readAhead(sp *codeSpan, first, last int64) {
+// else at least as many elements after sp as the read had. Called with
+// s.mu held.
+func (s *quantSource) readAhead(sp *codeSpan, first, last int64, inOrder bool) {
 	if w, ok := s.codec.(wholeCodes); ok && w.WholeCodes() {
 		return
 	}
-	next, end := last, last+(last-first)
+	next, end := sp.f1, sp.f1+max(last-first, quantAhead)
 	if s.compAt != nil {
-		next, end = sp.f1, sp.f1+1
+		end = sp.f1 + 1
 	}
 	end = min(end, s.numel)
-	if next >= end || first != s.nextFirst {
-		s.nextFirst = last
-		return
-	}
-	s.nextFirst = last
-	if s.ahead != nil {
+	if !inOrder || next >= end || s.ahead != nil {
 		return
 	}
 	a := &aheadSpan{first: next, last: end, done: make(chan struct{})}
