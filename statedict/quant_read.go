@@ -67,8 +67,8 @@ var spanBufs = &par.FreeList[byte]{Max: 4}
 // acquireSpan returns a span holding the codes of elements [first,
 // last): the kept one when it covers them, else the one read ahead when
 // it does, else one read now; it is kept instead, and the span after it
-// is read ahead.
-func (s *quantSource) acquireSpan(first, last int64) (*codeSpan, error) {
+// is read ahead (the read returned, for the caller to run, or started).
+func (s *quantSource) acquireSpan(first, last int64) (*codeSpan, func(), error) {
 	b, e, f0, f1, _ := s.spanRange(first, last)
 	s.mu.Lock()
 	inOrder := first == s.nextFirst
@@ -76,7 +76,7 @@ func (s *quantSource) acquireSpan(first, last int64) (*codeSpan, error) {
 	if sp := s.span; sp != nil && sp.covers(b, e, f0, f1) {
 		sp.refs++
 		s.mu.Unlock()
-		return sp, nil
+		return sp, nil, nil
 	}
 	if old := s.span; old != nil && old.refs == 0 {
 		// No read holds it: its buffers can take the codes read next.
@@ -88,7 +88,7 @@ func (s *quantSource) acquireSpan(first, last int64) (*codeSpan, error) {
 	if sp == nil {
 		var err error
 		if sp, err = s.readSpan(first, last); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	s.mu.Lock()
@@ -96,9 +96,9 @@ func (s *quantSource) acquireSpan(first, last int64) (*codeSpan, error) {
 		putSpan(old)
 	}
 	s.span = sp
-	s.readAhead(sp, first, last, inOrder)
+	ahead := s.readAhead(sp, first, last, inOrder)
 	s.mu.Unlock()
-	return sp, nil
+	return sp, ahead, nil
 }
 
 // releaseSpan ends a read of n logical bytes from sp. A span no longer
@@ -306,7 +306,7 @@ func (s *quantSource) readAt(p []byte, off int64, h *streamHash) (int, error) {
 	first, last := off/es, (off+int64(len(p))+es-1)/es
 	// The codes of the whole range are read once (or kept from the read
 	// before), each chunk decoding from its part of them.
-	sp, err := s.acquireSpan(first, last)
+	sp, ahead, err := s.acquireSpan(first, last)
 	if err != nil {
 		return 0, err
 	}
@@ -356,11 +356,17 @@ func (s *quantSource) readAt(p []byte, off int64, h *streamHash) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if w == 1 && ahead != nil {
+				ahead()
+			}
 			decode()
 		}()
 	}
 	decode()
 	wg.Wait()
+	if workers <= 1 && ahead != nil {
+		ahead()
+	}
 	if firstErr != nil {
 		return 0, firstErr
 	}

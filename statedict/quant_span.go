@@ -17,7 +17,8 @@ import (
 // conversion reads into the same few buffers: read whole into fresh
 // memory, gpt-oss-20b's scales alone were 6 k page faults a layer. While
 // a stream decodes one span, the next is read on another goroutine
-// (readAhead), so that the decode workers do not wait for the read.
+// (readAhead: by a decode worker, or for a unit on its own goroutine), so
+// that the decoding does not wait for the read.
 
 // codeSpan is bytes [b, e) of the stored weight, held by refs reads, for
 // the weight's elements [f0, f1) (all of them for a codec that needs the
@@ -153,14 +154,17 @@ func (s *quantSource) takeAhead(b, e, f0, f1 int64) *codeSpan {
 // bfloat16 is 2 Mi elements).
 const quantAhead = 2 << 20
 
-// readAhead starts reading the span after sp, which a read of elements
-// [first, last) holds, when the reads come in order (inOrder) and the
-// weight has more: for a codec with spans of whole units the next unit,
-// else at least as many elements after sp as the read had. Called with
-// s.mu held.
-func (s *quantSource) readAhead(sp *codeSpan, first, last int64, inOrder bool) {
+// readAhead returns the read of the span after sp, which a read of
+// elements [first, last) holds, when the reads come in order (inOrder)
+// and the weight has more: for a codec with spans of whole units the
+// next unit, read on a goroutine of its own (once a unit, while the
+// unit's reads decode); else at least as many elements after sp as the
+// read had, which the caller runs on one of its decode workers (once a
+// read: a goroutine of its own each time cost more in wake-ups than the
+// overlap gained). nil when there is none. Called with s.mu held.
+func (s *quantSource) readAhead(sp *codeSpan, first, last int64, inOrder bool) func() {
 	if w, ok := s.codec.(wholeCodes); ok && w.WholeCodes() {
-		return
+		return nil
 	}
 	next, end := sp.f1, sp.f1+max(last-first, quantAhead)
 	if s.compAt != nil {
@@ -168,12 +172,17 @@ func (s *quantSource) readAhead(sp *codeSpan, first, last int64, inOrder bool) {
 	}
 	end = min(end, s.numel)
 	if !inOrder || next >= end || s.ahead != nil {
-		return
+		return nil
 	}
 	a := &aheadSpan{first: next, last: end, done: make(chan struct{})}
 	s.ahead = a
-	go func() {
+	read := func() {
 		defer close(a.done)
 		a.sp, a.err = s.readSpan(a.first, a.last)
-	}()
+	}
+	if s.compAt != nil {
+		go read()
+		return nil
+	}
+	return read
 }
