@@ -20,10 +20,12 @@ import (
 var ErrNotHashed = errors.New("statedict: the stream was not hashed")
 
 // HashStream asks t's next stream (Open) to compute the digest of the
-// bytes it serves, where t's reader can (a dequantized weight, read whole:
-// the decode workers hash what they write); false, asking nothing, where
-// it cannot. StreamDigest returns the digest once the stream has served
-// every byte.
+// bytes it serves, where t's reader can (a dequantized weight, the whole
+// of it: the decode workers hash what they write); false, asking
+// nothing, where it cannot (a view of part of one included). The next
+// stream of the weight's storage takes the request: the caller opens t
+// next. StreamDigest returns the digest once the stream has served every
+// byte.
 func (t *Tensor) HashStream() bool {
 	s, ok := t.quantSource()
 	if !ok {
@@ -53,12 +55,20 @@ func (t *Tensor) StreamDigest() (digest.Value, error) {
 	return digest.Combine(h.total, h.sums)
 }
 
+// quantSource returns the dequantizing reader of t when t is the whole
+// weight it reads (not a view of part of it).
 func (t *Tensor) quantSource() (*quantSource, bool) {
 	if t.Storage == nil || !t.IsContiguous() {
 		return nil, false
 	}
 	s, ok := t.Storage.src.(*quantSource)
-	return s, ok
+	if !ok {
+		return nil, false
+	}
+	if b, e := t.Span(); b != 0 || e != s.numel*int64(s.dt.Size()) {
+		return nil, false
+	}
+	return s, true
 }
 
 // streamHash is the digest of a stream's bytes being computed: chunk
