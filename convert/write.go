@@ -269,14 +269,13 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 		if err == nil && rcopy != nil {
 			src, rc = rcopy, rcopy
 		} else if err == nil {
-			// A dequantized weight's digest is computed by its decode
-			// workers (statedict.Tensor.HashStream) when the stream is
-			// its own bytes: read whole, not cast, not transformed.
-			hashed := it.dtype == it.src.DType && c.transformed[it.src.Storage] == nil && it.src.HashStream()
+			// A dequantized weight's digest may come from its decode
+			// workers (dequant_digest.go).
+			wsum := c.workerDigest(it)
 			rc, cr, err = c.streamedItemReader(ctx, it) // streamrange.go
 			src = io.TeeReader(rc, dg)
-			if hashed {
-				src, sum = rc, it.src.StreamDigest
+			if wsum != nil {
+				src, sum = rc, wsum
 			}
 		}
 		if err != nil {

@@ -3,19 +3,25 @@ package statedict
 import (
 	"errors"
 	"fmt"
-
-	"github.com/cespare/xxhash/v2"
-	"github.com/ckpt-dev/ckpt/digest"
 )
 
-// A dequantized weight's digest (xxh64c, package digest) can be computed
-// by the workers that decode it, each 64 KiB chunk hashed by the worker
-// that wrote it while its bytes are in that core's cache, instead of by
-// the stream's reader afterwards, one core, a second pass over bytes that
-// have left the cache: Tensor.HashStream asks it of the next stream,
-// Tensor.StreamDigest returns it.
+// A dequantized weight's digest (a chunked one, as xxh64c of package
+// digest) can be computed by the workers that decode it, each chunk
+// hashed by the worker that wrote it while its bytes are in that core's
+// cache, instead of by the stream's reader afterwards, one core, a
+// second pass over bytes that have left the cache: Tensor.HashStream
+// asks it of the next stream, Tensor.StreamChunkSums returns the chunks'
+// sums. (statedict does not import digest: the caller gives the hash.)
 
-// ErrNotHashed is returned by Tensor.StreamDigest when no stream asked by
+// ChunkHash is a hash of a stream's bytes cut into chunks of Size bytes
+// (the last shorter): Sums sets sums[k] to the hash of chunks[k], chunk
+// number indices[k], any chunks, on any goroutine (digest.ChunkSums).
+type ChunkHash struct {
+	Size int64
+	Sums func(chunks [][]byte, indices, sums []uint64)
+}
+
+// ErrNotHashed is returned by Tensor.StreamChunkSums when no stream asked by
 // HashStream has served the tensor's bytes whole and in order.
 var ErrNotHashed = errors.New("statedict: the stream was not hashed")
 
@@ -24,35 +30,35 @@ var ErrNotHashed = errors.New("statedict: the stream was not hashed")
 // of it: the decode workers hash what they write); false, asking
 // nothing, where it cannot (a view of part of one included). The next
 // stream of the weight's storage takes the request: the caller opens t
-// next. StreamDigest returns the digest once the stream has served every
-// byte.
-func (t *Tensor) HashStream() bool {
+// next. StreamChunkSums returns the chunks' hashes once the stream has
+// served every byte.
+func (t *Tensor) HashStream(h ChunkHash) bool {
 	s, ok := t.quantSource()
-	if !ok {
+	if !ok || h.Size <= 0 || h.Sums == nil {
 		return false
 	}
 	s.mu.Lock()
-	s.hashNext = true
+	s.hashNext = &h
 	s.mu.Unlock()
 	return true
 }
 
-// StreamDigest returns the digest of t's bytes computed by the stream
-// HashStream asked for: ErrNotHashed when none served them whole and in
-// order.
-func (t *Tensor) StreamDigest() (digest.Value, error) {
+// StreamChunkSums returns the hashes of the chunks of t's bytes, in
+// order, computed by the stream HashStream asked for: ErrNotHashed when
+// none served them whole and in order.
+func (t *Tensor) StreamChunkSums() ([]uint64, error) {
 	s, ok := t.quantSource()
 	if !ok {
-		return 0, ErrNotHashed
+		return nil, ErrNotHashed
 	}
 	s.mu.Lock()
 	h := s.hashed
 	s.hashed = nil
 	s.mu.Unlock()
 	if h == nil || h.next != h.total {
-		return 0, &Error{Tensor: t.Name, Err: ErrNotHashed}
+		return nil, &Error{Tensor: t.Name, Err: ErrNotHashed}
 	}
-	return digest.Combine(h.total, h.sums)
+	return h.sums, nil
 }
 
 // quantSource returns the dequantizing reader of t when t is the whole
@@ -71,35 +77,36 @@ func (t *Tensor) quantSource() (*quantSource, bool) {
 	return s, true
 }
 
-// streamHash is the digest of a stream's bytes being computed: chunk
+// streamHash is the hash of a stream's bytes being computed: chunk
 // sums written by the decode workers (hashWhole, the chunks inside what
 // each wrote) and by the stream (read: those across workers' or reads'
-// edges, the one a read ends inside through part).
+// edges, the one a read ends inside gathered in part).
 type streamHash struct {
+	ChunkHash
 	total int64
 	sums  []uint64
 	have  []bool
-	part  xxhash.Digest // the chunk the bytes hashed so far end inside
-	next  int64         // bytes hashed so far, in order
+	part  []byte // the start of the chunk the bytes hashed so far end inside
+	next  int64  // bytes hashed so far, in order
 }
 
-func newStreamHash(total int64) *streamHash {
-	n := digest.ChunkCount(total)
-	return &streamHash{total: total, sums: make([]uint64, n), have: make([]bool, n)}
+func newStreamHash(total int64, h ChunkHash) *streamHash {
+	n := (total + h.Size - 1) / h.Size
+	return &streamHash{ChunkHash: h, total: total, sums: make([]uint64, n), have: make([]bool, n)}
 }
 
 // chunkEnd is where chunk c ends.
-func (h *streamHash) chunkEnd(c int64) int64 { return min((c+1)*digest.ChunkSize, h.total) }
+func (h *streamHash) chunkEnd(c int64) int64 { return min((c+1)*h.Size, h.total) }
 
 // hashWhole hashes the chunks wholly inside bytes [lo, hi), which p
 // holds from off. Workers call it on disjoint ranges.
 func (h *streamHash) hashWhole(p []byte, off, lo, hi int64) {
-	const cs = digest.ChunkSize
+	cs := h.Size
 	var chunks [8][]byte
 	var idx, sums [8]uint64
 	k := 0
 	flush := func() {
-		digest.ChunkSums(chunks[:k], idx[:k], sums[:k])
+		h.Sums(chunks[:k], idx[:k], sums[:k])
 		for i := range k {
 			h.sums[idx[i]], h.have[idx[i]] = sums[i], true
 		}
@@ -124,7 +131,7 @@ func (h *streamHash) hashWhole(p []byte, off, lo, hi int64) {
 // them: the chunk the bytes before ended inside, the whole chunks no
 // worker hashed, the start of the chunk these end inside.
 func (h *streamHash) read(p []byte, off int64) error {
-	const cs = digest.ChunkSize
+	cs := h.Size
 	end := off + int64(len(p))
 	if off != h.next || end > h.total {
 		return fmt.Errorf("%w: bytes [%d, %d) after %d", ErrNotHashed, off, end, h.next)
@@ -132,15 +139,17 @@ func (h *streamHash) read(p []byte, off int64) error {
 	if off%cs != 0 { // the chunk begun by the reads before
 		c := off / cs
 		e := min(h.chunkEnd(c), end)
-		h.part.Write(p[:e-off])
+		h.part = append(h.part, p[:e-off]...)
 		if e == h.chunkEnd(c) {
-			h.sums[c], h.have[c] = h.part.Sum64(), true
+			var sum [1]uint64
+			h.Sums([][]byte{h.part}, []uint64{uint64(c)}, sum[:])
+			h.sums[c], h.have[c] = sum[0], true
+			h.part = h.part[:0]
 		}
 	}
 	h.hashWhole(p, off, off, end)
 	if c := end / cs; end < h.total && end%cs != 0 && c*cs >= off { // a chunk begun here
-		h.part.ResetWithSeed(uint64(c))
-		h.part.Write(p[c*cs-off:])
+		h.part = append(h.part[:0], p[c*cs-off:]...)
 	}
 	h.next = end
 	return nil

@@ -52,7 +52,7 @@ type quantSource struct {
 	served    int64       // logical bytes served since a span was last let go
 	ahead     *aheadSpan  // the span being read ahead
 	nextFirst int64       // the element a read in order starts at next
-	hashNext  bool        // the next stream of the whole weight is hashed (HashStream)
+	hashNext  *ChunkHash  // the next stream of the whole weight is hashed so (HashStream)
 	hashed    *streamHash // the digest of the last such stream
 }
 
@@ -185,11 +185,11 @@ func (s *quantSource) open(off, n int64) (io.ReadCloser, error) {
 	}
 	q := &quantStream{s: s, off: off, end: off + n}
 	s.mu.Lock()
-	if total := s.numel * int64(s.dt.Size()); s.hashNext && off == 0 && n == total {
-		q.hash = newStreamHash(total)
+	if total := s.numel * int64(s.dt.Size()); s.hashNext != nil && off == 0 && n == total {
+		q.hash = newStreamHash(total, *s.hashNext)
 		s.hashed = q.hash
 	}
-	s.hashNext = false
+	s.hashNext = nil
 	s.mu.Unlock()
 	return io.NopCloser(q), nil
 }
