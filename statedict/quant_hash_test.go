@@ -3,8 +3,6 @@ package statedict
 import (
 	"errors"
 	"io"
-	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/digest"
@@ -19,26 +17,7 @@ import (
 // short, has none (ErrNotHashed), and a plain stored tensor cannot be
 // asked.
 func TestQuantStreamDigest(t *testing.T) {
-	const e, r, g = 4, 256, 16
-	rnd := rand.New(rand.NewPCG(13, 14))
-	blocks := make([]byte, e*r*g*16)
-	for i := range blocks {
-		blocks[i] = byte(rnd.Uint32())
-	}
-	scales := make([]byte, e*r*g)
-	for i := range scales {
-		scales[i] = byte(112 + rnd.IntN(24))
-	}
-	path := filepath.Join(t.TempDir(), "model.safetensors")
-	writeSTFile(t, path, [][4]any{
-		{"x_blocks", "U8", []int{e, r, g, 16}, blocks},
-		{"x_scales", "U8", []int{e, r, g}, scales},
-		{"plain", "U8", []int{4}, []byte{1, 2, 3, 4}},
-	})
-	ck, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck, _, _ := mxfp4Fixture(t, 4, 256, 16, 13, nil)
 	defer ck.Close()
 	x := ck.Tensor("x")
 	whole, err := x.ReadAll()

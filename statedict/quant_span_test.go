@@ -20,25 +20,7 @@ import (
 // are given back and nothing is read ahead.
 func TestQuantSpanMXFP4(t *testing.T) {
 	const e, r, g = 5, 96, 4
-	rnd := rand.New(rand.NewPCG(11, 12))
-	blocks := make([]byte, e*r*g*16)
-	for i := range blocks {
-		blocks[i] = byte(rnd.Uint32())
-	}
-	scales := make([]byte, e*r*g)
-	for i := range scales {
-		scales[i] = byte(112 + rnd.IntN(24))
-	}
-	scales[2*r*g+7] = 255 // a tile off the vector path
-	path := filepath.Join(t.TempDir(), "model.safetensors")
-	writeSTFile(t, path, [][4]any{
-		{"x_blocks", "U8", []int{e, r, g, 16}, blocks},
-		{"x_scales", "U8", []int{e, r, g}, scales},
-	})
-	ck, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck, blocks, scales := mxfp4Fixture(t, e, r, g, 11, func(sc []byte) { sc[2*r*g+7] = 255 }) // a tile off the vector path
 	defer ck.Close()
 	x := ck.Tensor("x")
 	if x == nil {
@@ -88,4 +70,34 @@ func TestQuantSpanMXFP4(t *testing.T) {
 			t.Errorf("ReadAt %v differs from the whole-scales decode", rg)
 		}
 	}
+}
+
+// mxfp4Fixture opens a safetensors file of a gpt-oss MXFP4 weight x (e
+// experts, r stored rows, g groups; random codes, exponents near 127,
+// then edit applied to the scales) and returns it with the stored bytes.
+func mxfp4Fixture(t *testing.T, e, r, g int, seed uint64, edit func([]byte)) (*Checkpoint, []byte, []byte) {
+	t.Helper()
+	rnd := rand.New(rand.NewPCG(seed, seed+1))
+	blocks := make([]byte, e*r*g*16)
+	for i := range blocks {
+		blocks[i] = byte(rnd.Uint32())
+	}
+	scales := make([]byte, e*r*g)
+	for i := range scales {
+		scales[i] = byte(112 + rnd.IntN(24))
+	}
+	if edit != nil {
+		edit(scales)
+	}
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	writeSTFile(t, path, [][4]any{
+		{"x_blocks", "U8", []int{e, r, g, 16}, blocks},
+		{"x_scales", "U8", []int{e, r, g}, scales},
+		{"plain", "U8", []int{4}, []byte{1, 2, 3, 4}},
+	})
+	ck, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ck, blocks, scales
 }
