@@ -264,12 +264,19 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 		// hashing on the way; its own goroutine does the writing.
 		var src io.Reader
 		var rc io.ReadCloser
+		sum := dg.Sum
 		rcopy, cr, err := c.rangeSource(ctx, tmp, it, dg)
 		if err == nil && rcopy != nil {
 			src, rc = rcopy, rcopy
 		} else if err == nil {
+			// A dequantized weight's digest may come from its decode
+			// workers (dequant_digest.go).
+			wsum := c.workerDigest(it)
 			rc, cr, err = c.streamedItemReader(ctx, it) // streamrange.go
 			src = io.TeeReader(rc, dg)
+			if wsum != nil {
+				src, sum = rc, wsum
+			}
 		}
 		if err != nil {
 			return 0, err
@@ -287,7 +294,7 @@ func (c *config) writeSafetensors(ctx context.Context, tmp *tempFile, items []*i
 				}
 				return writeErr(tmp.final, err)
 			}
-			v, err := dg.Sum()
+			v, err := sum()
 			if err != nil {
 				return &TensorError{Name: name, Err: err}
 			}

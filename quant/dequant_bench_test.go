@@ -144,3 +144,33 @@ func BenchmarkDequantMXFP4F16Table(b *testing.B) {
 	haveMXFP4Vec512 = false
 	benchDequant(b, benchMXFP4Codec, dtype.Float16)
 }
+
+// BenchmarkDequantMXFP4BF16Span is BenchmarkDequantMXFP4BF16 through the
+// expert's Span with its scale columns made once (Span.Prepare, as
+// statedict reads an expert), not a chunk's columns every call; the
+// columns' cost is BenchmarkMXFP4ScaleColumns.
+func BenchmarkDequantMXFP4BF16Span(b *testing.B) {
+	benchDequant(b, func(b *testing.B) (Codec, []byte, [][]byte, int64) {
+		c, codes, comps, n := benchMXFP4Codec(b)
+		sp, ok := SubCodec(c, 0, n)
+		if !ok {
+			b.Fatal("no span")
+		}
+		pc, _ := sp.Prepare(comps, nil)
+		return pc, codes, comps, n
+	}, dtype.BFloat16)
+}
+
+// BenchmarkMXFP4ScaleColumns: one gpt-oss-20b gate_up expert's scales
+// (5760 rows x 90 groups) made columns; SetBytes is the expert's bf16
+// output, so MB/s compares with the decode benchmarks.
+func BenchmarkMXFP4ScaleColumns(b *testing.B) {
+	_, _, comps, n := benchMXFP4Codec(b)
+	l := MXFP4Layout{Prefix: []int{1, 5760}, Groups: 90}
+	dst := make([]byte, len(comps[0]))
+	b.SetBytes(2 * n)
+	b.ResetTimer()
+	for range b.N {
+		l.scaleColumns(dst, comps[0])
+	}
+}

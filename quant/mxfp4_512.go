@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/binary"
 	"sync"
 
 	"github.com/ckpt-dev/ckpt/dtype"
@@ -115,25 +116,90 @@ func mxfp4T32Go(dst []byte, rowStride int, src []byte, srcStride int, scales []b
 // mxfp4Cols holds the scale columns of encodeGroups512.
 var mxfp4Cols = sync.Pool{New: func() any { return new([]byte) }}
 
+// scaleColumns writes the scales ([Prefix..., Groups], experts of
+// Prefix[1] rows) as columns: each expert's [rows, Groups] transposed to
+// [Groups, rows], so that group g's scales of expert x are the rows
+// bytes from (x*Groups+g)*rows, as encodeGroups512 reads them. Blocks of
+// 8 rows x 8 groups go through eight 64-bit words (transpose8); the
+// groups and rows left over one byte at a time.
+func (l MXFP4Layout) scaleColumns(dst, scales []byte) {
+	r, g := l.Prefix[len(l.Prefix)-1], l.Groups
+	le := binary.LittleEndian
+	for x := 0; x+r*g <= len(scales) && x+r*g <= len(dst); x += r * g {
+		s, d := scales[x:x+r*g], dst[x:x+r*g]
+		i0 := 0
+		for ; i0+8 <= r; i0 += 8 {
+			g0 := 0
+			for ; g0+8 <= g; g0 += 8 {
+				var w [8]uint64
+				for k := range w {
+					w[k] = le.Uint64(s[(i0+k)*g+g0:])
+				}
+				transpose8(&w)
+				for j, v := range w {
+					le.PutUint64(d[(g0+j)*r+i0:], v)
+				}
+			}
+			for ; g0 < g; g0++ {
+				for i := i0; i < i0+8; i++ {
+					d[g0*r+i] = s[i*g+g0]
+				}
+			}
+		}
+		for ; i0 < r; i0++ {
+			for gg := 0; gg < g; gg++ {
+				d[gg*r+i0] = s[i0*g+gg]
+			}
+		}
+	}
+}
+
+// transpose8 transposes the 8x8 bytes of w (byte j of w[i], little-endian,
+// becomes byte i of w[j]): blocks of 4, 2, then 1 bytes exchanged across
+// the diagonal.
+func transpose8(w *[8]uint64) {
+	for i := 0; i < 4; i++ {
+		t := (w[i]>>32 ^ w[i+4]) & 0x00000000ffffffff
+		w[i] ^= t << 32
+		w[i+4] ^= t
+	}
+	for _, i := range [4]int{0, 1, 4, 5} {
+		t := (w[i]>>16 ^ w[i+2]) & 0x0000ffff0000ffff
+		w[i] ^= t << 16
+		w[i+2] ^= t
+	}
+	for i := 0; i < 8; i += 2 {
+		t := (w[i]>>8 ^ w[i+1]) & 0x00ff00ff00ff00ff
+		w[i] ^= t << 8
+		w[i+1] ^= t
+	}
+}
+
 // encodeGroups512 writes the 32*ng output rows from row t (a multiple of
-// 32; ng groups of one expert) by the AVX-512 kernel, the groups'
-// columns of the scales first made contiguous; a tile the kernel stops
-// at (a scale outside k's range) and rows after the last whole tile go
-// the other paths (encodeGroupPart).
-func (l MXFP4Layout) encodeGroups512(out []byte, tab *[256][16]uint16, k *mxfp4Tab512, blocks, scales []byte, t, ng int) {
+// 32; ng groups of one expert) by the AVX-512 kernel from the groups'
+// columns of the scales: those of allCols (scaleColumns) when not nil,
+// else made contiguous first; a tile the kernel stops at (a scale
+// outside k's range) and rows after the last whole tile go the other
+// paths (encodeGroupPart).
+func (l MXFP4Layout) encodeGroups512(out []byte, tab *[256][16]uint16, k *mxfp4Tab512, blocks, scales, allCols []byte, t, ng int) {
 	r, cols := l.Prefix[1], l.Cols()
 	ex, g := t/cols, t%cols/32
 	out = out[:2*32*ng*r]
-	col := mxfp4Cols.Get().(*[]byte)
-	defer mxfp4Cols.Put(col)
-	if cap(*col) < ng*r {
-		*col = make([]byte, ng*r)
-	}
-	c := (*col)[:ng*r]
-	s := scales[(ex*r*l.Groups + g):][:(r-1)*l.Groups+ng]
-	for i := 0; i < r; i++ {
-		for gg, e := range s[i*l.Groups : i*l.Groups+ng] {
-			c[gg*r+i] = e
+	var c []byte
+	if allCols != nil {
+		c = allCols[(ex*l.Groups+g)*r:][:ng*r]
+	} else {
+		col := mxfp4Cols.Get().(*[]byte)
+		defer mxfp4Cols.Put(col)
+		if cap(*col) < ng*r {
+			*col = make([]byte, ng*r)
+		}
+		c = (*col)[:ng*r]
+		s := scales[(ex*r*l.Groups + g):][:(r-1)*l.Groups+ng]
+		for i := 0; i < r; i++ {
+			for gg, e := range s[i*l.Groups : i*l.Groups+ng] {
+				c[gg*r+i] = e
+			}
 		}
 	}
 	stride := l.Groups * 16

@@ -51,8 +51,9 @@ func buildMXFP4Table(dt dtype.DType) *[256][16]uint16 {
 // encodeTransposed writes elements [first, first+n) of the
 // transformers-layout weight (TransformersShape flattened, counted from
 // the first expert blocks and scales hold) into dst, 2 bytes each from
-// tab. The caller has checked the sizes.
-func (l MXFP4Layout) encodeTransposed(dst []byte, tab *[256][16]uint16, blocks, scales []byte, first, n int) {
+// tab; cols, when not nil, are the scales as columns (scaleColumns).
+// The caller has checked the sizes.
+func (l MXFP4Layout) encodeTransposed(dst []byte, tab *[256][16]uint16, blocks, scales, cols []byte, first, n int) {
 	r := l.Prefix[1]
 	e, end := first, first+n
 	for e < end {
@@ -68,7 +69,7 @@ func (l MXFP4Layout) encodeTransposed(dst []byte, tab *[256][16]uint16, blocks, 
 		// Whole groups of one expert by the AVX-512 path (mxfp4_512.go).
 		if ng := min((end-e)/r/32, (l.Cols()-k)/32); ng > 0 && k%32 == 0 && r >= 32 && haveMXFP4Vec512 {
 			if t512 := mxfp4Tab512For(tab); t512 != nil {
-				l.encodeGroups512(out, tab, t512, blocks, scales, t, ng)
+				l.encodeGroups512(out, tab, t512, blocks, scales, cols, t, ng)
 				e += 32 * ng * r
 				continue
 			}

@@ -29,6 +29,9 @@ type rowsCodec struct {
 	align int64
 	// unit, when above 1, is the element count SpanAlign reports.
 	unit int64
+	// sub, when set, returns the Span of the units elements [first,
+	// first+n) touch (SubCodec).
+	sub func(first, n int64) Span
 }
 
 func (c *rowsCodec) chunkAlign() int64 { return c.align }

@@ -62,19 +62,29 @@ func mxfp4Group(base string, blocks, scales Stored, cfg Config) (*Group, error) 
 	if !ok {
 		return nil, &Error{Scheme: "mxfp4", Tensor: blocks.Name, Err: fmt.Errorf("%w: shape %s: gpt-oss experts are [experts, rows, groups, 16]", ErrUnknownLayout, shapeText(blocks.Shape))}
 	}
-	e, h, r := shape[0], shape[1], shape[2]
+	c := newMXFP4Codec(lay, shape[0], shape[1], shape[2], nil)
+	return &Group{Name: base, DType: cfg.DType, Shape: shape, Weight: blocks, Companions: []Stored{scales}, Codec: c,
+		Scheme: fmt.Sprintf("mxfp4 (gpt-oss), e2m1 in groups of 32, e8m0 scales in %s_scales, transposed as transformers", lastPart(base))}, nil
+}
+
+// newMXFP4Codec is the codec of a gpt-oss MXFP4 weight of e experts
+// read as [e, h, r] (lay: its stored layout). cols, when not nil, are
+// the scales of each expert transposed to [groups, r] (mxfp4Cols512),
+// which the AVX-512 path then reads instead of making a range's columns
+// on every call; the codec keeps them.
+func newMXFP4Codec(lay MXFP4Layout, e, h, r int64, cols []byte) *rowsCodec {
 	expert := r * int64(lay.Groups) * 16 // stored bytes of one expert
+	sg := r * int64(lay.Groups)          // scale bytes of one expert
 	c := &rowsCodec{rows: e * h, cols: r, codeBytes: e * expert,
 		// Logical rows of expert x read all of x's stored rows.
 		rowSpan: func(r0, r1 int64) (int64, int64) { return r0 / h * expert, (r1 + h - 1) / h * expert },
 		dec: func(dst []float32, codes []byte, comps [][]byte, r0, r1 int) error {
 			x0, x1 := r0/int(h), (r1+int(h)-1)/int(h)
 			sub := MXFP4Layout{Prefix: []int{x1 - x0, int(r)}, Groups: lay.Groups}
-			sg := int(r) * lay.Groups // scale bytes of one expert
-			if len(comps) < 1 || len(comps[0]) != int(e)*sg {
+			if len(comps) < 1 || int64(len(comps[0])) != e*sg {
 				return fmt.Errorf("%w: scales", ErrCodecBuffer)
 			}
-			return sub.DequantTransposedRows(dst, codes, comps[0][x0*sg:x1*sg], r0-x0*int(h), r1-x0*int(h))
+			return sub.DequantTransposedRows(dst, codes, comps[0][int64(x0)*sg:int64(x1)*sg], r0-x0*int(h), r1-x0*int(h))
 		}}
 	c.align, c.unit = 32*r, h*r
 	c.enc = func(dt dtype.DType, dst, codes []byte, comps [][]byte, first, n int64) (bool, error) {
@@ -84,16 +94,35 @@ func mxfp4Group(base string, blocks, scales Stored, cfg Config) (*Group, error) 
 		}
 		r0, r1 := c.rowRange(first, n)
 		x0, x1 := r0/h, (r1+h-1)/h
-		sg := r * int64(lay.Groups) // scale bytes of one expert
 		if len(comps) < 1 || int64(len(comps[0])) != e*sg || int64(len(codes)) != (x1-x0)*expert || int64(len(dst)) != 2*n {
 			return true, fmt.Errorf("%w: codes, scales or output of %d elements", ErrCodecBuffer, n)
 		}
 		sub := MXFP4Layout{Prefix: []int{int(x1 - x0), int(r)}, Groups: lay.Groups}
-		sub.encodeTransposed(dst, tab, codes, comps[0][x0*sg:x1*sg], int(first-x0*h*r), int(n))
+		var subCols []byte
+		if cols != nil {
+			subCols = cols[x0*sg : x1*sg]
+		}
+		sub.encodeTransposed(dst, tab, codes, comps[0][x0*sg:x1*sg], subCols, int(first-x0*h*r), int(n))
 		return true, nil
 	}
-	return &Group{Name: base, DType: cfg.DType, Shape: shape, Weight: blocks, Companions: []Stored{scales}, Codec: c,
-		Scheme: fmt.Sprintf("mxfp4 (gpt-oss), e2m1 in groups of 32, e8m0 scales in %s_scales, transposed as transformers", lastPart(base))}, nil
+	// A span of whole experts is a weight of its own: its codec reads the
+	// span's scales as whole scales, their columns made once (SubCodec).
+	c.sub = func(first, n int64) Span {
+		r0, r1 := c.rowRange(first, n)
+		x0, x1 := r0/h, (r1+h-1)/h
+		sl := MXFP4Layout{Prefix: []int{int(x1 - x0), int(r)}, Groups: lay.Groups}
+		mk := func(cols []byte) Codec { return newMXFP4Codec(sl, x1-x0, h, r, cols) }
+		prep := func(comps [][]byte, buf []byte) (Codec, []byte) {
+			if !haveMXFP4Vec512 || len(comps) < 1 || int64(len(comps[0])) != (x1-x0)*sg {
+				return mk(nil), buf
+			}
+			buf = growByte(buf, len(comps[0]))
+			sl.scaleColumns(buf, comps[0])
+			return mk(buf), buf
+		}
+		return Span{Codec: mk(nil), Shift: x0 * h * r, Len: (x1 - x0) * h * r, CompRanges: [][2]int64{{x0 * sg, x1 * sg}}, prepare: prep}
+	}
+	return c
 }
 
 // codecTensor is a Stored as a codec's layout check takes it.

@@ -17,7 +17,9 @@ import (
 // decoding the codes a range covers with the scheme's codec
 // (quant.DequantizeTo: block FP8 and MXFP4 straight into the caller's
 // bytes, other codecs through a float32 buffer). Companions (scales) are
-// read whole once. The codes of a read are read once for the whole
+// read whole once, or for a codec with spans of whole units
+// (quant.SubCodec: gpt-oss MXFP4 experts) a span's part with the span
+// (quant_span.go). The codes of a read are read once for the whole
 // range, in chunks decoded on all cores, into a span that is kept for
 // the next read when it covers it: MXFP4's transposed rows need a whole
 // expert's codes for any of them, and a codec whose every range needs
@@ -39,16 +41,19 @@ type quantSource struct {
 	codesOff int64
 	err      error
 
-	mu     sync.Mutex
-	span   *codeSpan // the codes last read, while they may serve another read
-	served int64     // logical bytes served since a span was last let go
-}
+	// compAt, compOff: where each companion is read, a span's part at
+	// a time, for a codec that takes them so (quant.SubCodec); nil
+	// when compData holds them whole.
+	compAt  []io.ReaderAt
+	compOff []int64
 
-// codeSpan is bytes [b, e) of the stored weight, held by refs reads.
-type codeSpan struct {
-	b, e int64
-	buf  *[]byte
-	refs int
+	mu        sync.Mutex
+	span      *codeSpan   // the codes last read, while they may serve another read
+	served    int64       // logical bytes served since a span was last let go
+	ahead     *aheadSpan  // the span being read ahead
+	nextFirst int64       // the element a read in order starts at next
+	hashNext  *ChunkHash  // the next stream of the whole weight is hashed so (HashStream)
+	hashed    *streamHash // the digest of the last such stream
 }
 
 // wholeCodes is implemented by codecs that need the whole stored weight for every range.
@@ -59,41 +64,41 @@ type wholeCodes interface{ WholeCodes() bool }
 // buffers (on some VMs every fresh page costs a fault of ~10 us).
 var spanBufs = &par.FreeList[byte]{Max: 4}
 
-// acquireSpan returns a span holding codes [b, e), the kept one when it
-// covers them, else one read now (which is kept instead).
-func (s *quantSource) acquireSpan(b, e int64) (*codeSpan, error) {
-	if w, ok := s.codec.(wholeCodes); ok && w.WholeCodes() {
-		_, end := s.codec.CodeSpan(0, s.numel)
-		b, e = 0, end
-	}
+// acquireSpan returns a span holding the codes of elements [first,
+// last): the kept one when it covers them, else the one read ahead when
+// it does, else one read now; it is kept instead, and the span after it
+// is read ahead (the read returned, for the caller to run, or started).
+func (s *quantSource) acquireSpan(first, last int64) (*codeSpan, func(), error) {
+	b, e, f0, f1, _ := s.spanRange(first, last)
 	s.mu.Lock()
-	if sp := s.span; sp != nil && sp.b <= b && e <= sp.e {
+	inOrder := first == s.nextFirst
+	s.nextFirst = last
+	if sp := s.span; sp != nil && sp.covers(b, e, f0, f1) {
 		sp.refs++
 		s.mu.Unlock()
-		return sp, nil
+		return sp, nil, nil
 	}
 	if old := s.span; old != nil && old.refs == 0 {
-		// No read holds it: its buffer can take the codes read next.
+		// No read holds it: its buffers can take the codes read next.
 		s.span = nil
-		spanBufs.Put(old.buf)
+		putSpan(old)
 	}
 	s.mu.Unlock()
-	buf := spanBufs.Get(int(e - b))
-	if _, err := s.codesAt.ReadAt(*buf, s.codesOff+b); err != nil {
-		spanBufs.Put(buf)
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	sp := s.takeAhead(b, e, f0, f1)
+	if sp == nil {
+		var err error
+		if sp, err = s.readSpan(first, last); err != nil {
+			return nil, nil, err
 		}
-		return nil, err
 	}
-	sp := &codeSpan{b: b, e: e, buf: buf, refs: 1}
 	s.mu.Lock()
 	if old := s.span; old != nil && old.refs == 0 {
-		spanBufs.Put(old.buf)
+		putSpan(old)
 	}
 	s.span = sp
+	ahead := s.readAhead(sp, first, last, inOrder)
 	s.mu.Unlock()
-	return sp, nil
+	return sp, ahead, nil
 }
 
 // releaseSpan ends a read of n logical bytes from sp. A span no longer
@@ -104,12 +109,12 @@ func (s *quantSource) releaseSpan(sp *codeSpan, n int64) {
 	defer s.mu.Unlock()
 	sp.refs--
 	if sp != s.span && sp.refs == 0 {
-		spanBufs.Put(sp.buf)
+		putSpan(sp)
 	}
 	s.served += n
 	if k := s.span; k != nil && k.refs == 0 && s.served >= s.numel*int64(s.dt.Size()) {
 		s.span, s.served = nil, 0
-		spanBufs.Put(k.buf)
+		putSpan(k)
 	}
 }
 
@@ -118,6 +123,9 @@ const quantChunk = 1 << 18
 
 func (s *quantSource) prepare() error {
 	s.once.Do(func() {
+		if _, ok := quant.SubCodec(s.codec, 0, 1); ok && s.spanComps() {
+			return
+		}
 		for _, c := range s.comps {
 			b, err := c.ReadAll()
 			if err != nil {
@@ -126,20 +134,45 @@ func (s *quantSource) prepare() error {
 			}
 			s.compData = append(s.compData, b)
 		}
-		t := s.codes
-		if !t.IsContiguous() || t.Storage.BigEndian && t.DType.Size() > 1 {
-			s.err = fmt.Errorf("%w: stored codes of %s are not a contiguous little-endian tensor", ErrUnsupported, t.Name)
-			return
-		}
-		r, err := t.Storage.ReaderAt()
-		if err != nil {
-			s.err = err
-			return
-		}
-		s.codesAt = r
-		s.codesOff, _ = t.Span()
+		s.codesAt, s.codesOff, s.err = contiguousAt(s.codes)
 	})
 	return s.err
+}
+
+// spanComps sets up reading the codes and each companion a span at a
+// time; false (nothing set) when a companion is not a contiguous
+// little-endian tensor.
+func (s *quantSource) spanComps() bool {
+	var ats []io.ReaderAt
+	var offs []int64
+	for _, c := range s.comps {
+		at, off, err := contiguousAt(c)
+		if err != nil {
+			return false
+		}
+		ats, offs = append(ats, at), append(offs, off)
+	}
+	codesAt, codesOff, err := contiguousAt(s.codes)
+	if err != nil {
+		s.err = err
+		return true
+	}
+	s.codesAt, s.codesOff, s.compAt, s.compOff = codesAt, codesOff, ats, offs
+	return true
+}
+
+// contiguousAt returns where t's bytes are read, for a contiguous
+// little-endian tensor.
+func contiguousAt(t *Tensor) (io.ReaderAt, int64, error) {
+	if !t.IsContiguous() || t.Storage.BigEndian && t.DType.Size() > 1 {
+		return nil, 0, fmt.Errorf("%w: stored %s is not a contiguous little-endian tensor", ErrUnsupported, t.Name)
+	}
+	r, err := t.Storage.ReaderAt()
+	if err != nil {
+		return nil, 0, err
+	}
+	off, _ := t.Span()
+	return r, off, nil
 }
 
 // quantWindow is the most logical bytes a stream of a quantized weight
@@ -150,7 +183,15 @@ func (s *quantSource) open(off, n int64) (io.ReadCloser, error) {
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
-	return io.NopCloser(&quantStream{s: s, off: off, end: off + n}), nil
+	q := &quantStream{s: s, off: off, end: off + n}
+	s.mu.Lock()
+	if total := s.numel * int64(s.dt.Size()); s.hashNext != nil && off == 0 && n == total {
+		q.hash = newStreamHash(total, *s.hashNext)
+		s.hashed = q.hash
+	}
+	s.hashNext = nil
+	s.mu.Unlock()
+	return io.NopCloser(q), nil
 }
 
 func (s *quantSource) readerAt() (io.ReaderAt, error) {
@@ -168,6 +209,7 @@ type quantStream struct {
 	off, end int64
 	buf      []byte
 	pending  []byte
+	hash     *streamHash // nil: not hashed
 }
 
 // quantDirect is the least Read that decodes into the caller's buffer.
@@ -188,7 +230,7 @@ func (q *quantStream) Read(p []byte) (int, error) {
 	lim := min(int64(len(p)), q.end-q.off, quantWindow)
 	if n := q.s.readLen(q.off, lim); len(p) >= quantDirect || n < lim {
 		// A writer's buffer, or as much of p as ends on a whole chunk.
-		n, err := q.s.ReadAt(p[:n], q.off)
+		n, err := q.s.readAt(p[:n], q.off, q.hash)
 		q.off += int64(n)
 		if err == io.EOF && n > 0 {
 			err = nil
@@ -208,7 +250,7 @@ func (q *quantStream) Read(p []byte) (int, error) {
 	if int64(cap(q.buf)) < n {
 		q.buf = make([]byte, n)
 	}
-	k, err := q.s.ReadAt(q.buf[:n], q.off)
+	k, err := q.s.readAt(q.buf[:n], q.off, q.hash)
 	q.off += int64(k)
 	if err == io.EOF && k > 0 {
 		err = nil
@@ -241,7 +283,11 @@ func (s *quantSource) readLen(off, n int64) int64 {
 
 // ReadAt fills p with the logical bytes at off, decoding chunks of
 // elements in parallel.
-func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
+func (s *quantSource) ReadAt(p []byte, off int64) (int, error) { return s.readAt(p, off, nil) }
+
+// readAt is ReadAt, the bytes also hashed into h when it is not nil (by
+// each worker the chunks inside what it wrote, then the rest: h.read).
+func (s *quantSource) readAt(p []byte, off int64, h *streamHash) (int, error) {
 	if err := s.prepare(); err != nil {
 		return 0, err
 	}
@@ -260,8 +306,7 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 	first, last := off/es, (off+int64(len(p))+es-1)/es
 	// The codes of the whole range are read once (or kept from the read
 	// before), each chunk decoding from its part of them.
-	b, e := s.codec.CodeSpan(first, last-first)
-	sp, err := s.acquireSpan(b, e)
+	sp, ahead, err := s.acquireSpan(first, last)
 	if err != nil {
 		return 0, err
 	}
@@ -302,19 +347,33 @@ func (s *quantSource) ReadAt(p []byte, off int64) (int, error) {
 				setErr(&mu, &firstErr, &Error{Tensor: s.name, Err: err})
 				return
 			}
+			if h != nil {
+				h.hashWhole(p, off, max(e0*es, off), min((e0+n)*es, off+int64(len(p))))
+			}
 		}
 	}
 	for w := int64(1); w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if w == 1 && ahead != nil {
+				ahead()
+			}
 			decode()
 		}()
 	}
 	decode()
 	wg.Wait()
+	if workers <= 1 && ahead != nil {
+		ahead()
+	}
 	if firstErr != nil {
 		return 0, firstErr
+	}
+	if h != nil {
+		if err := h.read(p, off); err != nil {
+			return 0, &Error{Tensor: s.name, Err: err}
+		}
 	}
 	if len(p) < want {
 		return len(p), io.EOF
@@ -334,10 +393,10 @@ func (s *quantSource) decodeChunk(p []byte, off, e0, n int64, sp *codeSpan, enc 
 	codes := (*sp.buf)[b-sp.b : end-sp.b]
 	lo, hi := max(e0*es, off), min((e0+n)*es, off+int64(len(p)))
 	if lo == e0*es && hi == (e0+n)*es {
-		return quant.DequantizeTo(s.codec, s.dt, p[lo-off:hi-off], e0, codes, s.compData)
+		return quant.DequantizeTo(sp.codec, s.dt, p[lo-off:hi-off], e0-sp.shift, codes, sp.comps)
 	}
 	*enc = grow(*enc, n*es)
-	if err := quant.DequantizeTo(s.codec, s.dt, *enc, e0, codes, s.compData); err != nil {
+	if err := quant.DequantizeTo(sp.codec, s.dt, *enc, e0-sp.shift, codes, sp.comps); err != nil {
 		return err
 	}
 	copy(p[lo-off:hi-off], (*enc)[lo-e0*es:hi-e0*es])
