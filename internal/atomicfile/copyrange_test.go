@@ -52,6 +52,7 @@ func (r *fileRange) Read(p []byte) (int, error) {
 // or has none (synced) with direct I/O at hand (read); io.CopyN's LimitedReader is seen through; the
 // pieces reported copied are the output's ranges that hold them.
 func TestReadFromCopiesRange(t *testing.T) {
+	kernelCopy(t)
 	rng := rand.New(rand.NewPCG(5, 6))
 	src := make([]byte, 3*copyPiece+12345)
 	for i := range src {
@@ -145,6 +146,14 @@ func TestReadFromCopiesRange(t *testing.T) {
 	}
 }
 
+// kernelCopy makes copyRange use copy_file_range (not the piped copy)
+// for the rest of the test.
+func kernelCopy(t *testing.T) {
+	old := PipedCopy
+	PipedCopy = false
+	t.Cleanup(func() { PipedCopy = old })
+}
+
 // countingDirect is a direct handle that counts its writes.
 type countingDirect struct {
 	f      *os.File
@@ -210,6 +219,7 @@ func TestCopyRealigns(t *testing.T) {
 // length, is refused (its bytes go the direct way). A copy that stops
 // short gives back what it did not copy.
 func TestCopyReservesBudget(t *testing.T) {
+	kernelCopy(t)
 	dir := t.TempDir()
 	src := bytes.Repeat([]byte("0123456789abcdef"), int(MinRangeCopy)/16*2)
 	size := int64(len(src))

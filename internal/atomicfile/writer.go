@@ -81,8 +81,10 @@ func alignedBuffer(n int) []byte {
 var blocks = &par.FreeList[byte]{Max: 2 * outputBuffers, New: alignedBuffer}
 
 type writeJob struct {
-	b   []byte
-	off int64
+	b      []byte
+	off    int64
+	cached bool        // through the page cache, counted in the budget already (pipecopy.go)
+	ret    chan []byte // where b goes once written; nil: free
 }
 
 // Writer writes a file sequentially from offset 0 (File.Writer). Write
@@ -103,6 +105,9 @@ type Writer struct {
 	free chan []byte
 	jobs chan writeJob
 	wg   sync.WaitGroup // outstanding jobs
+
+	pipeFree chan []byte // the piped copy's buffers (pipecopy.go)
+	pipeMade int
 
 	mu  sync.Mutex
 	err error
@@ -141,13 +146,23 @@ func (w *Writer) next() []byte {
 func (w *Writer) run() {
 	for j := range w.jobs {
 		if w.failed() == nil {
-			if err := w.writeAt(j.b, j.off); err != nil {
+			var err error
+			if j.cached {
+				err = w.writeCached(j.b, j.off)
+			} else {
+				err = w.writeAt(j.b, j.off)
+			}
+			if err != nil {
 				w.mu.Lock()
 				w.err = err
 				w.mu.Unlock()
 			}
 		}
-		w.free <- j.b[:0]
+		if j.ret != nil {
+			j.ret <- j.b[:0]
+		} else {
+			w.free <- j.b[:0]
+		}
 		w.wg.Done()
 	}
 }
@@ -338,6 +353,7 @@ func (w *Writer) release() {
 	for len(w.free) > 0 {
 		put(<-w.free)
 	}
+	w.releasePipe()
 }
 
 // stop waits for the writing goroutine to end and closes the direct
