@@ -30,9 +30,13 @@ var PipedCopy = true
 const pipeRead = 512 << 10
 
 // PipeBlock is the size of one buffer handed to the writing goroutine,
-// filled by reads of pipeRead bytes: fewer, larger hand-offs wake the
-// other goroutine less often. A variable, for tests and comparisons.
-var PipeBlock = 1 << 20
+// filled by reads of pipeRead bytes. Larger hand-offs wake the other
+// goroutine less often, but each of the pipeBuffers is fresh memory to
+// fault in once: 1 GB warm, blocks of 512 KiB, 1 and 2 MiB made 7.1k,
+// 5.8k and 4.7k context switches and 2.95k, 3.3k and 3.6k page faults,
+// for CPU-seconds within each other's noise (docs/benchmarks.md). A
+// variable, for tests and comparisons.
+var PipeBlock = 512 << 10
 
 // pipeBuffers is the number of buffers a Writer cycles through: one
 // being filled, one being written, one ready.
