@@ -95,7 +95,8 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 		}
 	}
 	defer w.realign()
-	if PipedCopy {
+	if PipedCopy && w.piped+size <= PipeLimit {
+		w.piped += size
 		if w.budget != nil && !reserved {
 			// No direct I/O: counted as copied, and what is not
 			// copied given back.

@@ -23,6 +23,16 @@ import (
 // comparison). A variable, for tests and comparisons.
 var PipedCopy = true
 
+// PipeLimit is how many bytes of one file go through the page cache
+// before its range copies switch from the piped copy to copy_file_range
+// (a copy that would pass it is made by the kernel). Measured on the
+// loaded 2-core VM (docs/benchmarks.md, local35e): 1 GB warm, the piped
+// copy 0.59-0.64 CPU-s against 0.64-0.79 for copy_file_range and the read
+// back; 4 GB warm, 2.1-4.5 CPU-s with twice the context switches against
+// 2.3-2.5, the slow rounds once the kernel's write-back of earlier output
+// runs beside the copy. A variable, for tests and comparisons.
+var PipeLimit int64 = 1 << 30
+
 // pipeRead is the most read (and checked) at once: small enough to stay
 // in the CPU's L2 cache between the read and the checks, and a whole
 // number of 8 digest chunks (convert's checkBufSize), the least the

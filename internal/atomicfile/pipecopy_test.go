@@ -135,3 +135,47 @@ func TestPipedCopy(t *testing.T) {
 		f.Close()
 	}
 }
+
+// TestPipeLimit: a file's range copies are piped until the next one
+// would take it past PipeLimit; that one and later ones go through
+// copy_file_range (reported as Copied pieces, not read).
+func TestPipeLimit(t *testing.T) {
+	oldPiped, oldLimit := PipedCopy, PipeLimit
+	defer func() { PipedCopy, PipeLimit = oldPiped, oldLimit }()
+	PipedCopy, PipeLimit = true, 3*pipeRead
+	src := bytes.Repeat([]byte("0123456789abcdef"), 4*pipeRead/16)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	if err := os.WriteFile(in, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inF, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inF.Close()
+	f, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := newWriter(f, NewBudget(1<<40))
+	var want []byte
+	for i, n := range []int64{2 * pipeRead, pipeRead, pipeRead} {
+		r := &fileRange{f: inF, n: n}
+		if _, err := io.Copy(w, r); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, src[:n]...)
+		piped := i < 2 // 2 + 1 reaches the limit; the third would pass it
+		if piped != (len(r.copied) == 0) || piped != (r.read == n) {
+			t.Errorf("copy %d: %d pieces copied in the kernel, %d bytes read; want piped %v", i, len(r.copied), r.read, piped)
+		}
+	}
+	if err := w.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, want) {
+		t.Error("output differs")
+	}
+}

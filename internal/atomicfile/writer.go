@@ -112,6 +112,7 @@ type Writer struct {
 
 	pipeFree chan []byte // the piped copy's buffers (pipecopy.go)
 	pipeMade int
+	piped    int64 // bytes given to the piped copy (PipeLimit)
 
 	mu  sync.Mutex
 	err error
