@@ -3,7 +3,6 @@ package atomicfile
 import (
 	"bytes"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,21 +52,9 @@ func (r *fileRange) Read(p []byte) (int, error) {
 // pieces reported copied are the output's ranges that hold them.
 func TestReadFromCopiesRange(t *testing.T) {
 	kernelCopy(t)
-	rng := rand.New(rand.NewPCG(5, 6))
-	src := make([]byte, 3*copyPiece+12345)
-	for i := range src {
-		src[i] = byte(rng.Uint32())
-	}
+	src := randomBytes(5, 3*copyPiece+12345)
 	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	if err := os.WriteFile(in, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	inF, err := os.Open(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inF.Close()
+	inF := inputFile(t, dir, src)
 	head := []byte("header of an odd length")
 	const skip, n = 1001, 2*copyPiece + 777
 	want := append(append(append([]byte{}, head...), src[skip:skip+n]...), "tail"...)

@@ -10,6 +10,32 @@ import (
 	"testing"
 )
 
+// randomBytes returns n pseudo-random bytes from seed.
+func randomBytes(seed uint64, n int) []byte {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// inputFile writes src to dir/in and returns it open for reading (closed
+// at the test's end).
+func inputFile(t *testing.T, dir string, src []byte) *os.File {
+	t.Helper()
+	in := filepath.Join(dir, "in")
+	if err := os.WriteFile(in, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 // pieceRange is a fileRange that records the longest Read asked of it,
 // and fails with failAt's error once that many bytes are read.
 type pieceRange struct {
@@ -44,21 +70,9 @@ func TestPipedCopy(t *testing.T) {
 		t.Error("copy_file_range called by the piped copy")
 		return 0, errors.New("no")
 	}
-	rng := rand.New(rand.NewPCG(7, 8))
-	src := make([]byte, 5*pipeRead+12345)
-	for i := range src {
-		src[i] = byte(rng.Uint32())
-	}
+	src := randomBytes(7, 5*pipeRead+12345)
 	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	if err := os.WriteFile(in, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	inF, err := os.Open(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inF.Close()
+	inF := inputFile(t, dir, src)
 	head := []byte("header of an odd length")
 	const skip = 1001
 	n := int64(4*pipeRead + 777)
@@ -143,17 +157,9 @@ func TestPipeLimit(t *testing.T) {
 	oldPiped, oldLimit := PipedCopy, PipeLimit
 	defer func() { PipedCopy, PipeLimit = oldPiped, oldLimit }()
 	PipedCopy, PipeLimit = true, 3*pipeRead
-	src := bytes.Repeat([]byte("0123456789abcdef"), 4*pipeRead/16)
+	src := randomBytes(9, 4*pipeRead)
 	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	if err := os.WriteFile(in, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	inF, err := os.Open(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inF.Close()
+	inF := inputFile(t, dir, src)
 	f, err := os.Create(filepath.Join(dir, "out"))
 	if err != nil {
 		t.Fatal(err)
