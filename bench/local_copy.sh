@@ -11,9 +11,10 @@
 # first; cold = sync and caches dropped (root), ckpt --sync against
 # cp && sync. Each round runs every command once, the order rotated from
 # round to round. One line per run: regime, work, command, wall s, user+sys
-# CPU-s, minor faults, and the MB dirty or under write-back in the whole
+# CPU-s, minor faults, the MB dirty or under write-back in the whole
 # system once the command returned (/proc/meminfo Dirty + Writeback: what
-# it left to the kernel's write-back); then medians. Outputs go beside the inputs' copies
+# it left to the kernel's write-back), and the command's context switches
+# (voluntary + involuntary: its wake-ups); then medians. Outputs go beside the inputs' copies
 # in a temporary directory under $TMPDIR (default /var/tmp), removed at
 # the end.
 set -euo pipefail
@@ -31,15 +32,15 @@ prep() { # regime, input
 }
 run() { # regime work label cmd...
   local regime=$1 work=$2 label=$3; shift 3
-  /usr/bin/time -f '%e %U %S %R' -o "$OUT.time" "$@" >/dev/null 2>"$OUT.err" || { cat "$OUT.err" >&2; exit 1; }
+  /usr/bin/time -f '%e %U %S %R %w %c' -o "$OUT.time" "$@" >/dev/null 2>"$OUT.err" || { cat "$OUT.err" >&2; exit 1; }
   local d; d=$(awk '/^(Dirty|Writeback):/ {s += $2} END {printf "%d", s / 1024}' /proc/meminfo)
-  read -r w u s f <"$OUT.time"
-  printf '%s\t%s\t%s\t%s\t%.2f\t%s\t%s\n' "$regime" "$work" "$label" "$w" "$(echo "$u + $s" | bc -l)" "$f" "$d" | tee -a "$OUT.runs"
+  read -r w u s f vcs ics <"$OUT.time"
+  printf '%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\n' "$regime" "$work" "$label" "$w" "$(echo "$u + $s" | bc -l)" "$f" "$d" "$((vcs + ics))" | tee -a "$OUT.runs"
 }
 cpsync() { cp "$1" "$2" && sync "$2"; }
 export -f cpsync
 echo "# $(date -u '+%F %T') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf 'regime\twork\tcommand\twall_s\tcpu_s\tminflt\tdirty_wb_mb\n'
+printf 'regime\twork\tcommand\twall_s\tcpu_s\tminflt\tdirty_wb_mb\tcsw\n'
 for ((r = 0; r < ROUNDS; r++)); do
   for regime in $REGIMES; do
     sync=() cp=(cp)
@@ -64,11 +65,11 @@ for ((r = 0; r < ROUNDS; r++)); do
   done
 done
 echo "# end $(date -u '+%F %T') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# medians: regime work command wall_s cpu_s minflt (and wall ratio to cp)"
+echo "# medians: regime work command wall_s cpu_s minflt (wall ratio to cp) csw"
 sort -k1,1 -k2,2 -k3,3 "$OUT.runs" | awk -F'\t' '
   function med(s,  a, n, i, j, t) { n = split(s, a, " ")
     for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-  { k = $1 "\t" $2 "\t" $3; W[k] = W[k] " " $4; C[k] = C[k] " " $5; F[k] = F[k] " " $6; keys[k] = 1 }
+  { k = $1 "\t" $2 "\t" $3; W[k] = W[k] " " $4; C[k] = C[k] " " $5; F[k] = F[k] " " $6; S[k] = S[k] " " $8; keys[k] = 1 }
   END { for (k in keys) { split(k, p, "\t"); cpk = p[1] "\t" p[2] "\tcp"
-        printf "%s\t%.2f\t%.2f\t%d\t%.2fx\n", k, med(W[k]), med(C[k]), med(F[k]), med(W[k]) / med(W[cpk]) } }' | sort
+        printf "%s\t%.2f\t%.2f\t%d\t%.2fx\t%d\n", k, med(W[k]), med(C[k]), med(F[k]), med(W[k]) / med(W[cpk]), med(S[k]) } }' | sort

@@ -19,7 +19,11 @@ import (
 // checkedReader the read path uses (CRC32 of a zip record, recorded
 // digest) and to the output's digest. What is verified is what was
 // written; a mismatch fails the conversion as before, and the temporary
-// output is discarded.
+// output is discarded. With the piped copy (atomicfile.PipedCopy, the
+// default where the bytes go to the page cache) the Writer reads the
+// input through Read instead, in pieces of 512 KiB, and writes the very
+// buffer the checks have just read: what is verified is again what lands
+// in the file, and no checker goroutine is started.
 
 // checkBufSize is the buffer the output's bytes are read back into: small
 // enough to stay in the CPU's cache (L2) while they are hashed, and 8
@@ -44,6 +48,7 @@ type rangeCopy struct {
 	mu    sync.Mutex
 	err   error // the checker's
 	ended bool  // wait was called: pieces are checked as they are copied
+	began bool  // the checker was started (by the first piece copied)
 }
 
 // fileRange is a piece copied: n bytes at off of f.
@@ -75,7 +80,6 @@ func (c *config) rangeSource(ctx context.Context, tmp *tempFile, it *item, sink 
 	rc.Close() // the bytes are read back from the output instead
 	r := &rangeCopy{ctx: ctx, span: span, cr: cr, sink: io.MultiWriter(sink, progressWriter{io.Discard, c.progress}),
 		jobs: make(chan fileRange, 2), done: make(chan struct{})}
-	go r.check()
 	return r, cr, nil
 }
 
@@ -129,6 +133,12 @@ func (r *rangeCopy) Copied(out *os.File, outOff, k int64) error {
 		return err
 	}
 	r.pos += k
+	if !r.began && !r.ended {
+		// Started with the first piece: a piped copy
+		// (atomicfile.PipedCopy) reads through Read and needs none.
+		r.began = true
+		go r.check()
+	}
 	if r.ended {
 		bp := checkBufs.Get(checkBufSize)
 		defer checkBufs.Put(bp)
@@ -171,7 +181,9 @@ func (r *rangeCopy) wait() {
 		r.ended = true
 		close(r.jobs)
 	}
-	<-r.done
+	if r.began {
+		<-r.done
+	}
 }
 
 // Close waits for the checks of the pieces copied and reports the

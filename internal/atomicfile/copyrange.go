@@ -13,7 +13,11 @@ import (
 // kept a conversion at 2-3x cp's time (docs/benchmarks.md). The reader
 // handed to Writer.ReadFrom says where its bytes lie (RangeReader), and
 // is told of each piece copied, so that it can check the bytes, read
-// back from the output, while the next piece is copied.
+// back from the output, while the next piece is copied. Where the bytes
+// go to the page cache, the piped copy (pipecopy.go, PipedCopy) is used
+// instead by default: the reader's own Read into small buffers that are
+// written as they are, which moves the bytes through memory once less
+// than the kernel's copy and the read-back.
 
 // RangeReader is a reader whose remaining bytes lie unchanged in a local
 // file. Writer.ReadFrom (and so io.Copy and io.CopyN into a Writer)
@@ -44,8 +48,9 @@ var MinRangeCopy int64 = 256 << 10
 // copy.
 var copyFile = copyFileRange
 
-// RangeCopies counts the bytes copied in the kernel by every Writer
-// (for tests and benchmarks, that the copy was taken).
+// RangeCopies counts the bytes copied by copyRange (in the kernel, or
+// piped) by every Writer (for tests and benchmarks, that the copy was
+// taken).
 var RangeCopies atomic.Int64
 
 // NoRangeCopy turns the in-kernel copy off: every RangeReader is read
@@ -90,6 +95,16 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 		}
 	}
 	defer w.realign()
+	if PipedCopy && w.piped+size <= PipeLimit {
+		w.piped += size
+		if w.budget != nil && !reserved {
+			// No direct I/O: counted as copied, and what is not
+			// copied given back.
+			w.budget.Add(-size)
+			defer func() { w.budget.Add(size - n) }()
+		}
+		return w.pipeRange(r, size)
+	}
 	for n < size {
 		k, cerr := copyFile(src, off+n, w.f, w.off, min(size-n, copyPiece))
 		if k > 0 {

@@ -3,7 +3,6 @@ package atomicfile
 import (
 	"bytes"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,21 +51,10 @@ func (r *fileRange) Read(p []byte) (int, error) {
 // or has none (synced) with direct I/O at hand (read); io.CopyN's LimitedReader is seen through; the
 // pieces reported copied are the output's ranges that hold them.
 func TestReadFromCopiesRange(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	src := make([]byte, 3*copyPiece+12345)
-	for i := range src {
-		src[i] = byte(rng.Uint32())
-	}
+	kernelCopy(t)
+	src := randomBytes(5, 3*copyPiece+12345)
 	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	if err := os.WriteFile(in, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	inF, err := os.Open(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inF.Close()
+	inF := inputFile(t, dir, src)
 	head := []byte("header of an odd length")
 	const skip, n = 1001, 2*copyPiece + 777
 	want := append(append(append([]byte{}, head...), src[skip:skip+n]...), "tail"...)
@@ -145,6 +133,14 @@ func TestReadFromCopiesRange(t *testing.T) {
 	}
 }
 
+// kernelCopy makes copyRange use copy_file_range (not the piped copy)
+// for the rest of the test.
+func kernelCopy(t *testing.T) {
+	old := PipedCopy
+	PipedCopy = false
+	t.Cleanup(func() { PipedCopy = old })
+}
+
 // countingDirect is a direct handle that counts its writes.
 type countingDirect struct {
 	f      *os.File
@@ -210,6 +206,7 @@ func TestCopyRealigns(t *testing.T) {
 // length, is refused (its bytes go the direct way). A copy that stops
 // short gives back what it did not copy.
 func TestCopyReservesBudget(t *testing.T) {
+	kernelCopy(t)
 	dir := t.TempDir()
 	src := bytes.Repeat([]byte("0123456789abcdef"), int(MinRangeCopy)/16*2)
 	size := int64(len(src))

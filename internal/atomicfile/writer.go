@@ -27,17 +27,21 @@ import (
 // gets ordinary writes.
 //
 // What goes through the page cache is written in pieces of cachedPiece
-// bytes, as cp's in-kernel copy writes (copy_file_range falls back to a
-// splice of 64 KiB at a time): the kernel sizes the page-cache folios of a
+// bytes, small as cp's in-kernel copy writes (copy_file_range falls back
+// to a splice of 64 KiB at a time): the kernel sizes the page-cache folios of a
 // buffered write by the write's length, so one 4 MiB write makes 2 MiB
 // folios, and those come from the free blocks of order 9 and above. A VM
 // with free page reporting (virtio-balloon; page_reporting_order 9) hands
 // exactly those blocks back to its host a couple of seconds after they are
 // freed, and every first touch of them afterwards is a fault in the host:
 // on the 2-core VM of docs/benchmarks.md, 1 GB written in 4 MiB pieces
-// after a sync and 2 s idle took 1.0-2.7 s of system time, in 64 KiB
-// pieces 0.33-0.37 s (cp: 0.22-0.27 s), all of it in
-// copy_folio_from_iter_atomic.
+// after a sync and 2 s idle took 1.0-2.7 s of system time (all of it in
+// copy_folio_from_iter_atomic), in 64 KiB pieces 0.33-0.37 s, in 256 KiB
+// pieces 0.32-0.35 s (cp: 0.22-0.27 s). Since
+// 2026-11-28 (local35e) the pieces are 256 KiB: folios of order 6, still
+// below the reported order, and a quarter of the system calls and of the
+// folios to allocate and put on the LRU: 1 GB warm through the piped copy
+// (pipecopy.go), 0.52-0.70 CPU-s against 0.66-0.76 in 64 KiB pieces.
 
 const (
 	// outputBlock is the size of one output buffer; outputBuffers of them
@@ -50,7 +54,7 @@ const (
 	directAlign = 4096
 	// cachedPiece is the most one write through the page cache writes
 	// (see above).
-	cachedPiece = 64 << 10
+	cachedPiece = 256 << 10
 )
 
 // directHandle is a file opened for direct I/O (an *os.File; an
@@ -81,8 +85,10 @@ func alignedBuffer(n int) []byte {
 var blocks = &par.FreeList[byte]{Max: 2 * outputBuffers, New: alignedBuffer}
 
 type writeJob struct {
-	b   []byte
-	off int64
+	b      []byte
+	off    int64
+	cached bool        // through the page cache, counted in the budget already (pipecopy.go)
+	ret    chan []byte // where b goes once written; nil: free
 }
 
 // Writer writes a file sequentially from offset 0 (File.Writer). Write
@@ -103,6 +109,10 @@ type Writer struct {
 	free chan []byte
 	jobs chan writeJob
 	wg   sync.WaitGroup // outstanding jobs
+
+	pipeFree chan []byte // the piped copy's buffers (pipecopy.go)
+	pipeMade int
+	piped    int64 // bytes given to the piped copy (PipeLimit)
 
 	mu  sync.Mutex
 	err error
@@ -141,13 +151,23 @@ func (w *Writer) next() []byte {
 func (w *Writer) run() {
 	for j := range w.jobs {
 		if w.failed() == nil {
-			if err := w.writeAt(j.b, j.off); err != nil {
+			var err error
+			if j.cached {
+				err = w.writeCached(j.b, j.off)
+			} else {
+				err = w.writeAt(j.b, j.off)
+			}
+			if err != nil {
 				w.mu.Lock()
 				w.err = err
 				w.mu.Unlock()
 			}
 		}
-		w.free <- j.b[:0]
+		if j.ret != nil {
+			j.ret <- j.b[:0]
+		} else {
+			w.free <- j.b[:0]
+		}
 		w.wg.Done()
 	}
 }
@@ -338,6 +358,7 @@ func (w *Writer) release() {
 	for len(w.free) > 0 {
 		put(<-w.free)
 	}
+	w.releasePipe()
 }
 
 // stop waits for the writing goroutine to end and closes the direct

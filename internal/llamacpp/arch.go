@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sync"
 )
 
 // Arch is llama.cpp's mapping of one architecture's Hugging Face tensors,
@@ -26,7 +27,8 @@ type Arch struct {
 	// Permute is true when q/k rows are permuted (Permute).
 	Permute bool
 
-	names, splits []*regexp.Regexp // Names' and Splits' From, compiled
+	once          sync.Once
+	names, splits []*regexp.Regexp // Names' and Splits' From, compiled (by compiled)
 }
 
 // Rule is one rename: From (a regular expression over a Hugging Face
@@ -73,30 +75,37 @@ var gptOssSplits = []Split{
 	{`^model\.layers\.(\d+)\.mlp\.experts\.gate_up_proj_bias$`, "blk.$1.ffn_gate_exps.bias", "blk.$1.ffn_up_exps.bias"},
 }
 
-// Archs are the architectures mapped, by general.architecture.
+// Archs are the architectures mapped, by general.architecture. Their
+// Names and Splits are compiled on first use (Patterns, Rename, SplitOf):
+// compiled when the program started, they were most of this package's
+// start-up (5,100 allocations, 0.5 MB, ~3.8 ms of every ckpt command on
+// the VM of docs/benchmarks.md, GGUF or not).
 var Archs = map[string]*Arch{
-	"llama":   compile(&Arch{Name: "llama", Names: llamaNames, Permute: true}),
-	"qwen2":   compile(&Arch{Name: "qwen2", Names: llamaNames}),
-	"gpt-oss": compile(&Arch{Name: "gpt-oss", Names: gptOssNames, Splits: gptOssSplits, Transposed: regexp.MustCompile(`^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$`)}),
+	"llama":   {Name: "llama", Names: llamaNames, Permute: true},
+	"qwen2":   {Name: "qwen2", Names: llamaNames},
+	"gpt-oss": {Name: "gpt-oss", Names: gptOssNames, Splits: gptOssSplits, Transposed: regexp.MustCompile(`^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$`)},
 }
 
-func compile(a *Arch) *Arch {
-	for _, n := range a.Names {
-		a.names = append(a.names, regexp.MustCompile(n.From))
-	}
-	for _, s := range a.Splits {
-		a.splits = append(a.splits, regexp.MustCompile(s.From))
-	}
+// compiled compiles a's Names and Splits, once.
+func (a *Arch) compiled() *Arch {
+	a.once.Do(func() {
+		for _, n := range a.Names {
+			a.names = append(a.names, regexp.MustCompile(n.From))
+		}
+		for _, s := range a.Splits {
+			a.splits = append(a.splits, regexp.MustCompile(s.From))
+		}
+	})
 	return a
 }
 
 // Patterns returns a's Names compiled, in the same order.
-func (a *Arch) Patterns() []*regexp.Regexp { return a.names }
+func (a *Arch) Patterns() []*regexp.Regexp { return a.compiled().names }
 
 // Rename returns llama.cpp's name for a Hugging Face name under a's
 // one-to-one renames, and whether one matched.
 func (a *Arch) Rename(name string) (string, bool) {
-	for i, re := range a.names {
+	for i, re := range a.compiled().names {
 		if re.MatchString(name) {
 			return re.ReplaceAllString(name, a.Names[i].To), true
 		}
@@ -107,7 +116,7 @@ func (a *Arch) Rename(name string) (string, bool) {
 // SplitOf returns llama.cpp's two names for a Hugging Face name that a
 // splits (the even half first), and whether one of Splits matched.
 func (a *Arch) SplitOf(name string) (even, odd string, ok bool) {
-	for i, re := range a.splits {
+	for i, re := range a.compiled().splits {
 		if re.MatchString(name) {
 			s := a.Splits[i]
 			return re.ReplaceAllString(name, s.Even), re.ReplaceAllString(name, s.Odd), true
