@@ -6,7 +6,9 @@
 #                    weight_block_size [128, 128]) of about GB decimal gigabytes;
 #                    DIR/mxfp4: one gpt-oss-20b layer's experts (gate_up_proj_blocks
 #                    [32, 5760, 90, 16], down_proj_blocks [32, 2880, 90, 16] and their
-#                    _scales, config.json quant_method mxfp4).
+#                    _scales, config.json quant_method mxfp4), or MXFP4_LAYERS such
+#                    layers (env; 0.42 GB each: 10 make a shard of gpt-oss's size,
+#                    4.2 GB, 15.9 GB as bfloat16).
 #   genbf16 DIR GB   DIR/bf16: a BF16 model of about GB decimal gigabytes for the
 #                    quantize runs (bfloat16 [7168, 2048] weights, N(0, 0.02)).
 #   fp8 DIR OUT      DeepSeek's weight_dequant (inference/kernel.py), as its CPU
@@ -33,11 +35,12 @@ def gen(d, gb):
     json.dump({"torch_dtype": "bfloat16", "quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
               "activation_scheme": "dynamic", "weight_block_size": [128, 128]}}, open(d + "/fp8/config.json", "w"))
     os.makedirs(d + "/mxfp4", exist_ok=True)
-    p = "model.layers.0.mlp.experts."
     sd = {}
-    for name, rows in (("gate_up_proj", 5760), ("down_proj", 2880)):
-        sd[p + name + "_blocks"] = torch.randint(0, 256, (32, rows, 90, 16), dtype=torch.uint8, generator=g)
-        sd[p + name + "_scales"] = torch.randint(118, 130, (32, rows, 90), dtype=torch.uint8, generator=g)
+    for layer in range(int(os.environ.get("MXFP4_LAYERS", "1"))):
+        p = f"model.layers.{layer}.mlp.experts."
+        for name, rows in (("gate_up_proj", 5760), ("down_proj", 2880)):
+            sd[p + name + "_blocks"] = torch.randint(0, 256, (32, rows, 90, 16), dtype=torch.uint8, generator=g)
+            sd[p + name + "_scales"] = torch.randint(118, 130, (32, rows, 90), dtype=torch.uint8, generator=g)
     save_file(sd, d + "/mxfp4/model.safetensors")
     json.dump({"torch_dtype": "bfloat16", "quantization_config": {"quant_method": "mxfp4",
               "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}},

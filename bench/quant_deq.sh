@@ -15,7 +15,9 @@
 #   TORCH=N runs torch in the first N rounds only (default: every round;
 #   0: none; at 4 GB torch holds ~20 GB). Its last output is kept for the
 #   bitwise check against ckpt's.
-#   KINDS (default "fp8 mxfp4") picks the dequantization runs.
+#   KINDS (default "fp8 mxfp4") picks the dequantization runs. MXFP4_LAYERS=N
+#   (read when the inputs are made) makes the MXFP4 shard N gpt-oss-20b layers
+#   (0.42 GB each; 10 is a shard of gpt-oss's size).
 #   WORK (default /tmp/ckpt-quant-bench) must be under /tmp: the chroot sees it.
 #   BASE=PATH: also time the ckpt binary at PATH (an earlier build), same
 #   rounds, for a before/after in one run.
