@@ -48,12 +48,15 @@ func TestLowSpeed(t *testing.T) {
 
 // A body faster than the limit is read whole, over several windows; so
 // is a fast body read by a slow consumer (only the time a Read waits
-// counts); and a limit of 0 turns the rule off.
+// counts); and a limit of 0 turns the rule off. The trickle (a byte a
+// millisecond, ~100 a window) is 100 times the limit (one byte a 100 ms
+// window), so that a loaded machine starving the server goroutine for
+// tens of milliseconds does not fail it (it did at 100 bytes/s over 50 ms).
 func TestLowSpeedPasses(t *testing.T) {
 	data := []byte(strings.Repeat("abcdefgh", 50))
 	s := hostileserver.New(t, hostileserver.Trickle(data, time.Millisecond))
-	for _, limit := range []int64{100, 0} {
-		_, obj := openObject(t, s.URL+"/m.bin", WithLowSpeed(limit, 50*time.Millisecond), WithRetries(0, time.Millisecond))
+	for _, limit := range []int64{10, 0} {
+		_, obj := openObject(t, s.URL+"/m.bin", WithLowSpeed(limit, 100*time.Millisecond), WithRetries(0, time.Millisecond))
 		got := make([]byte, len(data))
 		if _, err := obj.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("limit %d: %q, %v", limit, got, err)
