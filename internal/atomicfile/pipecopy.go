@@ -81,6 +81,13 @@ func (w *Writer) pipeRange(r RangeReader, size int64) (n int64, fallback bool, e
 		}
 		b := w.nextPipe()
 		want := int(min(int64(cap(b)), size-n))
+		if r := int((w.off + int64(want)) % cachedPiece); r != 0 && want > r {
+			// A block ends on a multiple of the cached pieces where
+			// it can (all but a range's last), so that the next
+			// starts on one and is written in whole pieces
+			// (writeCached).
+			want -= r
+		}
 		var rerr error
 		for len(b) < want && rerr == nil {
 			var k int

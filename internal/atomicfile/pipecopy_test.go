@@ -185,3 +185,45 @@ func TestPipeLimit(t *testing.T) {
 		t.Error("output differs")
 	}
 }
+
+// TestPipedBlocksAligned: after a header of odd length, the piped copy's
+// first block ends on a multiple of cachedPiece, so that every later
+// write through the page cache starts on one and none crosses one (the
+// kernel gives writes off those boundaries smaller folios: writer.go),
+// and the file is still right.
+func TestPipedBlocksAligned(t *testing.T) {
+	oldPiped := PipedCopy
+	defer func() { PipedCopy = oldPiped }()
+	PipedCopy = true
+	src := randomBytes(9, 6*cachedPiece+4321)
+	dir := t.TempDir()
+	inF := inputFile(t, dir, src)
+	f, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := newWriter(f, Unlimited())
+	rec := &pieces{f: f}
+	w.cached = rec
+	head := []byte("a header of 8+23 bytes!")
+	w.Write(head)
+	r := &fileRange{f: inF, off: 3, n: int64(len(src)) - 3}
+	if k, err := io.CopyN(w, r, r.n); err != nil || k != r.n {
+		t.Fatalf("CopyN %d, %v", k, err)
+	}
+	w.Write([]byte("tail"))
+	if err := w.finish(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(f.Name())
+	if want := append(append(append([]byte{}, head...), src[3:]...), "tail"...); !bytes.Equal(got, want) {
+		t.Fatal("output differs")
+	}
+	// The header's piece starts at 0; the first piped block and the
+	// tail start where the bytes before them ended.
+	if rec.crossing != 0 || rec.unaligned > 2 || rec.n < len(src)/cachedPiece {
+		t.Errorf("%d writes, %d off a multiple of %d bytes, %d across one; want at least %d, at most 2 off and none across",
+			rec.n, rec.unaligned, cachedPiece, rec.crossing, len(src)/cachedPiece)
+	}
+}

@@ -89,16 +89,25 @@ func TestFileWriterBudget(t *testing.T) {
 	}
 }
 
-// pieces records the lengths of the writes through the page cache.
+// pieces records the lengths of the writes through the page cache, and
+// how many start off a multiple of cachedPiece or cross one.
 type pieces struct {
-	f       *os.File
-	longest int
-	n       int
+	f         *os.File
+	longest   int
+	n         int
+	unaligned int
+	crossing  int
 }
 
 func (p *pieces) WriteAt(b []byte, off int64) (int, error) {
 	p.longest = max(p.longest, len(b))
 	p.n++
+	if off%cachedPiece != 0 {
+		p.unaligned++
+	}
+	if len(b) > 0 && off/cachedPiece != (off+int64(len(b))-1)/cachedPiece {
+		p.crossing++
+	}
 	return p.f.WriteAt(b, off)
 }
 
@@ -131,6 +140,9 @@ func TestFileWriterCachedPieces(t *testing.T) {
 		}
 		if rec.longest > cachedPiece || rec.n < len(data)/cachedPiece {
 			t.Errorf("%s: %d writes through the page cache, the longest %d bytes; want at least %d of at most %d", c.name, rec.n, rec.longest, len(data)/cachedPiece, cachedPiece)
+		}
+		if rec.crossing != 0 {
+			t.Errorf("%s: %d writes through the page cache cross a multiple of %d bytes, want none", c.name, rec.crossing, cachedPiece)
 		}
 	}
 }
