@@ -30,6 +30,9 @@ vet:
 	@if git grep -n -E '^(<<<<<<<|>>>>>>>)( |$$)' -- . ':!*.pt' ':!*.bin' 2>/dev/null; then \
 	  echo "merge conflict markers committed (above)"; exit 1; fi
 	$(GO) vet ./...
+	@echo "== vet: the module builds for macOS and Windows (go vet on darwin; go build on windows)"
+	GOOS=darwin $(GO) vet ./...
+	GOOS=windows $(GO) build ./...
 
 # What the interop tests will do, said before they run.
 INTEROP_STATUS = py=$${CKPT_PYTHON:-$(PYTHON)}; \

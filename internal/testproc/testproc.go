@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -74,7 +73,7 @@ func Start(dir, bin string, args, env []string, ready func() bool) (*Proc, error
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.cmd.SysProcAttr = groupAttr()
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("testproc: start %s: %w", bin, err)
 	}
@@ -101,7 +100,7 @@ func Start(dir, bin string, args, env []string, ready func() bool) (*Proc, error
 
 // Kill stops the process at once, leaving its data (a fault in a test).
 func (p *Proc) Kill() {
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	killGroup(p.cmd.Process)
 	<-p.done
 }
 
