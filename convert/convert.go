@@ -430,47 +430,18 @@ func (c *config) writeFile(ctx context.Context, final string, o fileOutput, item
 // returns the finished outputs, shards first, for the caller to commit,
 // and those made so far on error, for the caller to discard.
 func (c *config) writeOutputs(ctx context.Context, p *plan, l *layout, groups [][]*item, outs, finals []string, index string) ([]*tempFile, int64, error) {
-	var temps []*tempFile
 	md, err := l.out.metadata(c, p)
 	if err != nil {
 		return nil, 0, err
 	}
+	temps, sizes, err := c.writeShards(ctx, p, l, groups, outs, md, c.shardConcurrency(l, groups))
+	if err != nil {
+		return temps, 0, err
+	}
 	weightMap := map[string]string{}
 	var total int64
-	var sizes []int64 // written at once (shardwrite.go): each shard's bytes
-	if n := c.shardConcurrency(l, groups); n > 1 {
-		temps, sizes, err = c.writeShards(ctx, p, l, groups, outs, md, n)
-		if err != nil {
-			return temps, 0, err
-		}
-	}
 	for i, g := range groups {
-		if sizes != nil {
-			total += sizes[i]
-			for _, it := range g {
-				weightMap[it.name] = path.Base(filepath.ToSlash(finals[i]))
-			}
-			continue
-		}
-		values := p.values
-		if i > 0 {
-			values = nil
-		}
-		if c.dcpOpt.part.skips(i, len(groups)) { // another part's (--part)
-			for _, it := range g {
-				total += it.nbytes()
-				weightMap[it.name] = path.Base(filepath.ToSlash(finals[i]))
-			}
-			continue
-		}
-		t, n, err := c.writeFile(ctx, outs[i], l.out, g, values, p.tree, md)
-		if t != nil {
-			temps = append(temps, t)
-		}
-		if err != nil {
-			return temps, 0, err
-		}
-		total += n
+		total += sizes[i]
 		for _, it := range g {
 			weightMap[it.name] = path.Base(filepath.ToSlash(finals[i]))
 		}

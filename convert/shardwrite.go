@@ -52,11 +52,13 @@ func (c *config) shardConcurrency(l *layout, groups [][]*item) int {
 }
 
 // writeShards writes groups[i] to outs[i] (the first with the plan's
-// values) on up to n goroutines, taking the shards in order. It returns
-// the temporary files made, in shard order, for the caller to commit or
-// discard, and the tensor bytes of each shard; on error, every file made
-// is returned for discarding, and the error is the first shard's that did
-// not fail only because another one had.
+// values) on up to n goroutines, taking the shards in order (n = 1: one
+// after the other); a shard of another part (--part) is not written, and
+// counts its tensors' bytes. It returns the temporary files made, in
+// shard order, for the caller to commit or discard, and the tensor bytes
+// of each shard; on error, every file made is returned for discarding,
+// and the error is the first shard's that did not fail only because
+// another one had.
 func (c *config) writeShards(ctx context.Context, p *plan, l *layout, groups [][]*item, outs []string, md map[string]string, n int) ([]*tempFile, []int64, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -85,6 +87,12 @@ func (c *config) writeShards(ctx context.Context, p *plan, l *layout, groups [][
 				}
 				if err := wctx.Err(); err != nil {
 					errs[i] = err
+					continue
+				}
+				if c.dcpOpt.part.skips(i, len(groups)) { // another part's (--part)
+					for _, it := range groups[i] {
+						sizes[i] += it.nbytes()
+					}
 					continue
 				}
 				if shardStarted != nil {
