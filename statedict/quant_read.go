@@ -67,8 +67,10 @@ var spanBufs = &par.FreeList[byte]{Max: 4}
 // acquireSpan returns a span holding the codes of elements [first,
 // last): the kept one when it covers them, else the one read ahead when
 // it does, else one read now; it is kept instead, and the span after it
-// is read ahead (the read returned, for the caller to run, or started).
-func (s *quantSource) acquireSpan(first, last int64) (*codeSpan, func(), error) {
+// is read ahead (the read returned, for the caller to run while its other
+// workers decode, or started): a read decoded by one worker (overlap
+// false) has no worker to read ahead while it decodes.
+func (s *quantSource) acquireSpan(first, last int64, overlap bool) (*codeSpan, func(), error) {
 	b, e, f0, f1, _ := s.spanRange(first, last)
 	s.mu.Lock()
 	inOrder := first == s.nextFirst
@@ -96,7 +98,7 @@ func (s *quantSource) acquireSpan(first, last int64) (*codeSpan, func(), error) 
 		putSpan(old)
 	}
 	s.span = sp
-	ahead := s.readAhead(sp, first, last, inOrder)
+	ahead := s.readAhead(sp, first, last, inOrder, overlap)
 	s.mu.Unlock()
 	return sp, ahead, nil
 }
@@ -304,13 +306,6 @@ func (s *quantSource) readAt(p []byte, off int64, h *streamHash) (int, error) {
 		p = p[:total-off]
 	}
 	first, last := off/es, (off+int64(len(p))+es-1)/es
-	// The codes of the whole range are read once (or kept from the read
-	// before), each chunk decoding from its part of them.
-	sp, ahead, err := s.acquireSpan(first, last)
-	if err != nil {
-		return 0, err
-	}
-	defer s.releaseSpan(sp, int64(len(p)))
 	// Chunks end at base + multiples of step: counted from the weight's
 	// first element, or for a codec that asks for whole groups
 	// (quant.ChunkAlign) from the group the range starts in, the range
@@ -328,6 +323,13 @@ func (s *quantSource) readAt(p []byte, off int64, h *streamHash) (int, error) {
 	}
 	nchunks := (last-1-base)/step - (first-base)/step + 1
 	workers := min(procs, nchunks)
+	// The codes of the whole range are read once (or kept from the read
+	// before), each chunk decoding from its part of them.
+	sp, ahead, err := s.acquireSpan(first, last, workers > 1)
+	if err != nil {
+		return 0, err
+	}
+	defer s.releaseSpan(sp, int64(len(p)))
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex

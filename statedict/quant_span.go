@@ -161,9 +161,19 @@ const quantAhead = 2 << 20
 // unit's reads decode); else at least as many elements after sp as the
 // read had, which the caller runs on one of its decode workers (once a
 // read: a goroutine of its own each time cost more in wake-ups than the
-// overlap gained). nil when there is none. Called with s.mu held.
-func (s *quantSource) readAhead(sp *codeSpan, first, last int64, inOrder bool) func() {
+// overlap gained), only when the read has another worker decoding
+// meanwhile (overlap). A read decoded by one worker (a diff's small reads
+// in order, one goroutine a pair) reads its own codes: a read ahead would
+// run after it on the same goroutine, gaining nothing, into a span of
+// quantAhead codes that does not stay in the cache until it is decoded
+// (2 MiB of FP8 codes: the decode waited on memory for 60 % of its time,
+// and the kernel's copy into it cost 3 times cat's a byte). nil when
+// there is none. Called with s.mu held.
+func (s *quantSource) readAhead(sp *codeSpan, first, last int64, inOrder, overlap bool) func() {
 	if w, ok := s.codec.(wholeCodes); ok && w.WholeCodes() {
+		return nil
+	}
+	if s.compAt == nil && !overlap {
 		return nil
 	}
 	next, end := sp.f1, sp.f1+max(last-first, quantAhead)
