@@ -85,7 +85,8 @@ func writeSTFile(t *testing.T, path string, entries [][4]any) {
 // or less (a diff's: one goroutine a pair) reads just each read's codes,
 // with nothing read ahead, so the codes stay in the cache until decoded;
 // a read of several chunks (more than one worker) still reads the next
-// span ahead. The bytes are those of one whole read either way.
+// span ahead. The bytes are those of one whole read either way, and the
+// small reads allocate nothing.
 func TestQuantReadAtOwnCodes(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	const rows, cols = 2048, 2048
@@ -139,5 +140,16 @@ func TestQuantReadAtOwnCodes(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("reads of %d elements: bytes differ from ReadAll's", read)
 		}
+	}
+	// Such reads allocate nothing (their span's struct reused): a diff
+	// makes one for every 64 Ki elements, and garbage is fresh pages.
+	p, off := make([]byte, 1<<17), int64(0)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := src.ReadAt(p, off); err != nil {
+			t.Fatal(err)
+		}
+		off = (off + int64(len(p))) % int64(len(want))
+	}); n >= 1 {
+		t.Errorf("a ReadAt of 64 Ki elements in order: %.1f allocations", n)
 	}
 }
