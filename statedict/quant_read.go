@@ -67,8 +67,10 @@ var spanBufs = &par.FreeList[byte]{Max: 4}
 // acquireSpan returns a span holding the codes of elements [first,
 // last): the kept one when it covers them, else the one read ahead when
 // it does, else one read now; it is kept instead, and the span after it
-// is read ahead (the read returned, for the caller to run, or started).
-func (s *quantSource) acquireSpan(first, last int64) (*codeSpan, func(), error) {
+// is read ahead (the read returned, for the caller to run while its other
+// workers decode, or started): a read decoded by one worker (overlap
+// false) has no worker to read ahead while it decodes.
+func (s *quantSource) acquireSpan(first, last int64, overlap bool) (*codeSpan, func(), error) {
 	b, e, f0, f1, _ := s.spanRange(first, last)
 	s.mu.Lock()
 	inOrder := first == s.nextFirst
@@ -96,7 +98,7 @@ func (s *quantSource) acquireSpan(first, last int64) (*codeSpan, func(), error) 
 		putSpan(old)
 	}
 	s.span = sp
-	ahead := s.readAhead(sp, first, last, inOrder)
+	ahead := s.readAhead(sp, first, last, inOrder, overlap)
 	s.mu.Unlock()
 	return sp, ahead, nil
 }
@@ -304,13 +306,6 @@ func (s *quantSource) readAt(p []byte, off int64, h *streamHash) (int, error) {
 		p = p[:total-off]
 	}
 	first, last := off/es, (off+int64(len(p))+es-1)/es
-	// The codes of the whole range are read once (or kept from the read
-	// before), each chunk decoding from its part of them.
-	sp, ahead, err := s.acquireSpan(first, last)
-	if err != nil {
-		return 0, err
-	}
-	defer s.releaseSpan(sp, int64(len(p)))
 	// Chunks end at base + multiples of step: counted from the weight's
 	// first element, or for a codec that asks for whole groups
 	// (quant.ChunkAlign) from the group the range starts in, the range
@@ -328,27 +323,70 @@ func (s *quantSource) readAt(p []byte, off int64, h *streamHash) (int, error) {
 	}
 	nchunks := (last-1-base)/step - (first-base)/step + 1
 	workers := min(procs, nchunks)
+	// The codes of the whole range are read once (or kept from the read
+	// before), each chunk decoding from its part of them.
+	sp, ahead, err := s.acquireSpan(first, last, workers > 1)
+	if err != nil {
+		return 0, err
+	}
+	defer s.releaseSpan(sp, int64(len(p)))
+	ck := chunking{base: base, step: step, last: last}
+	if workers > 1 {
+		err = s.decodeParallel(p, off, first, ck, workers, sp, ahead, h)
+	} else {
+		// One worker: the chunks in order on this goroutine, nothing
+		// allocated (a diff makes such a read for every 64 Ki elements).
+		var enc []byte
+		for e0 := first; e0 < last && err == nil; e0 = ck.end(e0) {
+			err = s.decodeOne(p, off, e0, ck.end(e0)-e0, sp, &enc, h)
+		}
+		if ahead != nil { // none is returned for one worker (readAhead); run one all the same, or its waiter would wait forever
+			ahead()
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	if h != nil {
+		if err := h.read(p, off); err != nil {
+			return 0, &Error{Tensor: s.name, Err: err}
+		}
+	}
+	if len(p) < want {
+		return len(p), io.EOF
+	}
+	return len(p), nil
+}
+
+// chunking is how readAt cuts elements [.., last) into chunks: each ends
+// at base + a multiple of step, or at last.
+type chunking struct{ base, step, last int64 }
+
+// end returns the end of the chunk starting at element e0.
+func (c chunking) end(e0 int64) int64 {
+	return min(c.base+((e0-c.base)/c.step+1)*c.step, c.last)
+}
+
+// decodeParallel decodes the chunks of [first, ck.last) on workers
+// goroutines, the first of the others running ahead (when not nil)
+// before it decodes.
+func (s *quantSource) decodeParallel(p []byte, off, first int64, ck chunking, workers int64, sp *codeSpan, ahead func(), h *streamHash) error {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
-		next     = make(chan int64, nchunks)
+		next     = make(chan int64, (ck.last-first)/ck.step+2)
 	)
-	next <- first
-	for e0 := base + ((first-base)/step+1)*step; e0 < last; e0 += step {
+	for e0 := first; e0 < ck.last; e0 = ck.end(e0) {
 		next <- e0
 	}
 	close(next)
 	decode := func() {
 		var enc []byte
 		for e0 := range next {
-			n := min(base+((e0-base)/step+1)*step, last) - e0
-			if err := s.decodeChunk(p, off, e0, n, sp, &enc); err != nil {
-				setErr(&mu, &firstErr, &Error{Tensor: s.name, Err: err})
+			if err := s.decodeOne(p, off, e0, ck.end(e0)-e0, sp, &enc, h); err != nil {
+				setErr(&mu, &firstErr, err)
 				return
-			}
-			if h != nil {
-				h.hashWhole(p, off, max(e0*es, off), min((e0+n)*es, off+int64(len(p))))
 			}
 		}
 	}
@@ -364,21 +402,21 @@ func (s *quantSource) readAt(p []byte, off int64, h *streamHash) (int, error) {
 	}
 	decode()
 	wg.Wait()
-	if workers <= 1 && ahead != nil {
-		ahead()
-	}
-	if firstErr != nil {
-		return 0, firstErr
+	return firstErr
+}
+
+// decodeOne is decodeChunk, its error naming the weight, and the bytes
+// also hashed into h when it is not nil (the chunks inside what was
+// written).
+func (s *quantSource) decodeOne(p []byte, off, e0, n int64, sp *codeSpan, enc *[]byte, h *streamHash) error {
+	if err := s.decodeChunk(p, off, e0, n, sp, enc); err != nil {
+		return &Error{Tensor: s.name, Err: err}
 	}
 	if h != nil {
-		if err := h.read(p, off); err != nil {
-			return 0, &Error{Tensor: s.name, Err: err}
-		}
+		es := int64(s.dt.Size())
+		h.hashWhole(p, off, max(e0*es, off), min((e0+n)*es, off+int64(len(p))))
 	}
-	if len(p) < want {
-		return len(p), io.EOF
-	}
-	return len(p), nil
+	return nil
 }
 
 // decodeChunk writes the part of logical elements [e0, e0+n) that p

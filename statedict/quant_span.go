@@ -3,6 +3,7 @@ package statedict
 import (
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/ckpt-dev/ckpt/internal/par"
 	"github.com/ckpt-dev/ckpt/quant"
@@ -48,13 +49,19 @@ var (
 	prepBufs = &par.FreeList[byte]{Max: 4}
 )
 
-// putSpan gives sp's buffers back.
+// spans holds codeSpans no longer used, for readSpan to reuse (a diff
+// reads a span for every 64 Ki elements).
+var spans = sync.Pool{New: func() any { return new(codeSpan) }}
+
+// putSpan gives sp's buffers back, and sp: nothing refers to it after.
 func putSpan(sp *codeSpan) {
 	spanBufs.Put(sp.buf)
 	for _, b := range sp.cbufs {
 		compBufs.Put(b)
 	}
 	prepBufs.Put(sp.prep)
+	*sp = codeSpan{}
+	spans.Put(sp)
 }
 
 // spanRange returns the stored bytes and the elements a span holding
@@ -75,7 +82,8 @@ func (s *quantSource) spanRange(first, last int64) (b, e, f0, f1 int64, sub quan
 // readSpan reads the span holding elements [first, last).
 func (s *quantSource) readSpan(first, last int64) (*codeSpan, error) {
 	b, e, f0, f1, sub := s.spanRange(first, last)
-	sp := &codeSpan{b: b, e: e, f0: f0, f1: f1, codec: s.codec, comps: s.compData, refs: 1}
+	sp := spans.Get().(*codeSpan)
+	*sp = codeSpan{b: b, e: e, f0: f0, f1: f1, codec: s.codec, comps: s.compData, refs: 1}
 	sp.buf = spanBufs.Get(int(e - b))
 	if err := readFull(s.codesAt, *sp.buf, s.codesOff+b); err != nil {
 		putSpan(sp)
@@ -161,9 +169,19 @@ const quantAhead = 2 << 20
 // unit's reads decode); else at least as many elements after sp as the
 // read had, which the caller runs on one of its decode workers (once a
 // read: a goroutine of its own each time cost more in wake-ups than the
-// overlap gained). nil when there is none. Called with s.mu held.
-func (s *quantSource) readAhead(sp *codeSpan, first, last int64, inOrder bool) func() {
+// overlap gained), only when the read has another worker decoding
+// meanwhile (overlap). A read decoded by one worker (a diff's small reads
+// in order, one goroutine a pair) reads its own codes: a read ahead would
+// run after it on the same goroutine, gaining nothing, into a span of
+// quantAhead codes that does not stay in the cache until it is decoded
+// (2 MiB of FP8 codes: the decode waited on memory for 60 % of its time,
+// and the kernel's copy into it cost 3 times cat's a byte). nil when
+// there is none. Called with s.mu held.
+func (s *quantSource) readAhead(sp *codeSpan, first, last int64, inOrder, overlap bool) func() {
 	if w, ok := s.codec.(wholeCodes); ok && w.WholeCodes() {
+		return nil
+	}
+	if s.compAt == nil && !overlap {
 		return nil
 	}
 	next, end := sp.f1, sp.f1+max(last-first, quantAhead)
