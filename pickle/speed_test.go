@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -57,13 +56,6 @@ func BenchmarkFlood(b *testing.B) {
 			})
 		}
 	}
-}
-
-// cpuTime is the CPU time this process has used (user and system).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // measureRun runs f and returns the bytes it allocated (garbage included)

@@ -3,7 +3,6 @@ package verify
 import (
 	"context"
 	"math/rand"
-	"syscall"
 	"testing"
 
 	"github.com/ckpt-dev/ckpt/dtype"
@@ -42,16 +41,6 @@ func BenchmarkAddBF16(b *testing.B) {
 	b.ReportMetric(float64(userNS()-u0)/float64(b.N)/n, "user-ns/elem")
 }
 
-// userNS is the process's user CPU time in nanoseconds (the machine is
-// shared: wall time is the neighbours' as much as the kernel's).
-func userNS() int64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return ru.Utime.Nano()
-}
-
 // BenchmarkAddBF16F64: BenchmarkAddBF16 with the float64 kernels only.
 func BenchmarkAddBF16F64(b *testing.B) {
 	defer func(v bool) { useBlock = v }(useBlock)
@@ -85,13 +74,4 @@ func BenchmarkDiffBF16F64(b *testing.B) {
 	defer func(v bool) { useBlock = v }(useBlock)
 	useBlock = false
 	BenchmarkDiffBF16(b)
-}
-
-// cpuNS is the process's user and system CPU time in nanoseconds.
-func cpuNS() int64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

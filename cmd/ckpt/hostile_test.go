@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -73,11 +72,7 @@ func TestHostileCLI(t *testing.T) {
 			start := time.Now()
 			err := cmd.Run()
 			took := time.Since(start)
-			ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-			rss := int64(0)
-			if ru != nil {
-				rss = ru.Maxrss << 10 // KiB on Linux
-			}
+			rss := peakRSS(cmd.ProcessState)
 			msg := stderr.String()
 			t.Logf("%s %s: exit %d, %v, peak RSS %.1f MB: %s", args[0], c.Name, cmd.ProcessState.ExitCode(), took.Round(time.Millisecond), float64(rss)/1e6, strings.TrimSpace(msg))
 			if _, ok := err.(*exec.ExitError); !ok || cmd.ProcessState.ExitCode() != 1 {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -133,19 +132,5 @@ func TestScanEscapesControlCharacters(t *testing.T) {
 	if code != exitError || strings.ContainsAny(out+errs, "\x1b\r\a") ||
 		!strings.Contains(out, `evil\x1b[2J\rOK.pkl`) || !strings.Contains(out, `broken\x1b]0;t\a.pkl`) {
 		t.Errorf("exit %d, raw control characters or names missing:\n%q\n%q", code, out, errs)
-	}
-}
-
-// TestScanFIFO: a FIFO on the command line is refused at once, in one
-// line, exit 1, as inspect refuses it (a scan blocked in open, deaf to
-// SIGTERM, before).
-func TestScanFIFO(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "pipe.pt")
-	if err := syscall.Mkfifo(p, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
-	code, out, errs := runCLI(t, "scan", p)
-	if code != exitError || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "FIFO") {
-		t.Errorf("exit %d: %q %q", code, out, errs)
 	}
 }
