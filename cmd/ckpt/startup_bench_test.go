@@ -12,6 +12,6 @@ func BenchmarkRootCmd(b *testing.B) {
 	b.ReportAllocs()
 	s := newStreams(strings.NewReader(""), io.Discard, io.Discard)
 	for b.Loop() {
-		newRootCmd(s)
+		newRootCmd(s, commands)
 	}
 }

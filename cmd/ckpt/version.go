@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newVersionCmd) }
+func init() { commands = append(commands, command{"version", newVersionCmd}) }
 
 // buildInfo is debug.ReadBuildInfo, replaceable in tests.
 var buildInfo = debug.ReadBuildInfo
