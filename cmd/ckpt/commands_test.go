@@ -57,6 +57,7 @@ func TestCommandsForBuildsOne(t *testing.T) {
 		{[]string{"__complete", "convert", ""}, all},
 		{[]string{"conver", "a"}, all},
 		{[]string{"--", "convert"}, all},
+		{[]string{"--version", "convert"}, all},
 	} {
 		if got := names(commandsFor(tc.args)); got != tc.want {
 			t.Errorf("%q: built %q, want %q", tc.args, got, tc.want)
@@ -70,7 +71,7 @@ func TestCommandsForBuildsOne(t *testing.T) {
 func TestCommandsForSameRun(t *testing.T) {
 	lines := [][]string{
 		{"--version"}, {"-v"}, {"-q", "--version"}, {"version"}, {"version", "--json"},
-		{}, {"--help"}, {"help", "convert"}, {"conver", "x"}, {"--version", "convert"},
+		{}, {"--help"}, {"help", "convert"}, {"conver", "x"}, {"--version", "convert"}, {"convert", "--version"}, {"-v", "inspect", "x"},
 		{"--version", "--help"}, {"-v", "-h"}, {"-v", "--", "x"}, {"-v", "-x"},
 		{"completion", "bash"}, {"__complete", "convert", "--d"}, {"__complete", "in"},
 		{"inspect", fx + "zip_archive.pt"}, {"inspect", "--json", fx + "zip_archive.pt"},

@@ -47,7 +47,9 @@ var commands []command
 // the one args name (cobra then finds and runs it as among all of them:
 // the root's flags take no value, so the first argument that is not a
 // flag is the command's name), none for a plain --version, and all of them
-// otherwise (help, completion, an unknown or missing command). Building a
+// otherwise (help, completion, an unknown or missing command, --version
+// before a command's name). The root runs only when not one command is
+// picked. Building a
 // command tree costs every command's flags (start-up, issue 35).
 func commandsFor(args []string) []command {
 	version := false
@@ -63,7 +65,7 @@ func commandsFor(args []string) []command {
 			return commands
 		}
 		for _, c := range commands {
-			if c.name == a {
+			if c.name == a && !version { // cobra prints the version for `--version convert`
 				return []command{c}
 			}
 		}
@@ -103,7 +105,11 @@ Exit codes:
   3  ckpt scan: every file read in full, unknown globals found, nothing unsafe`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       versionString(),
+	}
+	if len(cmds) != 1 {
+		// Only the root itself prints the version (--version): a run of
+		// one command does not need the build information parsed.
+		root.Version = versionString()
 	}
 	root.SetVersionTemplate("ckpt {{.Version}}\n")
 	root.PersistentFlags().BoolVarP(&s.Quiet, "quiet", "q", false, "draw no progress bar")
