@@ -116,10 +116,10 @@ func yarnKVs(arch string, rs map[string]any) ([]gguf.KV, error) {
 // halves, read by ggufOutType.
 func (c *config) ggufExpand(items []*item) ([]*item, error) {
 	a := c.ggufArch
-	if a == nil || a.table == nil || (len(a.table.Splits) == 0 && a.table.Transposed == nil) {
+	if a == nil || a.table == nil || (len(a.table.Splits) == 0 && a.table.Transposed() == nil) {
 		return items, nil
 	}
-	tr := a.table.Transposed
+	tr := a.table.Transposed()
 	out := make([]*item, 0, len(items))
 	splits := 0
 	defer func() {

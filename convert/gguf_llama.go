@@ -417,7 +417,7 @@ func (c *config) ggufPermuted(it *item) (*statedict.Tensor, error) {
 	if a == nil || !a.permute {
 		return it.src, nil
 	}
-	m := llamacpp.QK.FindStringSubmatch(it.name)
+	m := llamacpp.QK().FindStringSubmatch(it.name)
 	if m == nil {
 		return it.src, nil
 	}

@@ -165,7 +165,7 @@ var cudaH13 = map[string]int{
 // cuda.h's numbering: a name at the wrong number (35 is no driver code)
 // would explain an error the driver never returns as something else.
 func TestCUDAErrorTableMatchesHeader(t *testing.T) {
-	for code, info := range cudaCodes {
+	for code, info := range cudaCodes() {
 		if want, ok := cudaH13[info.name]; !ok || want != code {
 			t.Errorf("table: %d is %s; cuda.h: %s is %d (known: %v)", code, info.name, info.name, want, ok)
 		}

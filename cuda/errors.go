@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"sync"
 )
 
 var (
@@ -67,7 +68,7 @@ func (e *CUDAError) Is(target error) bool {
 	if e.sentinel != nil {
 		return e.sentinel == target
 	}
-	info, ok := cudaCodes[e.Code]
+	info, ok := cudaCodes()[e.Code]
 	return ok && info.sentinel != nil && info.sentinel == target
 }
 
@@ -79,58 +80,61 @@ type codeInfo struct {
 // cudaCodes explains the CUresult values a user of ckpt can meet. Names and
 // numbers are those of CUDA 13's cuda.h (driver API), which has no 35 (that
 // is the runtime API's cudaErrorInsufficientDriver; the driver API says 36).
-var cudaCodes = map[int]codeInfo{
-	1: {"CUDA_ERROR_INVALID_VALUE", "an argument was out of range", "this is a bug in ckpt; please report it", nil},
-	2: {"CUDA_ERROR_OUT_OF_MEMORY", "the GPU does not have enough free memory",
-		"free memory on the device (other processes may hold it: see nvidia-smi), pick another device, or load fewer tensors at once", ErrOutOfMemory},
-	3: {"CUDA_ERROR_NOT_INITIALIZED", "the CUDA driver has not been initialized", "this is a bug in ckpt; please report it", ErrNotInitialized},
-	4: {"CUDA_ERROR_DEINITIALIZED", "the CUDA driver is shutting down", "", nil},
-	34: {"CUDA_ERROR_STUB_LIBRARY", "the libcuda.so.1 found is the CUDA toolkit's stub, not the driver",
-		"remove the toolkit's stubs directory from LD_LIBRARY_PATH so the driver's own libcuda.so.1 is loaded", ErrNoDriver},
-	36: {"CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER", "this call needs a newer NVIDIA driver", "update the NVIDIA driver", ErrInsufficientDriver},
-	46: {"CUDA_ERROR_DEVICE_UNAVAILABLE", "the GPU is busy or unavailable",
-		"the device may be in exclusive-process compute mode and used by another process (see nvidia-smi)", nil},
-	100: {"CUDA_ERROR_NO_DEVICE", "the driver found no CUDA-capable GPU",
-		"check that a GPU is installed and that CUDA_VISIBLE_DEVICES does not hide every GPU (an empty value hides all)", ErrNoDevice},
-	101: {"CUDA_ERROR_INVALID_DEVICE", "the device ordinal does not name a visible GPU",
-		"run `ckpt devices` to list the visible ordinals; CUDA_VISIBLE_DEVICES renumbers them from 0", ErrInvalidDevice},
-	200: {"CUDA_ERROR_INVALID_IMAGE", "the kernel image is not valid for this device", "", ErrBadKernel},
-	201: {"CUDA_ERROR_INVALID_CONTEXT", "no valid CUDA context is current", "this is a bug in ckpt; please report it", nil},
-	209: {"CUDA_ERROR_NO_BINARY_FOR_GPU", "the kernel image has no code for this GPU",
-		"ckpt's checksum kernel has code for compute capability 7.5 (Turing) and newer only", ErrBadKernel},
-	218: {"CUDA_ERROR_INVALID_PTX", "the driver could not compile the PTX kernel", "this is a bug in ckpt's kernels; please report it", ErrBadKernel},
-	221: {"CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "the driver's PTX JIT compiler library (libnvidia-ptxjitcompiler.so) was not found",
-		"install the NVIDIA driver's PTX JIT compiler library (in containers: the compute capability of the NVIDIA container toolkit)", ErrBadKernel},
-	222: {"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the PTX kernel needs a newer driver than the one installed",
-		"update the NVIDIA driver", ErrBadKernel},
-	223: {"CUDA_ERROR_JIT_COMPILATION_DISABLED", "PTX JIT compilation is disabled on this machine",
-		"unset CUDA_DISABLE_PTX_JIT if it is set", ErrBadKernel},
-	400: {"CUDA_ERROR_INVALID_HANDLE", "a CUDA handle (stream, event, module) was not valid", "this is a bug in ckpt; please report it", nil},
-	500: {"CUDA_ERROR_NOT_FOUND", "a named symbol (such as a kernel) was not found", "", nil},
-	600: {"CUDA_ERROR_NOT_READY", "the asynchronous work has not finished yet", "", nil},
-	700: {"CUDA_ERROR_ILLEGAL_ADDRESS", "a kernel accessed memory it does not own; the context is now unusable",
-		"restart the process", nil},
-	701: {"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "the kernel launch asked for more resources than the GPU has", "", nil},
-	712: {"CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "the host memory is already page-locked", "", nil},
-	713: {"CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "the host memory is not page-locked", "", nil},
-	719: {"CUDA_ERROR_LAUNCH_FAILED", "a kernel failed while running; the context is now unusable", "restart the process", nil},
-	800: {"CUDA_ERROR_NOT_PERMITTED", "the operation is not permitted", "", nil},
-	801: {"CUDA_ERROR_NOT_SUPPORTED", "the operation is not supported on this system or device", "", nil},
-	802: {"CUDA_ERROR_SYSTEM_NOT_READY", "the GPU system is not ready (for example fabric manager not running on NVSwitch systems)",
-		"check that nvidia-fabricmanager is running, then retry", nil},
-	803: {"CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "the CUDA user-space library and the NVIDIA kernel module have different versions",
-		"reboot after a driver update, or reinstall the driver so that libcuda.so.1 and the kernel module match", ErrDriverMismatch},
-	804: {"CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", "the CUDA forward-compatibility library does not support this GPU",
-		"remove the cuda-compat library from LD_LIBRARY_PATH or use a driver that natively supports this CUDA version", ErrDriverMismatch},
-	999: {"CUDA_ERROR_UNKNOWN", "an unknown internal driver error", "check dmesg for NVIDIA Xid messages", nil},
-}
+// Built on first use.
+var cudaCodes = sync.OnceValue(func() map[int]codeInfo {
+	return map[int]codeInfo{
+		1: {"CUDA_ERROR_INVALID_VALUE", "an argument was out of range", "this is a bug in ckpt; please report it", nil},
+		2: {"CUDA_ERROR_OUT_OF_MEMORY", "the GPU does not have enough free memory",
+			"free memory on the device (other processes may hold it: see nvidia-smi), pick another device, or load fewer tensors at once", ErrOutOfMemory},
+		3: {"CUDA_ERROR_NOT_INITIALIZED", "the CUDA driver has not been initialized", "this is a bug in ckpt; please report it", ErrNotInitialized},
+		4: {"CUDA_ERROR_DEINITIALIZED", "the CUDA driver is shutting down", "", nil},
+		34: {"CUDA_ERROR_STUB_LIBRARY", "the libcuda.so.1 found is the CUDA toolkit's stub, not the driver",
+			"remove the toolkit's stubs directory from LD_LIBRARY_PATH so the driver's own libcuda.so.1 is loaded", ErrNoDriver},
+		36: {"CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER", "this call needs a newer NVIDIA driver", "update the NVIDIA driver", ErrInsufficientDriver},
+		46: {"CUDA_ERROR_DEVICE_UNAVAILABLE", "the GPU is busy or unavailable",
+			"the device may be in exclusive-process compute mode and used by another process (see nvidia-smi)", nil},
+		100: {"CUDA_ERROR_NO_DEVICE", "the driver found no CUDA-capable GPU",
+			"check that a GPU is installed and that CUDA_VISIBLE_DEVICES does not hide every GPU (an empty value hides all)", ErrNoDevice},
+		101: {"CUDA_ERROR_INVALID_DEVICE", "the device ordinal does not name a visible GPU",
+			"run `ckpt devices` to list the visible ordinals; CUDA_VISIBLE_DEVICES renumbers them from 0", ErrInvalidDevice},
+		200: {"CUDA_ERROR_INVALID_IMAGE", "the kernel image is not valid for this device", "", ErrBadKernel},
+		201: {"CUDA_ERROR_INVALID_CONTEXT", "no valid CUDA context is current", "this is a bug in ckpt; please report it", nil},
+		209: {"CUDA_ERROR_NO_BINARY_FOR_GPU", "the kernel image has no code for this GPU",
+			"ckpt's checksum kernel has code for compute capability 7.5 (Turing) and newer only", ErrBadKernel},
+		218: {"CUDA_ERROR_INVALID_PTX", "the driver could not compile the PTX kernel", "this is a bug in ckpt's kernels; please report it", ErrBadKernel},
+		221: {"CUDA_ERROR_JIT_COMPILER_NOT_FOUND", "the driver's PTX JIT compiler library (libnvidia-ptxjitcompiler.so) was not found",
+			"install the NVIDIA driver's PTX JIT compiler library (in containers: the compute capability of the NVIDIA container toolkit)", ErrBadKernel},
+		222: {"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the PTX kernel needs a newer driver than the one installed",
+			"update the NVIDIA driver", ErrBadKernel},
+		223: {"CUDA_ERROR_JIT_COMPILATION_DISABLED", "PTX JIT compilation is disabled on this machine",
+			"unset CUDA_DISABLE_PTX_JIT if it is set", ErrBadKernel},
+		400: {"CUDA_ERROR_INVALID_HANDLE", "a CUDA handle (stream, event, module) was not valid", "this is a bug in ckpt; please report it", nil},
+		500: {"CUDA_ERROR_NOT_FOUND", "a named symbol (such as a kernel) was not found", "", nil},
+		600: {"CUDA_ERROR_NOT_READY", "the asynchronous work has not finished yet", "", nil},
+		700: {"CUDA_ERROR_ILLEGAL_ADDRESS", "a kernel accessed memory it does not own; the context is now unusable",
+			"restart the process", nil},
+		701: {"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "the kernel launch asked for more resources than the GPU has", "", nil},
+		712: {"CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "the host memory is already page-locked", "", nil},
+		713: {"CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "the host memory is not page-locked", "", nil},
+		719: {"CUDA_ERROR_LAUNCH_FAILED", "a kernel failed while running; the context is now unusable", "restart the process", nil},
+		800: {"CUDA_ERROR_NOT_PERMITTED", "the operation is not permitted", "", nil},
+		801: {"CUDA_ERROR_NOT_SUPPORTED", "the operation is not supported on this system or device", "", nil},
+		802: {"CUDA_ERROR_SYSTEM_NOT_READY", "the GPU system is not ready (for example fabric manager not running on NVSwitch systems)",
+			"check that nvidia-fabricmanager is running, then retry", nil},
+		803: {"CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "the CUDA user-space library and the NVIDIA kernel module have different versions",
+			"reboot after a driver update, or reinstall the driver so that libcuda.so.1 and the kernel module match", ErrDriverMismatch},
+		804: {"CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", "the CUDA forward-compatibility library does not support this GPU",
+			"remove the cuda-compat library from LD_LIBRARY_PATH or use a driver that natively supports this CUDA version", ErrDriverMismatch},
+		999: {"CUDA_ERROR_UNKNOWN", "an unknown internal driver error", "check dmesg for NVIDIA Xid messages", nil},
+	}
+})
 
 // newCUDAError builds the error for code returned by op. driverName and
 // driverString are what cuGetErrorName/cuGetErrorString said ("" when the
 // driver could not tell).
 func newCUDAError(op string, code int, driverName, driverString string) *CUDAError {
 	e := &CUDAError{Code: code, Op: op, Name: driverName}
-	info, known := cudaCodes[code]
+	info, known := cudaCodes()[code]
 	if e.Name == "" {
 		e.Name = info.name
 	}

@@ -174,7 +174,7 @@ func TestRealNoDevice(t *testing.T) {
 // does not know yet are reported.
 func TestRealErrorNames(t *testing.T) {
 	a, _ := realLibrary(t)
-	for code, info := range cudaCodes {
+	for code, info := range cudaCodes() {
 		var p *byte
 		if r := a.cuGetErrorName(cuResult(code), &p); r != 0 {
 			t.Logf("code %d (%s): unknown to this driver (cuGetErrorName = %d)", code, info.name, r)

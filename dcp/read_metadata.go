@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/dcpclass"
@@ -35,12 +36,13 @@ func WithPickleLimits(l pickle.Limits) ReadOption { return func(c *readConfig) {
 func WithMaxMetadataSize(n int64) ReadOption { return func(c *readConfig) { c.maxMetadata = n } }
 
 // rankFile is the name FileSystemWriter gives a rank's file: __R_N.distcp.
-var rankFile = regexp.MustCompile(`^__(\d+)_\d+\.distcp$`)
+// Compiled on first use, not at start-up.
+var rankFile = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^__(\d+)_\d+\.distcp$`) })
 
 // RankOf returns the rank that wrote the .distcp file named name
 // (__R_N.distcp, FileName's form), -1 when the name does not say.
 func RankOf(name string) int {
-	if m := rankFile.FindStringSubmatch(name); m != nil {
+	if m := rankFile().FindStringSubmatch(name); m != nil {
 		if r, err := strconv.Atoi(m[1]); err == nil {
 			return r
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"regexp"
 	"strconv"
+	"sync"
 )
 
 // torch >= 2.8 safetensors-backed DCP (HuggingFaceStorageWriter, and
@@ -29,14 +30,16 @@ const MaxSafetensorsFiles = 1 << 16
 
 // hfShardFile is the name HuggingFaceStorageWriter gives a rank's file
 // when every rank saves its own share: shard-RRRRR-model-IIIII-of-NNNNN,
-// RRRRR the rank plus one.
-var hfShardFile = regexp.MustCompile(`^shard-(\d{5,})-model-\d{5,}-of-\d{5,}\.safetensors$`)
+// RRRRR the rank plus one. Compiled on first use, not at start-up.
+var hfShardFile = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^shard-(\d{5,})-model-\d{5,}-of-\d{5,}\.safetensors$`)
+})
 
 // ShardFileRank returns the rank that wrote the safetensors file named
 // name (HuggingFaceStorageWriter's shard-RRRRR-model-IIIII-of-NNNNN,
 // RRRRR the rank plus one), -1 when the name does not say.
 func ShardFileRank(name string) int {
-	if m := hfShardFile.FindStringSubmatch(name); m != nil {
+	if m := hfShardFile().FindStringSubmatch(name); m != nil {
 		if r, err := strconv.Atoi(m[1]); err == nil && r >= 1 {
 			return r - 1
 		}

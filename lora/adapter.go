@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -32,12 +33,17 @@ type module struct {
 // PEFT's saved names, after the prefix (base_model.model.) is removed:
 // the adapter's name ("default") may still be in them when a tool saved
 // the model's own state dict.
-var (
-	linearKey = regexp.MustCompile(`^(.+)\.lora_([AB])(?:\.[^.]+)?\.(weight|bias)$`)
-	embedKey  = regexp.MustCompile(`^(.+)\.lora_embedding_([AB])(?:\.[^.]+)?$`)
-	magKey    = regexp.MustCompile(`^(.+)\.lora_magnitude_vector(?:\.[^.]+)?(?:\.weight)?$`)
-	savedKey  = regexp.MustCompile(`^(.+)\.modules_to_save(?:\.[^.]+)?\.([^.]+)$`)
-)
+type peftKeys struct{ linear, embed, mag, saved *regexp.Regexp }
+
+// peftNames compiles peftKeys on first use (NewAdapter), not at start-up.
+var peftNames = sync.OnceValue(func() peftKeys {
+	return peftKeys{
+		linear: regexp.MustCompile(`^(.+)\.lora_([AB])(?:\.[^.]+)?\.(weight|bias)$`),
+		embed:  regexp.MustCompile(`^(.+)\.lora_embedding_([AB])(?:\.[^.]+)?$`),
+		mag:    regexp.MustCompile(`^(.+)\.lora_magnitude_vector(?:\.[^.]+)?(?:\.weight)?$`),
+		saved:  regexp.MustCompile(`^(.+)\.modules_to_save(?:\.[^.]+)?\.([^.]+)$`),
+	}
+})
 
 // Prefix is the prefix PEFT's saved names carry before the base model's.
 const Prefix = "base_model.model."
@@ -66,6 +72,7 @@ func NewAdapter(name string, cfg *Config, ck *statedict.Checkpoint, weight float
 		*slot = t
 		return nil
 	}
+	re := peftNames()
 	for _, t := range ck.Tensors {
 		key := strings.TrimPrefix(t.Name, Prefix)
 		if t.Storage == nil || t.Meta || t.Component != "" || t.Layout != "" && t.Layout != statedict.Strided || !t.DType.IsFloat() {
@@ -73,8 +80,8 @@ func NewAdapter(name string, cfg *Config, ck *statedict.Checkpoint, weight float
 		}
 		var err error
 		switch {
-		case linearKey.MatchString(key):
-			m := linearKey.FindStringSubmatch(key)
+		case re.linear.MatchString(key):
+			m := re.linear.FindStringSubmatch(key)
 			mo := mod(m[1])
 			switch {
 			case m[2] == "A" && m[3] == "weight":
@@ -86,8 +93,8 @@ func NewAdapter(name string, cfg *Config, ck *statedict.Checkpoint, weight float
 			default:
 				err = &Error{Adapter: name, Name: t.Name, Err: fmt.Errorf("%w: lora_A has no bias in PEFT", ErrUnsupported)}
 			}
-		case embedKey.MatchString(key):
-			m := embedKey.FindStringSubmatch(key)
+		case re.embed.MatchString(key):
+			m := re.embed.FindStringSubmatch(key)
 			mo := mod(m[1])
 			mo.embedding = true
 			if m[2] == "A" {
@@ -95,12 +102,12 @@ func NewAdapter(name string, cfg *Config, ck *statedict.Checkpoint, weight float
 			} else {
 				err = set(&mo.b, t)
 			}
-		case magKey.MatchString(key):
-			err = set(&mod(magKey.FindStringSubmatch(key)[1]).magnitude, t)
+		case re.mag.MatchString(key):
+			err = set(&mod(re.mag.FindStringSubmatch(key)[1]).magnitude, t)
 		case strings.Contains(key, "lora_"):
 			err = &Error{Adapter: name, Name: t.Name, Err: fmt.Errorf("%w: a LoRA tensor ckpt does not know", ErrUnsupported)}
 		default:
-			if m := savedKey.FindStringSubmatch(key); m != nil {
+			if m := re.saved.FindStringSubmatch(key); m != nil {
 				key = m[1] + "." + m[2]
 			}
 			if a.replace[key] != nil {

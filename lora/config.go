@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // MaxConfigSize bounds an adapter_config.json (1 MiB; PEFT's are a few KB).
@@ -51,18 +52,20 @@ type Pattern struct {
 	re    *regexp.Regexp
 }
 
-// harmless are the LoraConfig keys that do not change a merge (or whose
-// use the parser reads or checks below).
-var harmless = map[string]bool{
-	"task_type": true, "peft_type": true, "auto_mapping": true, "peft_version": true,
-	"base_model_name_or_path": true, "revision": true, "inference_mode": true,
-	"r": true, "lora_alpha": true, "lora_dropout": true, "target_modules": true, "exclude_modules": true,
-	"fan_in_fan_out": true, "bias": true, "use_rslora": true, "modules_to_save": true,
-	"layers_to_transform": true, "layers_pattern": true, "rank_pattern": true, "alpha_pattern": true,
-	"megatron_config": true, "megatron_core": true, "use_dora": true, "lora_bias": true,
-	"init_lora_weights": true, "eva_config": true, "corda_config": true, "lora_ga_config": true,
-	"loftq_config": true, "runtime_config": true, "ensure_weight_tying": true, "qalora_group_size": true,
-}
+// harmless returns the LoraConfig keys that do not change a merge (or
+// whose use the parser reads or checks below), built on first use.
+var harmless = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"task_type": true, "peft_type": true, "auto_mapping": true, "peft_version": true,
+		"base_model_name_or_path": true, "revision": true, "inference_mode": true,
+		"r": true, "lora_alpha": true, "lora_dropout": true, "target_modules": true, "exclude_modules": true,
+		"fan_in_fan_out": true, "bias": true, "use_rslora": true, "modules_to_save": true,
+		"layers_to_transform": true, "layers_pattern": true, "rank_pattern": true, "alpha_pattern": true,
+		"megatron_config": true, "megatron_core": true, "use_dora": true, "lora_bias": true,
+		"init_lora_weights": true, "eva_config": true, "corda_config": true, "lora_ga_config": true,
+		"loftq_config": true, "runtime_config": true, "ensure_weight_tying": true, "qalora_group_size": true,
+	}
+})
 
 // refusedWhenSet are LoraConfig keys that change what the saved weights
 // mean, and that the merge does not implement, when they are set.
@@ -179,7 +182,7 @@ func checkKeys(raw map[string]json.RawMessage) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if harmless[k] || unset(raw[k]) {
+		if harmless()[k] || unset(raw[k]) {
 			continue
 		}
 		if why, ok := refusedWhenSet[k]; ok {

@@ -3,6 +3,7 @@ package pickle
 import (
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Verdict classifies a global a pickle imports.
@@ -133,20 +134,24 @@ var scanUnsafe = []string{
 // harmlessBuiltins are builtin functions that compute a value from their
 // arguments and reach nothing else; scan rates them data (ckpt's loader
 // still calls none of them).
-var harmlessBuiltins = map[string]bool{
-	"len": true, "abs": true, "min": true, "max": true, "sum": true, "round": true, "divmod": true, "hex": true,
-	"oct": true, "bin": true, "chr": true, "ord": true, "all": true, "any": true, "isinstance": true,
-	"issubclass": true, "callable": true, "ascii": true,
-}
+var harmlessBuiltins = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"len": true, "abs": true, "min": true, "max": true, "sum": true, "round": true, "divmod": true, "hex": true,
+		"oct": true, "bin": true, "chr": true, "ord": true, "all": true, "any": true, "isinstance": true,
+		"issubclass": true, "callable": true, "ascii": true,
+	}
+})
 
 // dataFuncs are callables ckpt implements that torch's weights_only
 // loader does not allow; they only build plain values.
-var dataFuncs = map[string]bool{
-	"collections.Counter": true, "collections.defaultdict": true, "copyreg._reconstructor": true,
-	"copyreg.__newobj__": true, "builtins.slice": true, "builtins.range": true, "builtins.type": true,
-	"builtins.object": true, "builtins.Ellipsis": true, "builtins.NotImplemented": true,
-	"builtins.bytearray": true, "builtins.complex": true,
-}
+var dataFuncs = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"collections.Counter": true, "collections.defaultdict": true, "copyreg._reconstructor": true,
+		"copyreg.__newobj__": true, "builtins.slice": true, "builtins.range": true, "builtins.type": true,
+		"builtins.object": true, "builtins.Ellipsis": true, "builtins.NotImplemented": true,
+		"builtins.bytearray": true, "builtins.complex": true,
+	}
+})
 
 // Classify returns the verdict on module.name and why. It looks only at
 // the name: it never imports anything.
@@ -235,13 +240,13 @@ func classifyDotted(mod, name string) (Verdict, string) {
 func classifyName(module, name string) (Verdict, string) {
 	mod := normalizeModule(module)
 	full := mod + "." + name
-	if mod == "builtins" && harmlessBuiltins[name] {
+	if mod == "builtins" && harmlessBuiltins()[name] {
 		return VerdictData, "a builtin that only computes a value from its arguments"
 	}
-	if strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__") && funcs[full] == nil && !dataFuncs[full] {
+	if strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__") && funcs()[full] == nil && !dataFuncs()[full] {
 		return VerdictUnsafe, "names the module's dunder attribute " + strconv.Quote(name) + ", which reaches its namespace or internals"
 	}
-	if mod == "torch.serialization" && funcs[full] == nil {
+	if mod == "torch.serialization" && funcs()[full] == nil {
 		// Everything in torch.serialization but the layout helper the
 		// weights_only loader allows opens or unpickles other data.
 		return VerdictUnsafe, "can load other files or pickles (torch.serialization)"
@@ -258,16 +263,16 @@ func classifyName(module, name string) (Verdict, string) {
 		}
 	}
 	switch {
-	case dataFuncs[full]:
+	case dataFuncs()[full]:
 		return VerdictData, "builds a plain value; not in torch's weights_only allowlist"
-	case funcs[full] != nil, tensorClasses[full], mod == "builtins":
+	case funcs()[full] != nil, tensorClasses[full], mod == "builtins":
 		return VerdictAllowed, "in torch's weights_only allowlist"
 	case isDTypeGlobal(mod, name), storageDTypes(mod, name) != nil, mod == "torch" && (layouts[name] || qschemes[name]):
 		return VerdictAllowed, "in torch's weights_only allowlist"
 	case (mod == "torch" || mod == "torch.cuda") && strings.HasSuffix(name, "Tensor") &&
-		storageClasses[strings.TrimSuffix(name, "Tensor")+"Storage"] != "":
+		storageClasses()[strings.TrimSuffix(name, "Tensor")+"Storage"] != "":
 		return VerdictAllowed, "a legacy tensor type (torch < 0.4), used as a value"
-	case objectClasses[full]:
+	case objectClasses()[full]:
 		return VerdictData, "benign data class, kept as an opaque value"
 	}
 	return VerdictUnknown, "not on the allowlist: torch.load would import it and may call it"

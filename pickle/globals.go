@@ -3,6 +3,7 @@ package pickle
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // classKind says what a resolved global may do.
@@ -153,67 +154,74 @@ var unsafeModules = []string{
 
 // builtinsAllowed is the whole allowlist for the builtins module; every
 // other builtin (eval, exec, compile, open, getattr, __import__, ...) is unsafe.
-var builtinsAllowed = map[string]classKind{
-	"int": kindValue, "float": kindValue, "str": kindValue, "bool": kindValue, "bytes": kindValue,
-	"dict": kindValue, "list": kindValue, "tuple": kindValue, "object": kindValue, "type": kindValue,
-	"Ellipsis": kindValue, "NotImplemented": kindValue,
-	"set": kindFunc, "frozenset": kindFunc, "bytearray": kindFunc, "complex": kindFunc,
-	"slice": kindObject, "range": kindObject,
-}
+var builtinsAllowed = sync.OnceValue(func() map[string]classKind {
+	return map[string]classKind{
+		"int": kindValue, "float": kindValue, "str": kindValue, "bool": kindValue, "bytes": kindValue,
+		"dict": kindValue, "list": kindValue, "tuple": kindValue, "object": kindValue, "type": kindValue,
+		"Ellipsis": kindValue, "NotImplemented": kindValue,
+		"set": kindFunc, "frozenset": kindFunc, "bytearray": kindFunc, "complex": kindFunc,
+		"slice": kindObject, "range": kindObject,
+	}
+})
 
 // objectClasses are benign data classes that real checkpoints carry; their
-// construction is recorded as *Object.
-var objectClasses = map[string]bool{
-	"argparse.Namespace": true,
-	"numpy.ndarray":      true, "numpy.dtype": true,
-	"numpy.core.multiarray._reconstruct": true, "numpy._core.multiarray._reconstruct": true,
-	"numpy.core.multiarray.scalar": true, "numpy._core.multiarray.scalar": true,
-	"numpy.core.numeric._frombuffer": true, "numpy._core.numeric._frombuffer": true,
-	"numpy.random._pickle.__randomstate_ctor": true, "numpy.random._pickle.__bit_generator_ctor": true,
-	"numpy.random._pickle.__generator_ctor": true, "numpy.random.__RandomState_ctor": true,
-	"datetime.datetime": true, "datetime.date": true, "datetime.time": true,
-	"datetime.timedelta": true, "datetime.timezone": true,
-	"pathlib.Path": true, "pathlib.PosixPath": true, "pathlib.WindowsPath": true,
-	"pathlib.PurePath": true, "pathlib.PurePosixPath": true, "pathlib.PureWindowsPath": true,
-	"decimal.Decimal": true, "fractions.Fraction": true, "uuid.UUID": true, "collections.deque": true,
-}
+// construction is recorded as *Object. Built on first use, as are this
+// package's other large tables (start-up, issue 35).
+var objectClasses = sync.OnceValue(func() map[string]bool {
+	return addDCPClasses(map[string]bool{
+		"argparse.Namespace": true,
+		"numpy.ndarray":      true, "numpy.dtype": true,
+		"numpy.core.multiarray._reconstruct": true, "numpy._core.multiarray._reconstruct": true,
+		"numpy.core.multiarray.scalar": true, "numpy._core.multiarray.scalar": true,
+		"numpy.core.numeric._frombuffer": true, "numpy._core.numeric._frombuffer": true,
+		"numpy.random._pickle.__randomstate_ctor": true, "numpy.random._pickle.__bit_generator_ctor": true,
+		"numpy.random._pickle.__generator_ctor": true, "numpy.random.__RandomState_ctor": true,
+		"datetime.datetime": true, "datetime.date": true, "datetime.time": true,
+		"datetime.timedelta": true, "datetime.timezone": true,
+		"pathlib.Path": true, "pathlib.PosixPath": true, "pathlib.WindowsPath": true,
+		"pathlib.PurePath": true, "pathlib.PurePosixPath": true, "pathlib.PureWindowsPath": true,
+		"decimal.Decimal": true, "fractions.Fraction": true, "uuid.UUID": true, "collections.deque": true,
+	})
+})
 
 // funcs maps module.name to the Go implementation of known callables.
-var funcs = map[string]hookFunc{
-	"torch._utils._rebuild_tensor":                        rebuildTensor,
-	"torch._utils._rebuild_tensor_v2":                     rebuildTensorV2,
-	"torch._utils._rebuild_tensor_v3":                     rebuildTensorV3,
-	"torch._utils._rebuild_parameter":                     rebuildParameter,
-	"torch._utils._rebuild_parameter_with_state":          rebuildParameterWithState,
-	"torch._utils._rebuild_qtensor":                       rebuildQTensor,
-	"torch._utils._rebuild_sparse_tensor":                 rebuildSparse,
-	"torch._utils._rebuild_sparse_csr_tensor":             rebuildSparse,
-	"torch._utils._rebuild_nested_tensor":                 rebuildNested,
-	"torch.nested._internal.nested_tensor._rebuild_njt":   rebuildNJT,
-	"torch._utils._rebuild_meta_tensor_no_storage":        rebuildMeta,
-	"torch._utils._rebuild_wrapper_subclass":              rebuildWrapperSubclass,
-	"torch._utils._rebuild_device_tensor_from_numpy":      rebuildFromNumpy,
-	"torch._utils._rebuild_xla_tensor":                    rebuildFromNumpy,
-	"torch._utils._rebuild_mtia_tensor":                   rebuildFromNumpy,
-	"torch._utils._rebuild_device_tensor_from_cpu_tensor": rebuildFromCPUTensor,
-	"torch._tensor._rebuild_from_type":                    rebuildFromType,
-	"torch._tensor._rebuild_from_type_v2":                 rebuildFromType,
-	"torch.nn.parameter.Parameter":                        newParameter,
-	"torch.nn.Parameter":                                  newParameter,
-	"torch.Size":                                          newSize,
-	"torch.device":                                        newDevice,
-	"torch.serialization._get_layout":                     getLayout,
-	"collections.OrderedDict":                             dictMaker("collections.OrderedDict"),
-	"collections.Counter":                                 dictMaker("collections.Counter"),
-	"collections.defaultdict":                             newDefaultDict,
-	"builtins.set":                                        setMaker(false),
-	"builtins.frozenset":                                  setMaker(true),
-	"builtins.bytearray":                                  newByteArray,
-	"builtins.complex":                                    newComplex,
-	"_codecs.encode":                                      codecsEncode,
-	"copyreg._reconstructor":                              reconstructor,
-	"copyreg.__newobj__":                                  newObj,
-}
+var funcs = sync.OnceValue(func() map[string]hookFunc {
+	return map[string]hookFunc{
+		"torch._utils._rebuild_tensor":                        rebuildTensor,
+		"torch._utils._rebuild_tensor_v2":                     rebuildTensorV2,
+		"torch._utils._rebuild_tensor_v3":                     rebuildTensorV3,
+		"torch._utils._rebuild_parameter":                     rebuildParameter,
+		"torch._utils._rebuild_parameter_with_state":          rebuildParameterWithState,
+		"torch._utils._rebuild_qtensor":                       rebuildQTensor,
+		"torch._utils._rebuild_sparse_tensor":                 rebuildSparse,
+		"torch._utils._rebuild_sparse_csr_tensor":             rebuildSparse,
+		"torch._utils._rebuild_nested_tensor":                 rebuildNested,
+		"torch.nested._internal.nested_tensor._rebuild_njt":   rebuildNJT,
+		"torch._utils._rebuild_meta_tensor_no_storage":        rebuildMeta,
+		"torch._utils._rebuild_wrapper_subclass":              rebuildWrapperSubclass,
+		"torch._utils._rebuild_device_tensor_from_numpy":      rebuildFromNumpy,
+		"torch._utils._rebuild_xla_tensor":                    rebuildFromNumpy,
+		"torch._utils._rebuild_mtia_tensor":                   rebuildFromNumpy,
+		"torch._utils._rebuild_device_tensor_from_cpu_tensor": rebuildFromCPUTensor,
+		"torch._tensor._rebuild_from_type":                    rebuildFromType,
+		"torch._tensor._rebuild_from_type_v2":                 rebuildFromType,
+		"torch.nn.parameter.Parameter":                        newParameter,
+		"torch.nn.Parameter":                                  newParameter,
+		"torch.Size":                                          newSize,
+		"torch.device":                                        newDevice,
+		"torch.serialization._get_layout":                     getLayout,
+		"collections.OrderedDict":                             dictMaker("collections.OrderedDict"),
+		"collections.Counter":                                 dictMaker("collections.Counter"),
+		"collections.defaultdict":                             newDefaultDict,
+		"builtins.set":                                        setMaker(false),
+		"builtins.frozenset":                                  setMaker(true),
+		"builtins.bytearray":                                  newByteArray,
+		"builtins.complex":                                    newComplex,
+		"_codecs.encode":                                      codecsEncode,
+		"copyreg._reconstructor":                              reconstructor,
+		"copyreg.__newobj__":                                  newObj,
+	}
+})
 
 // tensorClasses are torch's tensor class globals (values, e.g. the new_type
 // of _rebuild_from_type_v2).
@@ -228,7 +236,7 @@ func normalizeModule(m string) string {
 
 func isUnsafe(module, name string) bool {
 	if module == "builtins" {
-		_, ok := builtinsAllowed[name]
+		_, ok := builtinsAllowed()[name]
 		return !ok
 	}
 	for _, m := range unsafeModules {
@@ -248,14 +256,14 @@ func resolve(module, name string, rt *hookEnv) (*pyClass, error) {
 	c := &pyClass{module: mod, name: name, kind: kindForeign, rt: rt}
 	full := mod + "." + name
 	switch {
-	case funcs[full] != nil:
-		c.kind, c.fn = kindFunc, funcs[full]
+	case funcs()[full] != nil:
+		c.kind, c.fn = kindFunc, funcs()[full]
 	case mod == "builtins":
-		c.kind = builtinsAllowed[name]
+		c.kind = builtinsAllowed()[name]
 		if c.kind == kindFunc {
-			c.fn = funcs[full]
+			c.fn = funcs()[full]
 		}
-	case objectClasses[full]:
+	case objectClasses()[full]:
 		c.kind = kindObject
 	case legacyTensorClass(mod, name):
 		d, _ := legacyTensorDType(mod, name)

@@ -117,7 +117,7 @@ func globalOf(v any) (Global, bool) {
 
 func dtypeArg(v any) (string, error) {
 	if g, ok := globalOf(v); ok && isDTypeGlobal(g.Module, g.Name) {
-		return dtypeNames[g.Name], nil
+		return dtypeNames()[g.Name], nil
 	}
 	return "", malformed("dtype argument is %v, not a torch dtype", v)
 }

@@ -14,7 +14,7 @@ func legacyTensorDType(module, name string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	d, ok := storageClasses[base+"Storage"]
+	d, ok := storageClasses()[base+"Storage"]
 	return d, ok
 }
 

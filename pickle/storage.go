@@ -3,17 +3,20 @@ package pickle
 import (
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // storageClasses maps classic typed storage classes to their dtype.
-var storageClasses = map[string]string{
-	"DoubleStorage": "float64", "FloatStorage": "float32", "HalfStorage": "float16",
-	"BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
-	"ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool",
-	"ComplexDoubleStorage": "complex128", "ComplexFloatStorage": "complex64",
-	"QInt8Storage": "qint8", "QInt32Storage": "qint32", "QUInt8Storage": "quint8",
-	"QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4",
-}
+var storageClasses = sync.OnceValue(func() map[string]string {
+	return map[string]string{
+		"DoubleStorage": "float64", "FloatStorage": "float32", "HalfStorage": "float16",
+		"BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
+		"ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool",
+		"ComplexDoubleStorage": "complex128", "ComplexFloatStorage": "complex64",
+		"QInt8Storage": "qint8", "QInt32Storage": "qint32", "QUInt8Storage": "quint8",
+		"QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4",
+	}
+})
 
 // storageDTypes returns a pointer to the dtype of a storage class global
 // ("" for UntypedStorage), or nil when module.name is not one.
@@ -25,14 +28,15 @@ func storageDTypes(module, name string) *string {
 	if module != "torch" && module != "torch.cuda" {
 		return nil
 	}
-	if d, ok := storageClasses[name]; ok {
+	if d, ok := storageClasses()[name]; ok {
 		return &d
 	}
 	return nil
 }
 
-// dtypeNames maps torch.<name> dtype globals to the canonical dtype name.
-var dtypeNames = func() map[string]string {
+// dtypeNames maps torch.<name> dtype globals to the canonical dtype name
+// (built on first use).
+var dtypeNames = sync.OnceValue(func() map[string]string {
 	m := map[string]string{
 		"double": "float64", "float": "float32", "half": "float16", "cdouble": "complex128",
 		"cfloat": "complex64", "chalf": "complex32", "long": "int64", "int": "int32", "short": "int16",
@@ -45,10 +49,10 @@ var dtypeNames = func() map[string]string {
 		m[n] = n
 	}
 	return m
-}()
+})
 
 func isDTypeGlobal(module, name string) bool {
-	_, ok := dtypeNames[name]
+	_, ok := dtypeNames()[name]
 	return ok && module == "torch"
 }
 

@@ -4,6 +4,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/ckpt-dev/ckpt/gguf"
 	"github.com/ckpt-dev/ckpt/pickle"
@@ -16,8 +17,11 @@ import (
 // names a dunder attribute or a Python module a template has no use for:
 // none of the templates models ship does.
 
-// ggufTemplate finds what a sandbox escape in a Jinja2 template needs.
-var ggufTemplate = regexp.MustCompile(`__[A-Za-z_]+__|\b(?:os|subprocess|sys|builtins|importlib)\s*\.|\bpopen\b|\beval\s*\(|\bexec\s*\(|\bimport_module\b`)
+// ggufTemplate finds what a sandbox escape in a Jinja2 template needs
+// (compiled on first use, not at start-up).
+var ggufTemplate = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`__[A-Za-z_]+__|\b(?:os|subprocess|sys|builtins|importlib)\s*\.|\bpopen\b|\beval\s*\(|\bexec\s*\(|\bimport_module\b`)
+})
 
 // ggufTemplates scans the chat templates of a GGUF file's metadata.
 func (s *scanner) ggufTemplates(r io.ReaderAt, size int64, file, record string) error {
@@ -31,7 +35,7 @@ func (s *scanner) ggufTemplates(r io.ReaderAt, size int64, file, record string) 
 			continue
 		}
 		rec := join(record, "metadata "+kv.Key)
-		for _, loc := range ggufTemplate.FindAllStringIndex(tmpl, 16) {
+		for _, loc := range ggufTemplate().FindAllStringIndex(tmpl, 16) {
 			s.rep.Findings = append(s.rep.Findings, Finding{File: file, Record: rec, Offset: int64(loc[0]), Op: "JINJA",
 				Global: tmpl[loc[0]:loc[1]], Verdict: pickle.VerdictUnsafe,
 				Reason: "a chat template reaching Python internals (a Jinja2 sandbox escape, CVE-2024-34359); shipped templates never do"})

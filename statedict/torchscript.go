@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ckpt-dev/ckpt/pickle"
 	"github.com/ckpt-dev/ckpt/torchzip"
@@ -37,11 +38,20 @@ const (
 	maxScriptBytes = 1 << 20 // per code file
 )
 
-var (
-	scriptClassLine = regexp.MustCompile(`^class\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(`)
-	scriptListLine  = regexp.MustCompile(`^\s+(__parameters__|__buffers__)\s*=\s*\[(.*)\]\s*$`)
-	scriptListItem  = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
-)
+// scriptSyntax is what parseScriptClasses matches a code file's lines
+// with: a class declaration, a __parameters__ or __buffers__ list, and the
+// quoted names in one.
+type scriptSyntax struct{ classLine, listLine, listItem *regexp.Regexp }
+
+// scriptRegexps compiles scriptSyntax on first use (a TorchScript archive),
+// not at start-up.
+var scriptRegexps = sync.OnceValue(func() scriptSyntax {
+	return scriptSyntax{
+		classLine: regexp.MustCompile(`^class\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(`),
+		listLine:  regexp.MustCompile(`^\s+(__parameters__|__buffers__)\s*=\s*\[(.*)\]\s*$`),
+		listItem:  regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`),
+	}
+})
 
 // readScriptClasses reads the class declarations of a TorchScript
 // archive's code/__torch__ files, by qualified class name
@@ -72,8 +82,9 @@ func readScriptClasses(zr *torchzip.Reader) map[string]*scriptClass {
 // parseScriptClasses adds the classes of one code file of module module.
 func parseScriptClasses(code, module string, out map[string]*scriptClass) {
 	var cur *scriptClass
+	re := scriptRegexps()
 	for _, line := range strings.Split(code, "\n") {
-		if m := scriptClassLine.FindStringSubmatch(line); m != nil {
+		if m := re.classLine.FindStringSubmatch(line); m != nil {
 			cur = &scriptClass{params: map[string]bool{}, buffers: map[string]bool{}}
 			out[module+"."+m[1]] = cur
 			continue
@@ -81,12 +92,12 @@ func parseScriptClasses(code, module string, out map[string]*scriptClass) {
 		if cur == nil {
 			continue
 		}
-		if m := scriptListLine.FindStringSubmatch(line); m != nil {
+		if m := re.listLine.FindStringSubmatch(line); m != nil {
 			set := cur.params
 			if m[1] == "__buffers__" {
 				set = cur.buffers
 			}
-			for _, it := range scriptListItem.FindAllStringSubmatch(m[2], -1) {
+			for _, it := range re.listItem.FindAllStringSubmatch(m[2], -1) {
 				if s, err := strconv.Unquote(`"` + it[1] + `"`); err == nil {
 					set[s] = true
 				}

@@ -100,7 +100,7 @@ func (m *ggufMap) parts(k string) []part {
 	if a == nil {
 		return []part{{key: k, parity: -1}}
 	}
-	transposed := func(n string) bool { return a.Transposed != nil && a.Transposed.MatchString(n) }
+	transposed := func(n string) bool { return a.Transposed() != nil && a.Transposed().MatchString(n) }
 	if even, odd, ok := a.SplitOf(k); ok {
 		return []part{{even, 0, true, transposed(even)}, {odd, 1, true, transposed(odd)}}
 	}
@@ -167,7 +167,7 @@ func (m *ggufMap) read(p *pair, e entry, other *statedict.Tensor) (*statedict.Te
 		v.Shape, v.Strides, v.Offset = shape, strides, t.Offset+off
 		return &v, shape
 	}
-	mm := llamacpp.QK.FindStringSubmatch(e.key)
+	mm := llamacpp.QK().FindStringSubmatch(e.key)
 	if mm == nil || m.heads == 0 {
 		return t, t.Shape
 	}

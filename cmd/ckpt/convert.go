@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newConvertCmd) }
+func init() { commands = append(commands, command{"convert", newConvertCmd}) }
 
 type convertOptions struct {
 	cmd         *cobra.Command

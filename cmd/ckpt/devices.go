@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newDevicesCmd) }
+func init() { commands = append(commands, command{"devices", newDevicesCmd}) }
 
 // devicesOptions holds the parsed flags of `ckpt devices`.
 type devicesOptions struct {

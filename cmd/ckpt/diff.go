@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newDiffCmd) }
+func init() { commands = append(commands, command{"diff", newDiffCmd}) }
 
 type diffOptions struct {
 	A, B                         string

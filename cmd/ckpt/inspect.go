@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newInspectCmd) }
+func init() { commands = append(commands, command{"inspect", newInspectCmd}) }
 
 type inspectOptions struct {
 	Path   string

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newLoadCmd) }
+func init() { commands = append(commands, command{"load", newLoadCmd}) }
 
 // loadOptions holds the parsed flags of `ckpt load`.
 type loadOptions struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/ckpt-dev/ckpt"
 )
@@ -27,8 +28,9 @@ func mapLocationError(command, value string, err error) error {
 	return usageError{err: errors.New(msg), help: "ckpt " + command}
 }
 
-// typeIndex is a device type run into its index: cuda1, gpu0.
-var typeIndex = regexp.MustCompile(`^([a-z]+)([0-9]+)$`)
+// typeIndex is a device type run into its index: cuda1, gpu0 (compiled on
+// first use, not at start-up).
+var typeIndex = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([a-z]+)([0-9]+)$`) })
 
 // deviceAliases are names people type for torch's device types.
 var deviceAliases = map[string]string{"gpu": "cuda", "nvidia": "cuda", "host": "cpu", "cuda_": "cuda"}
@@ -63,7 +65,7 @@ func fixDevice(d string) string {
 	d = strings.ToLower(strings.Join(strings.Fields(d), ""))
 	typ, idx, hasIdx := strings.Cut(d, ":")
 	if !hasIdx {
-		if m := typeIndex.FindStringSubmatch(d); m != nil {
+		if m := typeIndex().FindStringSubmatch(d); m != nil {
 			typ, idx, hasIdx = m[1], m[2], true
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newMergeCmd) }
+func init() { commands = append(commands, command{"merge", newMergeCmd}) }
 
 type mergeOptions struct {
 	Base, Out string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -32,10 +33,53 @@ func newStreams(in io.Reader, out, errw io.Writer) *streams {
 	return s
 }
 
-// commands lists the subcommand constructors, one file each.
-var commands []func(*streams) *cobra.Command
+// command is a subcommand's name (the first word of its Use) and its
+// constructor; each file registers its own in commands.
+type command struct {
+	name string
+	mk   func(*streams) *cobra.Command
+}
 
-func newRootCmd(s *streams) *cobra.Command {
+// commands lists the subcommands, one file each.
+var commands []command
+
+// commandsFor returns the subcommands a run with args needs built: only
+// the one args name (cobra then finds and runs it as among all of them:
+// the root's flags take no value, so the first argument that is not a
+// flag is the command's name), none for a plain --version, and all of them
+// otherwise (help, completion, an unknown or missing command, --version
+// before a command's name). The root runs only when not one command is
+// picked. Building a
+// command tree costs every command's flags (start-up, issue 35).
+func commandsFor(args []string) []command {
+	version := false
+	for _, a := range args {
+		switch a {
+		case "--version", "-v":
+			version = true
+			continue
+		case "--quiet", "-q":
+			continue
+		}
+		if a == "--" || strings.HasPrefix(a, "-") {
+			return commands
+		}
+		for _, c := range commands {
+			if c.name == a && !version { // cobra prints the version for `--version convert`
+				return []command{c}
+			}
+		}
+		return commands
+	}
+	if version {
+		return nil
+	}
+	return commands
+}
+
+// newRootCmd builds the root command with the subcommands cmds (commands,
+// or commandsFor's choice).
+func newRootCmd(s *streams, cmds []command) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "ckpt",
 		Short: "Read, inspect, audit, remap, convert and load ML checkpoints without Python",
@@ -61,7 +105,11 @@ Exit codes:
   3  ckpt scan: every file read in full, unknown globals found, nothing unsafe`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       versionString(),
+	}
+	if len(cmds) != 1 {
+		// Only the root itself prints the version (--version): a run of
+		// one command does not need the build information parsed.
+		root.Version = versionString()
 	}
 	root.SetVersionTemplate("ckpt {{.Version}}\n")
 	root.PersistentFlags().BoolVarP(&s.Quiet, "quiet", "q", false, "draw no progress bar")
@@ -69,14 +117,22 @@ Exit codes:
 	root.SetErr(s.Err)
 	root.SetIn(s.In)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err: err, help: c.CommandPath()} })
-	for _, mk := range commands {
-		root.AddCommand(mk(s))
+	for _, c := range cmds {
+		root.AddCommand(c.mk(s))
 	}
+	// With some commands left out, cobra's completion command (built
+	// whenever there are subcommands) cannot be the one that runs.
+	root.CompletionOptions.DisableDefaultCmd = len(cmds) < len(commands)
 	return root
 }
 
 func run(ctx context.Context, args []string, s *streams) int {
-	root := newRootCmd(s)
+	return runCommands(ctx, args, s, commandsFor(args))
+}
+
+// runCommands runs args on a root command holding the subcommands cmds.
+func runCommands(ctx context.Context, args []string, s *streams, cmds []command) int {
+	root := newRootCmd(s, cmds)
 	root.SetArgs(args)
 	c, err := root.ExecuteContextC(ctx)
 	if err != nil && c != nil {

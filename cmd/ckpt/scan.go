@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newScanCmd) }
+func init() { commands = append(commands, command{"scan", newScanCmd}) }
 
 type scanOptions struct {
 	JSON, All bool

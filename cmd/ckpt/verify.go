@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newVerifyCmd) }
+func init() { commands = append(commands, command{"verify", newVerifyCmd}) }
 
 type verifyOptions struct {
 	A, B       string

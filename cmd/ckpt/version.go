@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newVersionCmd) }
+func init() { commands = append(commands, command{"version", newVersionCmd}) }
 
 // buildInfo is debug.ReadBuildInfo, replaceable in tests.
 var buildInfo = debug.ReadBuildInfo
@@ -25,10 +25,17 @@ type versionInfo struct {
 
 // readVersion collects versionInfo from the build information.
 func readVersion() versionInfo {
+	v, _ := readBuildVersion()
+	return v
+}
+
+// readBuildVersion is readVersion, and whether the binary holds build
+// information (parsed once: its parse is a good part of start-up).
+func readBuildVersion() (versionInfo, bool) {
 	v := versionInfo{Version: "unknown", Go: runtime.Version()}
 	bi, ok := buildInfo()
 	if !ok {
-		return v
+		return v, false
 	}
 	v.Version = bi.Main.Version
 	if v.Version == "" {
@@ -44,7 +51,7 @@ func readVersion() versionInfo {
 			v.Modified = s.Value == "true"
 		}
 	}
-	return v
+	return v, true
 }
 
 // versionString is the module version and the VCS revision the binary was
@@ -52,8 +59,8 @@ func readVersion() versionInfo {
 // "revision 1a2b3c4d5e6f (modified), 2026-11-23T10:00:00Z" when the build
 // recorded one (go build in a git checkout does).
 func versionString() string {
-	info := readVersion()
-	if _, ok := buildInfo(); !ok {
+	info, ok := readBuildVersion()
+	if !ok {
 		return "unknown (no build information in the binary), " + info.Go
 	}
 	v := info.Version

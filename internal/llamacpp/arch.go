@@ -19,16 +19,18 @@ type Arch struct {
 	// Splits are the tensors written as two: the even and the odd
 	// indices of one dimension.
 	Splits []Split
-	// Transposed matches llama.cpp's names of the stacked expert weights
-	// that transformers holds as [experts, in, out] and llama.cpp as
+	// TransposedFrom is the regular expression (Transposed compiles it)
+	// of llama.cpp's names of the stacked expert weights that
+	// transformers holds as [experts, in, out] and llama.cpp as
 	// [experts, out, in] (ggml dims {in, out, experts}): written with the
-	// last two dimensions swapped, before any split.
-	Transposed *regexp.Regexp
+	// last two dimensions swapped, before any split. "" when none are.
+	TransposedFrom string
 	// Permute is true when q/k rows are permuted (Permute).
 	Permute bool
 
 	once          sync.Once
 	names, splits []*regexp.Regexp // Names' and Splits' From, compiled (by compiled)
+	transposed    *regexp.Regexp   // TransposedFrom compiled, nil when "" (by compiled)
 }
 
 // Rule is one rename: From (a regular expression over a Hugging Face
@@ -83,7 +85,7 @@ var gptOssSplits = []Split{
 var Archs = map[string]*Arch{
 	"llama":   {Name: "llama", Names: llamaNames, Permute: true},
 	"qwen2":   {Name: "qwen2", Names: llamaNames},
-	"gpt-oss": {Name: "gpt-oss", Names: gptOssNames, Splits: gptOssSplits, Transposed: regexp.MustCompile(`^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$`)},
+	"gpt-oss": {Name: "gpt-oss", Names: gptOssNames, Splits: gptOssSplits, TransposedFrom: `^blk\.\d+\.ffn_(gate|up|down)_exps\.weight$`},
 }
 
 // compiled compiles a's Names and Splits, once.
@@ -95,9 +97,16 @@ func (a *Arch) compiled() *Arch {
 		for _, s := range a.Splits {
 			a.splits = append(a.splits, regexp.MustCompile(s.From))
 		}
+		if a.TransposedFrom != "" {
+			a.transposed = regexp.MustCompile(a.TransposedFrom)
+		}
 	})
 	return a
 }
+
+// Transposed returns TransposedFrom compiled (on first use), nil when a
+// transposes no tensor.
+func (a *Arch) Transposed() *regexp.Regexp { return a.compiled().transposed }
 
 // Patterns returns a's Names compiled, in the same order.
 func (a *Arch) Patterns() []*regexp.Regexp { return a.compiled().names }

@@ -12,7 +12,7 @@ var compiledAtStart []string
 
 func TestMain(m *testing.M) {
 	for name, a := range Archs {
-		if a.names != nil || a.splits != nil {
+		if a.names != nil || a.splits != nil || a.transposed != nil {
 			compiledAtStart = append(compiledAtStart, name)
 		}
 	}
@@ -44,6 +44,15 @@ func TestArchsCompiledOnFirstUse(t *testing.T) {
 	}
 	if len(a.Patterns()) != len(a.Names) || len(a.splits) != len(a.Splits) {
 		t.Errorf("%d patterns for %d names, %d for %d splits", len(a.Patterns()), len(a.Names), len(a.splits), len(a.Splits))
+	}
+	if tr := a.Transposed(); tr == nil || !tr.MatchString("blk.3.ffn_up_exps.weight") || tr.MatchString("blk.3.ffn_up_exps.bias") {
+		t.Errorf("gpt-oss Transposed: %v", tr)
+	}
+	if tr := Archs["llama"].Transposed(); tr != nil {
+		t.Errorf("llama Transposed: %v, want nil", tr)
+	}
+	if m := QK().FindStringSubmatch("blk.12.attn_k.bias"); m == nil || m[1] != "k" || QK().MatchString("blk.12.attn_v.weight") {
+		t.Errorf("QK: %q", m)
 	}
 	even, odd, ok := a.SplitOf("model.layers.3.mlp.experts.gate_up_proj")
 	if !ok || even != "blk.3.ffn_gate_exps.weight" || odd != "blk.3.ffn_up_exps.weight" {

@@ -11,6 +11,7 @@ package llamacpp
 import (
 	"fmt"
 	"regexp"
+	"sync"
 )
 
 // llamaNames are llama.cpp's names for the Llama family's tensors
@@ -33,9 +34,11 @@ var llamaNames = []Rule{
 // Top are llama.cpp's names of the tensors outside the blocks.
 var Top = []string{"token_embd.weight", "output_norm.weight", "output.weight"}
 
-// QK matches llama.cpp's names of the tensors it permutes; group 1 is "q"
-// or "k".
-var QK = regexp.MustCompile(`^blk\.\d+\.attn_([qk])\.(weight|bias)$`)
+// QK returns the regexp of llama.cpp's names of the tensors it permutes;
+// group 1 is "q" or "k". It is compiled on first use, not at start-up.
+func QK() *regexp.Regexp { return qk() }
+
+var qk = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^blk\.\d+\.attn_([qk])\.(weight|bias)$`) })
 
 // Permute returns the shape and strides of a view of a tensor (shape,
 // strides in elements) whose elements, in C order, are its rows in
