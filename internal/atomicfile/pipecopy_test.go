@@ -157,14 +157,7 @@ func TestPipeLimit(t *testing.T) {
 	oldPiped, oldLimit := PipedCopy, PipeLimit
 	defer func() { PipedCopy, PipeLimit = oldPiped, oldLimit }()
 	PipedCopy, PipeLimit = true, 3*pipeRead
-	src := randomBytes(9, 4*pipeRead)
-	dir := t.TempDir()
-	inF := inputFile(t, dir, src)
-	f, err := os.Create(filepath.Join(dir, "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	src, inF, f := pipeFiles(t, 4*pipeRead)
 	w := newWriter(f, NewBudget(1<<40))
 	var want []byte
 	for i, n := range []int64{2 * pipeRead, pipeRead, pipeRead} {
@@ -195,14 +188,7 @@ func TestPipedBlocksAligned(t *testing.T) {
 	oldPiped := PipedCopy
 	defer func() { PipedCopy = oldPiped }()
 	PipedCopy = true
-	src := randomBytes(9, 6*cachedPiece+4321)
-	dir := t.TempDir()
-	inF := inputFile(t, dir, src)
-	f, err := os.Create(filepath.Join(dir, "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	src, inF, f := pipeFiles(t, 6*cachedPiece+4321)
 	w := newWriter(f, Unlimited())
 	rec := &pieces{f: f}
 	w.cached = rec
@@ -226,4 +212,19 @@ func TestPipedBlocksAligned(t *testing.T) {
 		t.Errorf("%d writes, %d off a multiple of %d bytes, %d across one; want at least %d, at most 2 off and none across",
 			rec.n, rec.unaligned, cachedPiece, rec.crossing, len(src)/cachedPiece)
 	}
+}
+
+// pipeFiles returns n random bytes, an input file holding them and an
+// empty output file (both closed at the test's end).
+func pipeFiles(t *testing.T, n int) ([]byte, *os.File, *os.File) {
+	t.Helper()
+	src := randomBytes(9, n)
+	dir := t.TempDir()
+	inF := inputFile(t, dir, src)
+	f, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return src, inF, f
 }
