@@ -51,6 +51,100 @@ bf16done:
 	VZEROUPPER
 	RET
 
+// func f32ToBF16AVX512(dst, src *byte, n int)
+// The same integer rounding as f32ToBF16AVX2, 32 elements a round (and
+// a last 16): (u + 0x7fff + (u>>16)&1) >> 16, and 0x7fc0 for a NaN (a
+// masked move of 0x7fc00000 into the NaN lanes before the shift). The
+// high halves of the two vectors of 32-bit results are gathered into one
+// by a single VPERMT2W (words 1, 3, ... 63 of the pair). No
+// VCVTNE2PS2BF16: it treats subnormal inputs as zero, where torch rounds
+// them like any other value.
+TEXT ·f32ToBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVL $1, AX
+	VPBROADCASTD AX, Z31 // 1
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z30 // 0x7fff
+	MOVL $0x7fc00000, AX
+	VPBROADCASTD AX, Z29 // the NaN, before the shift
+	VMOVDQU16 bf16HighWords<>(SB), Z28
+	MOVQ CX, DX
+	SHRQ $5, CX
+	JZ bf16x16
+bf16x32:
+	VMOVDQU32 0(SI), Z0
+	VMOVDQU32 64(SI), Z1
+	VPSRLD $16, Z0, Z2
+	VPSRLD $16, Z1, Z3
+	VPANDD Z31, Z2, Z2
+	VPANDD Z31, Z3, Z3
+	VPADDD Z30, Z0, Z4
+	VPADDD Z30, Z1, Z5
+	VPADDD Z2, Z4, Z4
+	VPADDD Z3, Z5, Z5
+	VCMPPS $3, Z0, Z0, K1 // unordered: NaN
+	VCMPPS $3, Z1, Z1, K2
+	VMOVDQA32 Z29, K1, Z4
+	VMOVDQA32 Z29, K2, Z5
+	VPERMT2W Z5, Z28, Z4
+	VMOVDQU16 Z4, 0(DI)
+	ADDQ $128, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ bf16x32
+bf16x16:
+	TESTQ $16, DX
+	JZ bf16x512done
+	VMOVDQU32 0(SI), Z0
+	VPSRLD $16, Z0, Z2
+	VPANDD Z31, Z2, Z2
+	VPADDD Z30, Z0, Z4
+	VPADDD Z2, Z4, Z4
+	VCMPPS $3, Z0, Z0, K1
+	VMOVDQA32 Z29, K1, Z4
+	VPSRLD $16, Z4, Z4
+	VPMOVDW Z4, 0(DI)
+bf16x512done:
+	VZEROUPPER
+	RET
+
+// Word indices 1, 3, ... 63: the high halves of two vectors of 16 dwords.
+DATA bf16HighWords<>+0(SB)/2, $1
+DATA bf16HighWords<>+2(SB)/2, $3
+DATA bf16HighWords<>+4(SB)/2, $5
+DATA bf16HighWords<>+6(SB)/2, $7
+DATA bf16HighWords<>+8(SB)/2, $9
+DATA bf16HighWords<>+10(SB)/2, $11
+DATA bf16HighWords<>+12(SB)/2, $13
+DATA bf16HighWords<>+14(SB)/2, $15
+DATA bf16HighWords<>+16(SB)/2, $17
+DATA bf16HighWords<>+18(SB)/2, $19
+DATA bf16HighWords<>+20(SB)/2, $21
+DATA bf16HighWords<>+22(SB)/2, $23
+DATA bf16HighWords<>+24(SB)/2, $25
+DATA bf16HighWords<>+26(SB)/2, $27
+DATA bf16HighWords<>+28(SB)/2, $29
+DATA bf16HighWords<>+30(SB)/2, $31
+DATA bf16HighWords<>+32(SB)/2, $33
+DATA bf16HighWords<>+34(SB)/2, $35
+DATA bf16HighWords<>+36(SB)/2, $37
+DATA bf16HighWords<>+38(SB)/2, $39
+DATA bf16HighWords<>+40(SB)/2, $41
+DATA bf16HighWords<>+42(SB)/2, $43
+DATA bf16HighWords<>+44(SB)/2, $45
+DATA bf16HighWords<>+46(SB)/2, $47
+DATA bf16HighWords<>+48(SB)/2, $49
+DATA bf16HighWords<>+50(SB)/2, $51
+DATA bf16HighWords<>+52(SB)/2, $53
+DATA bf16HighWords<>+54(SB)/2, $55
+DATA bf16HighWords<>+56(SB)/2, $57
+DATA bf16HighWords<>+58(SB)/2, $59
+DATA bf16HighWords<>+60(SB)/2, $61
+DATA bf16HighWords<>+62(SB)/2, $63
+GLOBL bf16HighWords<>(SB), RODATA|NOPTR, $64
+
 // func f32ToF16AVX2(dst, src *byte, n int)
 // VCVTPS2PH rounding to nearest even; a NaN is first made the quiet NaN
 // with no payload and its sign, which converts to 0x7e00 with that sign.
