@@ -111,38 +111,14 @@ bf16x512done:
 	RET
 
 // Word indices 1, 3, ... 63: the high halves of two vectors of 16 dwords.
-DATA bf16HighWords<>+0(SB)/2, $1
-DATA bf16HighWords<>+2(SB)/2, $3
-DATA bf16HighWords<>+4(SB)/2, $5
-DATA bf16HighWords<>+6(SB)/2, $7
-DATA bf16HighWords<>+8(SB)/2, $9
-DATA bf16HighWords<>+10(SB)/2, $11
-DATA bf16HighWords<>+12(SB)/2, $13
-DATA bf16HighWords<>+14(SB)/2, $15
-DATA bf16HighWords<>+16(SB)/2, $17
-DATA bf16HighWords<>+18(SB)/2, $19
-DATA bf16HighWords<>+20(SB)/2, $21
-DATA bf16HighWords<>+22(SB)/2, $23
-DATA bf16HighWords<>+24(SB)/2, $25
-DATA bf16HighWords<>+26(SB)/2, $27
-DATA bf16HighWords<>+28(SB)/2, $29
-DATA bf16HighWords<>+30(SB)/2, $31
-DATA bf16HighWords<>+32(SB)/2, $33
-DATA bf16HighWords<>+34(SB)/2, $35
-DATA bf16HighWords<>+36(SB)/2, $37
-DATA bf16HighWords<>+38(SB)/2, $39
-DATA bf16HighWords<>+40(SB)/2, $41
-DATA bf16HighWords<>+42(SB)/2, $43
-DATA bf16HighWords<>+44(SB)/2, $45
-DATA bf16HighWords<>+46(SB)/2, $47
-DATA bf16HighWords<>+48(SB)/2, $49
-DATA bf16HighWords<>+50(SB)/2, $51
-DATA bf16HighWords<>+52(SB)/2, $53
-DATA bf16HighWords<>+54(SB)/2, $55
-DATA bf16HighWords<>+56(SB)/2, $57
-DATA bf16HighWords<>+58(SB)/2, $59
-DATA bf16HighWords<>+60(SB)/2, $61
-DATA bf16HighWords<>+62(SB)/2, $63
+DATA bf16HighWords<>+0(SB)/8, $0x0007000500030001
+DATA bf16HighWords<>+8(SB)/8, $0x000f000d000b0009
+DATA bf16HighWords<>+16(SB)/8, $0x0017001500130011
+DATA bf16HighWords<>+24(SB)/8, $0x001f001d001b0019
+DATA bf16HighWords<>+32(SB)/8, $0x0027002500230021
+DATA bf16HighWords<>+40(SB)/8, $0x002f002d002b0029
+DATA bf16HighWords<>+48(SB)/8, $0x0037003500330031
+DATA bf16HighWords<>+56(SB)/8, $0x003f003d003b0039
 GLOBL bf16HighWords<>(SB), RODATA|NOPTR, $64
 
 // func f32ToF16AVX2(dst, src *byte, n int)
