@@ -3,15 +3,25 @@ package convert
 import (
 	"io"
 
+	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/internal/par"
 )
 
 const (
-	// castChunk is the number of elements a castReader converts at a
-	// time; castPiece the fewest given to one goroutine.
+	// castChunk is the most elements a castReader converts at a time;
+	// castPiece the fewest given to one goroutine (the casts through
+	// float32; a direct one runs on the reading goroutine, where its
+	// input was just read and its output is hashed next: the vector
+	// kernels take tens of microseconds a chunk, about what waking a
+	// second goroutine costs).
 	castChunk = 256 << 10
 	castPiece = 32 << 10
+	// castUnit is the output a cast into the caller's buffer comes in
+	// whole numbers of: the output's digest hashes whole chunks of a
+	// tensor with its vector kernel, a piece across a chunk's end with
+	// the scalar one.
+	castUnit = digest.ChunkSize
 )
 
 // castBufs holds castReaders' buffers between tensors (castChunk elements
@@ -24,9 +34,9 @@ var (
 )
 
 // castReader converts a stream of little-endian elements of one dtype to
-// another, a chunk at a time, the chunk split across the CPUs: straight
-// from bytes to bytes where dtype.CastBytes has the pair (the vector
-// kernels), through float32 otherwise.
+// another, up to a chunk at a time: straight from bytes to bytes where
+// dtype.CastBytes has the pair (the vector kernels), through float32
+// otherwise, that split across the CPUs.
 type castReader struct {
 	r        io.Reader
 	from, to dtype.DType
@@ -52,14 +62,15 @@ func newCastReader(r io.Reader, from, to dtype.DType) *castReader {
 	return c
 }
 
-// convert casts the first n elements of c.in to out.
+// convert casts the first n elements of c.in to out: a direct cast on
+// this goroutine, the float32 route split across the CPUs.
 func (c *castReader) convert(n int, out []byte) {
 	fs, ts := c.from.Size(), c.to.Size()
+	if c.direct != nil {
+		c.direct(out[:n*ts], c.in[:n*fs])
+		return
+	}
 	part := func(lo, hi int) {
-		if c.direct != nil {
-			c.direct(out[lo*ts:hi*ts], c.in[lo*fs:hi*fs])
-			return
-		}
 		dtype.DecodeFloat32(c.from, c.mid[lo:hi], c.in[lo*fs:hi*fs])
 		dtype.EncodeFloat32(c.to, out[lo*ts:hi*ts], c.mid[lo:hi])
 	}
@@ -77,28 +88,37 @@ func (c *castReader) release() {
 }
 
 func (c *castReader) Read(p []byte) (int, error) {
+	fs, ts := c.from.Size(), c.to.Size()
 	for len(c.pending) == 0 {
 		if c.err != nil {
 			c.release()
 			return 0, c.err
 		}
-		n, err := io.ReadFull(c.r, c.in)
+		// Straight into the caller's buffer (the output's) as many
+		// whole units as fit, up to a chunk; when not one fits, a unit
+		// into c.out, handed out over the next calls.
+		elems, direct := castUnit/ts, false
+		if fit := len(p) / castUnit * castUnit / ts; fit > 0 {
+			elems, direct = min(castChunk, fit), true
+		}
+		n, err := io.ReadFull(c.r, c.in[:elems*fs])
 		if err == io.ErrUnexpectedEOF {
 			err = io.EOF
 		}
-		fs := c.from.Size()
 		whole := n / fs
 		if n%fs != 0 && err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		c.err = err
-		if k := whole * c.to.Size(); k > 0 && len(p) >= k {
-			// Straight into the caller's buffer (the output's).
+		if direct {
+			if whole == 0 {
+				continue
+			}
 			c.convert(whole, p)
-			return k, nil
+			return whole * ts, nil
 		}
 		c.convert(whole, c.out)
-		c.pending = c.out[:whole*c.to.Size()]
+		c.pending = c.out[:whole*ts]
 	}
 	n := copy(p, c.pending)
 	c.pending = c.pending[n:]

@@ -31,12 +31,17 @@ func TestCastReaderMatchesElementwise(t *testing.T) {
 				for i := range n {
 					dtype.PutFloat32(to, want[i*to.Size():], dtype.ToFloat32(from, src[i*from.Size():]))
 				}
-				got, err := io.ReadAll(&smallReads{r: newCastReader(bytes.NewReader(src), from, to)})
-				if err != nil {
-					t.Fatalf("%s -> %s, %d elements: %v", from, to, n, err)
-				}
-				if !bytes.Equal(got, want) {
-					t.Fatalf("%s -> %s, %d elements: differs from the element-by-element cast", from, to, n)
+				// Reads of up to 100 KB (a unit of castUnit at most,
+				// or none: through castReader's own buffer), and of up
+				// to 5 MB (whole chunks into the caller's buffer).
+				for _, most := range []int{100003, 5 << 20} {
+					got, err := readPieces(newCastReader(bytes.NewReader(src), from, to), len(want), most)
+					if err != nil {
+						t.Fatalf("%s -> %s, %d elements: %v", from, to, n, err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("%s -> %s, %d elements, reads up to %d: differs from the element-by-element cast", from, to, n, most)
+					}
 				}
 			}
 		}
@@ -76,15 +81,28 @@ func BenchmarkCast(b *testing.B) {
 	}
 }
 
-// smallReads reads from r in pieces of varying odd sizes.
-type smallReads struct {
-	r io.Reader
-	k int
-}
-
-func (s *smallReads) Read(p []byte) (int, error) {
-	s.k = (s.k*7 + 13) % 100003
-	return s.r.Read(p[:min(len(p), 1+s.k)])
+// readPieces reads r to its end into a buffer of n bytes and one more,
+// in reads of lengths from 1 to most bytes that change from call to call,
+// each given no room past its end (a reader that wrote past the length
+// it was given would go unnoticed in one buffer).
+func readPieces(r io.Reader, n, most int) ([]byte, error) {
+	buf := make([]byte, n+1)
+	got, k := 0, 0
+	for {
+		k = (k*7 + 13) % most
+		m := min(len(buf)-got, 1+k)
+		c, err := r.Read(buf[got : got+m : got+m])
+		got += c
+		if err == io.EOF {
+			return buf[:got], nil
+		}
+		if err != nil {
+			return buf[:got], err
+		}
+		if got == len(buf) {
+			return buf, nil
+		}
+	}
 }
 
 // fill fills b with pseudo-random bytes from seed.

@@ -15,6 +15,9 @@ import (
 func f32ToBF16AVX2(dst, src *byte, n int)
 
 //go:noescape
+func f32ToBF16AVX512(dst, src *byte, n int)
+
+//go:noescape
 func f32ToF16AVX2(dst, src *byte, n int)
 
 //go:noescape
@@ -23,13 +26,27 @@ func bf16ToF32AVX2(dst, src *byte, n int)
 // cpuidECX1 returns ECX of CPUID leaf 1 (bit 29: F16C).
 func cpuidECX1() uint32
 
+// Which kernels run: package switches, so that tests can force each
+// path (TestCastPaths). useAVX512 takes the float32 to bfloat16 cast only,
+// and only where useAVX2 is also set.
 var (
-	useAVX2 = cpu.X86.HasAVX2
-	useF16C = cpu.X86.HasAVX2 && cpuidECX1()&(1<<29) != 0
+	useAVX2   = cpu.X86.HasAVX2
+	useAVX512 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
+	useF16C   = cpu.X86.HasAVX2 && cpuidECX1()&(1<<29) != 0
 )
 
 // vectorCasts reports whether the vector kernels are in use.
 func vectorCasts() (bf16, f16 bool) { return useAVX2, useF16C }
+
+// f32ToBF16Vec is the float32 to bfloat16 kernel in use (n a multiple of
+// 16; useAVX2 set).
+func f32ToBF16Vec(dst, src *byte, n int) {
+	if useAVX512 {
+		f32ToBF16AVX512(dst, src, n)
+		return
+	}
+	f32ToBF16AVX2(dst, src, n)
+}
 
 // vector runs kernel over the whole groups of 16 elements (fs bytes each
 // in src, ts in dst) where use is set, rest over what is left.
@@ -43,7 +60,7 @@ func vector(dst, src []byte, fs, ts int, use bool, kernel func(dst, src *byte, n
 	rest(dst, src)
 }
 
-func castF32ToBF16(dst, src []byte) { vector(dst, src, 4, 2, useAVX2, f32ToBF16AVX2, castF32ToBF16Go) }
+func castF32ToBF16(dst, src []byte) { vector(dst, src, 4, 2, useAVX2, f32ToBF16Vec, castF32ToBF16Go) }
 
 // The float32-slice forms behind DecodeFloat32 and EncodeFloat32: the
 // whole groups of 16 elements through the vector kernels (amd64 is
@@ -66,7 +83,7 @@ func vecEncodeBF16(dst []byte, src []float32) int {
 		return 0
 	}
 	_, _ = dst[2*v-1], src[v-1]
-	f32ToBF16AVX2(&dst[0], (*byte)(unsafe.Pointer(&src[0])), v)
+	f32ToBF16Vec(&dst[0], (*byte)(unsafe.Pointer(&src[0])), v)
 	return v
 }
 

@@ -148,3 +148,54 @@ func BenchmarkCastF32ToF16Old(b *testing.B)  { benchCast(b, viaFloat32(Float32, 
 func BenchmarkCastBF16ToF32(b *testing.B)    { benchCast(b, CastBytes(BFloat16, Float32), 2, 4) }
 func BenchmarkCastBF16ToF32Go(b *testing.B)  { benchCast(b, castBF16ToF32Go, 2, 4) }
 func BenchmarkCastBF16ToF32Old(b *testing.B) { benchCast(b, viaFloat32(BFloat16, Float32), 2, 4) }
+
+// nearestBF16 is the bfloat16 of the float32 with bits u by the rule
+// itself, not by the bias trick of F32ToBF16: of the two bfloat16 values
+// either side of it (its bits truncated, and the next), the nearer in
+// float64 arithmetic (exact for these), the even one on a tie, with
+// Inf standing for 2^128 as IEEE 754 rounds past the largest finite
+// value. Subnormals take no special case: bfloat16 has float32's
+// exponent range, so their neighbours are subnormals too. Every NaN is
+// 0x7fc0, the package's choice (c10::BFloat16's scalar rounding; torch's
+// vectorized CPU cast, 1.13 and 2.6, makes every NaN 0xffff).
+func nearestBF16(u uint32) uint16 {
+	sign := uint16(u>>16) & 0x8000
+	mag := u & 0x7fffffff
+	if mag > 0x7f800000 {
+		return 0x7fc0
+	}
+	lo := uint16(mag >> 16)
+	if mag&0xffff == 0 {
+		return sign | lo
+	}
+	value := func(h uint16) float64 {
+		if h == 0x7f80 {
+			return math.Ldexp(1, 128)
+		}
+		return float64(math.Float32frombits(uint32(h) << 16))
+	}
+	x := float64(math.Float32frombits(mag))
+	below, above := x-value(lo), value(lo+1)-x
+	if above < below || above == below && lo&1 == 1 {
+		lo++
+	}
+	return sign | lo
+}
+
+// TestNearestBF16: the oracle itself on values worked by hand.
+func TestNearestBF16(t *testing.T) {
+	for _, c := range []struct {
+		u    uint32
+		want uint16
+	}{
+		{0x3f800000, 0x3f80}, {0x3f808000, 0x3f80}, {0x3f818000, 0x3f82}, {0x3f808001, 0x3f81}, // ties to even
+		{0xbf818000, 0xbf82}, {0x80000000, 0x8000}, {0x00008000, 0x0000}, {0x00018000, 0x0002}, // signs, subnormal ties
+		{0x00008001, 0x0001}, {0x007fffff, 0x0080}, // subnormals round up, into the normals
+		{0x7f7fffff, 0x7f80}, {0x7f7f8000, 0x7f80}, {0x7f7f7fff, 0x7f7f}, {0xff7f8000, 0xff80}, // past the largest finite: Inf
+		{0x7f800000, 0x7f80}, {0xffc00001, 0x7fc0}, {0x7f800001, 0x7fc0},
+	} {
+		if got := nearestBF16(c.u); got != c.want {
+			t.Errorf("%#08x: %#04x, want %#04x", c.u, got, c.want)
+		}
+	}
+}
