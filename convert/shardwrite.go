@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
@@ -60,8 +61,16 @@ func (c *config) shardConcurrency(l *layout, groups [][]*item) int {
 // and the error is the first shard's that did not fail only because
 // another one had.
 func (c *config) writeShards(ctx context.Context, p *plan, l *layout, groups [][]*item, outs []string, md map[string]string, n int) ([]*tempFile, []int64, error) {
-	wctx, cancel := context.WithCancel(ctx)
+	// Shards written at once stop each other through wctx. One at a
+	// time, they are written under ctx itself: a Destination's upload
+	// keeps the context it was created with until it is committed,
+	// after this returns.
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if n > 1 {
+		wctx, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
+	var failed atomic.Bool
 	if fn := c.progress; fn != nil {
 		var mu sync.Mutex
 		c.progress = func(k int64) {
@@ -85,8 +94,8 @@ func (c *config) writeShards(ctx context.Context, p *plan, l *layout, groups [][
 				if i >= len(groups) {
 					return
 				}
-				if err := wctx.Err(); err != nil {
-					errs[i] = err
+				if err := wctx.Err(); err != nil || failed.Load() {
+					errs[i] = cmp.Or(err, context.Canceled)
 					continue
 				}
 				if c.dcpOpt.part.skips(i, len(groups)) { // another part's (--part)
@@ -104,6 +113,7 @@ func (c *config) writeShards(ctx context.Context, p *plan, l *layout, groups [][
 				}
 				temps[i], sizes[i], errs[i] = c.writeFile(wctx, outs[i], l.out, groups[i], values, p.tree, md)
 				if errs[i] != nil {
+					failed.Store(true)
 					cancel()
 				}
 			}
