@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"testing/iotest"
+	"unsafe"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/safetensors"
@@ -112,6 +113,76 @@ func TestRowStreamReadSizes(t *testing.T) {
 		for _, workers := range []int{1, 3} {
 			setRowWorkers(t, workers)
 			readSizes(t, sizes, workers, fn, src, want, cols, rows)
+		}
+	}
+}
+
+// TestRowStreamInPlace: read with buffers larger than a block, the
+// stream has every block that fits whole in the buffer transformed
+// straight into it (no block computed aside and copied): the bytes the
+// transform writes outside the caller's buffer are at most one row a
+// Read (the row crossing its end), and the transform is only called
+// while a Read is under way (nothing writes into a buffer once Read has
+// returned it).
+func TestRowStreamInPlace(t *testing.T) {
+	const cols, rows = 1000, 700 // 4000-byte float32 rows out; blocks of 131 rows
+	src := encoded(dtype.BFloat16, cols*rows, 4)
+	fn, _, err := rowAdd{"w": cols}.MergeRows(context.Background(), &statedict.Tensor{Name: "w", DType: dtype.BFloat16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, cols*rows*4)
+	fn(want, dtype.Float32, src, 0, rows)
+	for _, workers := range []int{1, 3} {
+		setRowWorkers(t, workers)
+		var mu sync.Mutex
+		var cur []byte // the buffer of the Read under way; nil between Reads
+		aside, late := 0, 0
+		inside := func(dst []byte) bool {
+			lo := uintptr(unsafe.Pointer(unsafe.SliceData(cur)))
+			d := uintptr(unsafe.Pointer(unsafe.SliceData(dst)))
+			return cur != nil && d >= lo && d+uintptr(len(dst)) <= lo+uintptr(len(cur))
+		}
+		checked := func(dst []byte, to dtype.DType, in []byte, r0, r1 int64) {
+			mu.Lock()
+			switch {
+			case cur == nil:
+				late++
+			case !inside(dst):
+				aside += len(dst)
+			}
+			mu.Unlock()
+			fn(dst, to, in, r0, r1)
+		}
+		s := newRowStream(context.Background(), &config{}, "w", io.NopCloser(bytes.NewReader(src)), checked, dtype.Float32, cols*2, cols*4, rows)
+		var got []byte
+		reads := 0
+		for {
+			buf := make([]byte, 1<<20)
+			mu.Lock()
+			cur = buf
+			mu.Unlock()
+			n, err := s.Read(buf)
+			mu.Lock()
+			cur = nil
+			mu.Unlock()
+			reads++
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%d workers: the bytes read differ from the whole transform", workers)
+		}
+		if aside > reads*cols*4 || late > 0 {
+			t.Errorf("%d workers: %d bytes transformed outside the caller's buffer in %d reads (want at most a row a read), %d calls between reads", workers, aside, reads, late)
 		}
 	}
 }
