@@ -121,7 +121,7 @@ func newRowStream(ctx context.Context, c *config, name string, rc io.ReadCloser,
 	// Two blocks per worker: one being transformed and one read ahead for
 	// it, and two more: one Read transforms itself, one being read.
 	n := 2*workers + 2
-	s := &rowStream{c: c, order: make(chan *rowChunk, n), work: make(chan *rowChunk, n), free: make(chan *rowChunk, n), done: make(chan struct{}), cancel: cancel, rc: rc,
+	s := &rowStream{ctx: ctx, name: name, c: c, order: make(chan *rowChunk, n), work: make(chan *rowChunk, n), free: make(chan *rowChunk, n), done: make(chan struct{}), cancel: cancel, rc: rc,
 		fn: fn, to: to, inRow: inRow, outRow: outRow}
 	for range n {
 		s.free <- getRowChunk()
@@ -142,6 +142,8 @@ func newRowStream(ctx context.Context, c *config, name string, rc io.ReadCloser,
 // before it returns. The output is the bytes fn gives the rows in order,
 // whatever the number of workers and however Read is called.
 type rowStream struct {
+	ctx           context.Context // the stream's, cancelled by Close
+	name          string
 	c             *config
 	order, work   chan *rowChunk // closed by produce
 	free          chan *rowChunk
@@ -341,6 +343,12 @@ func (s *rowStream) Read(p []byte) (int, error) {
 	for s.steal() {
 	}
 	s.placed.Wait()
+	if err := s.ctx.Err(); err != nil {
+		// The workers skip the arithmetic once stopped: p is not
+		// the rows.
+		s.err = &TensorError{Name: s.name, Err: err}
+		return 0, s.err
+	}
 	if n > 0 {
 		return n, nil
 	}

@@ -187,6 +187,32 @@ func TestRowStreamInPlace(t *testing.T) {
 	}
 }
 
+// TestRowStreamCancelled: once the stream's context is cancelled, Read
+// returns the context's error naming the tensor, and no bytes: the
+// workers skip the arithmetic of the blocks placed in its buffer.
+func TestRowStreamCancelled(t *testing.T) {
+	const cols, rows = 1000, 700
+	src := encoded(dtype.BFloat16, cols*rows, 4)
+	fn, _, err := rowAdd{"w": cols}.MergeRows(context.Background(), &statedict.Tensor{Name: "w", DType: dtype.BFloat16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := newRowStream(ctx, &config{}, "w", io.NopCloser(bytes.NewReader(src)), fn, dtype.Float32, cols*2, cols*4, rows)
+	buf := make([]byte, 1<<20)
+	if _, err := s.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if n, err := s.Read(buf); n != 0 || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "w") {
+		t.Errorf("after cancel: %d bytes, %v; want none and the context's error naming w", n, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // setRowWorkers sets rowWorkers for the rest of the test.
 func setRowWorkers(t *testing.T, n int) {
 	old := rowWorkers
