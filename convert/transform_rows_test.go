@@ -155,29 +155,11 @@ func TestRowStreamInPlace(t *testing.T) {
 			fn(dst, to, in, r0, r1)
 		}
 		s := newRowStream(context.Background(), &config{}, "w", io.NopCloser(bytes.NewReader(src)), checked, dtype.Float32, cols*2, cols*4, rows)
-		var got []byte
-		reads := 0
-		for {
-			buf := make([]byte, 1<<20)
+		got, reads := readStream(t, s, []int{1 << 20}, func(buf []byte) {
 			mu.Lock()
 			cur = buf
 			mu.Unlock()
-			n, err := s.Read(buf)
-			mu.Lock()
-			cur = nil
-			mu.Unlock()
-			reads++
-			got = append(got, buf[:n]...)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
+		})
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%d workers: the bytes read differ from the whole transform", workers)
 		}
@@ -241,21 +223,7 @@ func readSizes(t *testing.T, sizes []int, workers int, fn func([]byte, dtype.DTy
 	s := newRowStream(context.Background(), c, "w", io.NopCloser(bytes.NewReader(src)), checked, dtype.Float32, cols*2, cols*4, rows)
 	released := 0
 	s.finish = func() { released++ }
-	var got []byte
-	for i := 0; ; i++ {
-		buf := make([]byte, sizes[i%len(sizes)])
-		n, err := s.Read(buf)
-		got = append(got, buf[:n]...)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	got, _ := readStream(t, s, sizes, nil)
 	if s.Close(); released != 1 {
 		t.Errorf("sizes %v: the transform's release called %d times, want once", sizes, released)
 	}
@@ -268,6 +236,33 @@ func readSizes(t *testing.T, sizes []int, workers int, fn func([]byte, dtype.DTy
 	for r, k := range handed {
 		if k != 1 {
 			t.Fatalf("sizes %v, %d workers: row %d handed %d times, want once", sizes, workers, r, k)
+		}
+	}
+}
+
+// readStream reads s to its end with buffers of the sizes in turn and
+// closes it, returning the bytes and the number of Reads; around, when
+// not nil, is called with each Read's buffer before it and with nil after.
+func readStream(t *testing.T, s *rowStream, sizes []int, around func([]byte)) ([]byte, int) {
+	var got []byte
+	for i := 0; ; i++ {
+		buf := make([]byte, sizes[i%len(sizes)])
+		if around != nil {
+			around(buf)
+		}
+		n, err := s.Read(buf)
+		if around != nil {
+			around(nil)
+		}
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return got, i + 1
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
