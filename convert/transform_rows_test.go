@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"testing/iotest"
+	"unsafe"
 
 	"github.com/ckpt-dev/ckpt/dtype"
 	"github.com/ckpt-dev/ckpt/safetensors"
@@ -94,7 +95,8 @@ func TestRowTransformStreams(t *testing.T) {
 // size (a byte, less than a row, ending inside a row, whole blocks and
 // more, a mix), with one worker and with several, gives the bytes of the
 // transform applied to the whole input at once, and the transform is
-// handed whole rows, each once (with one worker, in order); progress
+// handed whole rows, each once (in any order: Read transforms some rows
+// itself beside the workers); progress
 // counts every input byte; Close (twice) calls the transform's release
 // once.
 func TestRowStreamReadSizes(t *testing.T) {
@@ -115,6 +117,84 @@ func TestRowStreamReadSizes(t *testing.T) {
 	}
 }
 
+// TestRowStreamInPlace: read with buffers larger than a block, the
+// stream has every block that fits whole in the buffer transformed
+// straight into it (no block computed aside and copied): the bytes the
+// transform writes outside the caller's buffer are at most one row a
+// Read (the row crossing its end), and the transform is only called
+// while a Read is under way (nothing writes into a buffer once Read has
+// returned it).
+func TestRowStreamInPlace(t *testing.T) {
+	const cols, rows = 1000, 700 // 4000-byte float32 rows out; blocks of 131 rows
+	src := encoded(dtype.BFloat16, cols*rows, 4)
+	fn, _, err := rowAdd{"w": cols}.MergeRows(context.Background(), &statedict.Tensor{Name: "w", DType: dtype.BFloat16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, cols*rows*4)
+	fn(want, dtype.Float32, src, 0, rows)
+	for _, workers := range []int{1, 3} {
+		setRowWorkers(t, workers)
+		var mu sync.Mutex
+		var cur []byte // the buffer of the Read under way; nil between Reads
+		aside, late := 0, 0
+		inside := func(dst []byte) bool {
+			lo := uintptr(unsafe.Pointer(unsafe.SliceData(cur)))
+			d := uintptr(unsafe.Pointer(unsafe.SliceData(dst)))
+			return cur != nil && d >= lo && d+uintptr(len(dst)) <= lo+uintptr(len(cur))
+		}
+		checked := func(dst []byte, to dtype.DType, in []byte, r0, r1 int64) {
+			mu.Lock()
+			switch {
+			case cur == nil:
+				late++
+			case !inside(dst):
+				aside += len(dst)
+			}
+			mu.Unlock()
+			fn(dst, to, in, r0, r1)
+		}
+		s := newRowStream(context.Background(), &config{}, "w", io.NopCloser(bytes.NewReader(src)), checked, dtype.Float32, cols*2, cols*4, rows)
+		got, reads := readStream(t, s, []int{1 << 20}, func(buf []byte) {
+			mu.Lock()
+			cur = buf
+			mu.Unlock()
+		})
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%d workers: the bytes read differ from the whole transform", workers)
+		}
+		if aside > reads*cols*4 || late > 0 {
+			t.Errorf("%d workers: %d bytes transformed outside the caller's buffer in %d reads (want at most a row a read), %d calls between reads", workers, aside, reads, late)
+		}
+	}
+}
+
+// TestRowStreamCancelled: once the stream's context is cancelled, Read
+// returns the context's error naming the tensor, and no bytes: the
+// workers skip the arithmetic of the blocks placed in its buffer.
+func TestRowStreamCancelled(t *testing.T) {
+	const cols, rows = 1000, 700
+	src := encoded(dtype.BFloat16, cols*rows, 4)
+	fn, _, err := rowAdd{"w": cols}.MergeRows(context.Background(), &statedict.Tensor{Name: "w", DType: dtype.BFloat16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := newRowStream(ctx, &config{}, "w", io.NopCloser(bytes.NewReader(src)), fn, dtype.Float32, cols*2, cols*4, rows)
+	buf := make([]byte, 1<<20)
+	if _, err := s.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if n, err := s.Read(buf); n != 0 || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "w") {
+		t.Errorf("after cancel: %d bytes, %v; want none and the context's error naming w", n, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // setRowWorkers sets rowWorkers for the rest of the test.
 func setRowWorkers(t *testing.T, n int) {
 	old := rowWorkers
@@ -125,14 +205,12 @@ func setRowWorkers(t *testing.T, n int) {
 // readSizes is one case of TestRowStreamReadSizes.
 func readSizes(t *testing.T, sizes []int, workers int, fn func([]byte, dtype.DType, []byte, int64, int64), src, want []byte, cols, rows int64) {
 	var mu sync.Mutex
-	var next int64
 	handed := make([]int, rows)
 	checked := func(dst []byte, to dtype.DType, in []byte, r0, r1 int64) {
 		mu.Lock()
-		if workers == 1 && r0 != next || int64(len(in)) != (r1-r0)*cols*2 || int64(len(dst)) != (r1-r0)*cols*4 || r1 <= r0 {
-			t.Errorf("sizes %v: rows %d to %d handed %d bytes in, %d out; want rows from %d", sizes, r0, r1, len(in), len(dst), next)
+		if int64(len(in)) != (r1-r0)*cols*2 || int64(len(dst)) != (r1-r0)*cols*4 || r1 <= r0 || r1 > rows {
+			t.Errorf("sizes %v: rows %d to %d handed %d bytes in, %d out", sizes, r0, r1, len(in), len(dst))
 		}
-		next = r1
 		for r := r0; r < r1 && r < rows; r++ {
 			handed[r]++
 		}
@@ -145,21 +223,7 @@ func readSizes(t *testing.T, sizes []int, workers int, fn func([]byte, dtype.DTy
 	s := newRowStream(context.Background(), c, "w", io.NopCloser(bytes.NewReader(src)), checked, dtype.Float32, cols*2, cols*4, rows)
 	released := 0
 	s.finish = func() { released++ }
-	var got []byte
-	for i := 0; ; i++ {
-		buf := make([]byte, sizes[i%len(sizes)])
-		n, err := s.Read(buf)
-		got = append(got, buf[:n]...)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	got, _ := readStream(t, s, sizes, nil)
 	if s.Close(); released != 1 {
 		t.Errorf("sizes %v: the transform's release called %d times, want once", sizes, released)
 	}
@@ -172,6 +236,33 @@ func readSizes(t *testing.T, sizes []int, workers int, fn func([]byte, dtype.DTy
 	for r, k := range handed {
 		if k != 1 {
 			t.Fatalf("sizes %v, %d workers: row %d handed %d times, want once", sizes, workers, r, k)
+		}
+	}
+}
+
+// readStream reads s to its end with buffers of the sizes in turn and
+// closes it, returning the bytes and the number of Reads; around, when
+// not nil, is called with each Read's buffer before it and with nil after.
+func readStream(t *testing.T, s *rowStream, sizes []int, around func([]byte)) ([]byte, int) {
+	var got []byte
+	for i := 0; ; i++ {
+		buf := make([]byte, sizes[i%len(sizes)])
+		if around != nil {
+			around(buf)
+		}
+		n, err := s.Read(buf)
+		if around != nil {
+			around(nil)
+		}
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return got, i + 1
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
