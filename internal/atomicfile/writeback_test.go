@@ -70,8 +70,7 @@ func TestFileWriterBudget(t *testing.T) {
 	}{
 		{0, 0, 0},
 		{outputBlock + 1, outputBlock, 1},
-		{3*cachedBlock + 5, 3 * cachedBlock, 5}, // buffers of the page-cache size while they fit
-		{cachedBlock - 1, directAlign, cachedBlock - 1 - directAlign}, // only the last aligned piece fits
+		{outputBlock - 1, directAlign, outputBlock - 1 - directAlign}, // only the last aligned piece fits
 		{1 << 40, 3*outputBlock + directAlign, 1<<40 - 3*outputBlock - directAlign},
 	} {
 		budget := new(atomic.Int64)

@@ -43,28 +43,11 @@ import (
 // folios to allocate and put on the LRU: 1 GB warm through the piped copy
 // (pipecopy.go), 0.52-0.70 CPU-s against 0.66-0.76 in 64 KiB pieces.
 
-// The buffers are of two sizes. Bytes that go through the page cache are
-// written in pieces of cachedPiece anyway, so buffers of cachedBlock
-// suffice for them, and each is fresh memory to fault in once: on the VM
-// of docs/benchmarks.md the three 4 MiB buffers of a conversion cost
-// 3,072 first touches (~50 ms of CPU), and their bytes, filled by the
-// converting goroutine, had left the CPU's L2 cache by the time the
-// kernel copied them into the page cache. Direct I/O writes whole buffers
-// to the device, where larger writes are faster: outputBlock. A writer
-// takes its buffers by what its next write will be (blockSize): small
-// while the shared budget has room or the file has no direct handle,
-// large once it writes directly; a buffer of the other size that comes
-// back is given up for one of the right size.
-
 const (
-	// outputBlock is the size of one buffer written with direct I/O;
-	// outputBuffers of them are in flight.
+	// outputBlock is the size of one output buffer; outputBuffers of them
+	// are in flight.
 	outputBlock   = 4 << 20
 	outputBuffers = 3
-	// cachedBlock is the size of one buffer written through the page
-	// cache: two cachedPieces, and a multiple of directAlign so that a
-	// buffer the budget turns away can still be written directly.
-	cachedBlock = 2 * cachedPiece
 	// directAlign is the alignment O_DIRECT asks of buffer addresses,
 	// file offsets and lengths (the page size, a multiple of every
 	// logical block size in use).
@@ -101,18 +84,6 @@ func alignedBuffer(n int) []byte {
 // written two or more at once: convert/shardwrite.go).
 var blocks = &par.FreeList[byte]{Max: 2 * outputBuffers, New: alignedBuffer}
 
-// smallBlocks holds the buffers of cachedBlock bytes, as blocks does the
-// large ones.
-var smallBlocks = &par.FreeList[byte]{Max: 2 * outputBuffers, New: alignedBuffer}
-
-// listOf returns the free list of buffers of n bytes' capacity.
-func listOf(n int) *par.FreeList[byte] {
-	if n < outputBlock {
-		return smallBlocks
-	}
-	return blocks
-}
-
 type writeJob struct {
 	b      []byte
 	off    int64
@@ -131,10 +102,8 @@ type Writer struct {
 
 	inCache atomic.Int64 // bytes written through the page cache by the budget (for tests)
 
-	cachedOnly bool // no direct handle at the start: every write goes through the page cache
-
 	buf  []byte // being filled
-	made int    // buffers taken from blocks or smallBlocks (next), at most outputBuffers
+	made int    // buffers taken from blocks (next), at most outputBuffers
 	off  int64  // file offset of buf[0]
 	fill int    // buf is sent at this length; 0: when full (see realign)
 	free chan []byte
@@ -162,43 +131,21 @@ func newWriter(f *os.File, budget *atomic.Int64) *Writer {
 			w.direct = d
 		}
 	}
-	w.cachedOnly = w.direct == nil
 	w.buf = w.next()
 	go w.run()
 	return w
 }
 
-// next returns an empty buffer of blockSize bytes to fill: a free one,
-// or while fewer than outputBuffers are in use and none is free, one more
-// from its list; a free buffer of the other size goes back to its list.
-// A writer whose bytes are copied in the kernel (copyrange.go) fills
+// next returns an empty buffer to fill: a free one, or while fewer than
+// outputBuffers are in use and none is free, one more from blocks. A
+// writer whose bytes are copied in the kernel (copyrange.go) fills
 // only the first, with the header, and so takes no others.
 func (w *Writer) next() []byte {
-	size := w.blockSize()
-	for {
-		if w.made < outputBuffers && len(w.free) == 0 {
-			w.made++
-			return (*listOf(size).Get(size))[:0]
-		}
-		b := <-w.free
-		if listOf(cap(b)) == listOf(size) {
-			return b
-		}
-		listOf(cap(b)).Put(&b)
-		w.made--
+	if w.made < outputBuffers && len(w.free) == 0 {
+		w.made++
+		return (*blocks.Get(outputBlock))[:0]
 	}
-}
-
-// blockSize is the size of the next buffer to fill (see the top of this
-// file): cachedBlock while it is likely to go through the page cache, as
-// the budget has room for it or there is no direct handle, outputBlock
-// otherwise. A guess from the filling goroutine (other outputs spend the
-// budget too); writeAt decides where each buffer goes, whatever its size.
-func (w *Writer) blockSize() int {
-	if w.cachedOnly || w.budget != nil && w.budget.Load() >= cachedBlock {
-		return cachedBlock
-	}
-	return outputBlock
+	return <-w.free
 }
 
 func (w *Writer) run() {
@@ -410,7 +357,7 @@ func (w *Writer) finish() error {
 // release gives the buffers back to the pool, once stopped.
 func (w *Writer) release() {
 	put := func(b []byte) {
-		listOf(cap(b)).Put(&b)
+		blocks.Put(&b)
 	}
 	if w.buf != nil {
 		put(w.buf)

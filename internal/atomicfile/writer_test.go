@@ -4,15 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"syscall"
 	"testing"
-
-	"github.com/ckpt-dev/ckpt/internal/par"
 )
 
 // writeThrough writes data to a fresh file with a fileWriter, in random
@@ -122,13 +118,12 @@ func (r *refusing) Close() error { return nil }
 // TestFileWriterBuffersOnce: after finish, the pool holds each buffer
 // once (a buffer handed out twice would be written by two outputs).
 func TestFileWriterBuffersOnce(t *testing.T) {
-	for _, n := range []int{0, 100, directAlign, outputBlock + directAlign + 3, 3*outputBlock + 5} {
+	for _, n := range []int{0, 100, directAlign, outputBlock + directAlign + 3} {
 		f, err := os.Create(filepath.Join(t.TempDir(), "out"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		// A budget spent on the way: buffers of both sizes.
-		w := newWriter(f, NewBudget(cachedBlock))
+		w := newWriter(f, nil)
 		if _, err := w.Write(make([]byte, n)); err != nil {
 			t.Fatal(err)
 		}
@@ -137,11 +132,9 @@ func TestFileWriterBuffersOnce(t *testing.T) {
 		}
 		f.Close()
 		var got []*byte
-		for _, size := range []int{outputBlock, cachedBlock} {
-			for range outputBuffers + 1 {
-				b := *listOf(size).Get(size)
-				got = append(got, &b[:1][0])
-			}
+		for range outputBuffers + 1 {
+			b := *blocks.Get(outputBlock)
+			got = append(got, &b[:1][0])
 		}
 		dup := map[*byte]int{}
 		for _, p := range got {
@@ -219,65 +212,6 @@ func TestWriterTakesBuffersAsNeeded(t *testing.T) {
 		}
 		if !bytes.Equal(got, data) {
 			t.Errorf("%d bytes: file differs", tc.n)
-		}
-	}
-}
-
-// TestWriterBufferSizes: while its bytes go through the page cache (the
-// budget has room, or there is no direct handle) a writer takes only
-// buffers of cachedBlock bytes, no 4 MiB one to fault in; writing
-// directly (no budget, as with --sync, or once the budget is spent) it
-// takes large ones. The file is right whichever it took.
-func TestWriterBufferSizes(t *testing.T) {
-	oldBig, oldSmall := blocks, smallBlocks
-	defer func() { blocks, smallBlocks = oldBig, oldSmall }()
-	data := make([]byte, 5*outputBlock+7)
-	fill(data, 13)
-	for _, tc := range []struct {
-		name     string
-		budget   int64 // -1: none
-		buffered bool
-	}{
-		{"unlimited budget", math.MaxInt64, false},
-		{"no direct handle, no budget", -1, true},
-		{"budget spent on the way", 2 * cachedBlock, false},
-		{"no budget (sync)", -1, false},
-	} {
-		var big, small atomic.Int32
-		blocks = &par.FreeList[byte]{New: func(n int) []byte { big.Add(1); return alignedBuffer(n) }}
-		smallBlocks = &par.FreeList[byte]{New: func(n int) []byte { small.Add(1); return alignedBuffer(n) }}
-		f, err := os.Create(filepath.Join(t.TempDir(), "out"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var budget *atomic.Int64
-		if tc.budget >= 0 {
-			budget = NewBudget(tc.budget)
-		}
-		forceBuffered = tc.buffered
-		w := newWriter(f, budget)
-		forceBuffered = false
-		direct := w.direct != nil
-		if !writeBack(t, w, f, data, true) {
-			t.Errorf("%s: the file differs", tc.name)
-		}
-		wantBig, wantSmall := false, true
-		switch {
-		case !direct:
-			// Every write goes through the page cache: small ones only.
-		case tc.budget < 0:
-			wantBig, wantSmall = true, false
-		case tc.budget < int64(len(data)):
-			wantBig = true
-		}
-		if got := big.Load() > 0; got != wantBig {
-			t.Errorf("%s (direct handle %v): took %d buffers of %d bytes", tc.name, direct, big.Load(), outputBlock)
-		}
-		if got := small.Load() > 0; got != wantSmall {
-			t.Errorf("%s (direct handle %v): took %d buffers of %d bytes", tc.name, direct, small.Load(), cachedBlock)
-		}
-		if big.Load()+small.Load() > 2*outputBuffers {
-			t.Errorf("%s: took %d buffers in all", tc.name, big.Load()+small.Load())
 		}
 	}
 }
