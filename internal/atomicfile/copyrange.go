@@ -72,14 +72,14 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 	reserved := w.direct != nil && w.reserve(size)
 	if w.direct != nil && !reserved {
 		// Bytes that do not go to the page cache (past the budget, or
-		// a synced output, which has none) go to the disk with direct
-		// I/O (writer.go): read once into this process, where the
-		// checks see them, and written by the device's DMA. A copy
-		// into the page cache would copy them twice (in, and back out
-		// for the checks) and then wait for the write-back: measured
-		// on 4 GB warm past the budget, 4.1 CPU-s against 2.5, and
-		// with --sync 1.9x (1 GB) and 1.5x (4 GB) cp && sync's time
-		// against 0.97x by the direct path (docs/benchmarks.md).
+		// a synced output, which has none) are written behind or with
+		// direct I/O (writer.go): read once into this process, where the
+		// checks see them, and written from there. A copy by the kernel
+		// would copy them twice (in, and back out for the checks) and
+		// then wait for the write-back: measured on 4 GB warm past the
+		// budget, 4.1 CPU-s against 2.5, and with --sync 1.9x (1 GB) and
+		// 1.5x (4 GB) cp && sync's time against 0.97x by the direct path
+		// (docs/benchmarks.md, 2026-11-26).
 		return 0, true, nil
 	}
 	if reserved {

@@ -49,7 +49,7 @@ func UnnamedSupported(dir string) bool {
 // Create starts the local output final. With a budget (NewBudget, shared
 // by a conversion's outputs) it is not synced, and as much of it goes
 // through the page cache as the budget allows; without one (nil) it is
-// written directly where the filesystem allows, and synced by Finish.
+// written behind (writebehind.go), and synced by Finish.
 func Create(final string, budget *atomic.Int64) (*File, error) {
 	dir := filepath.Dir(final)
 	if !ForceNamed {

@@ -13,16 +13,18 @@ import (
 // write-back, up to the kernel's free-run ceiling less the pages already
 // dirty or under write-back (the midpoint of the background and the dirty
 // thresholds, below which the kernel never throttles a writer:
-// dirty_freerun_ceiling in mm/page-writeback.c), and the rest with direct
-// I/O, which past that point is faster than buffered writes the kernel
-// throttles (and leaves no more dirty pages behind). Until 2026-11-28 the
+// dirty_freerun_ceiling in mm/page-writeback.c), and the rest written
+// behind (writebehind.go: each window handed to the disk at once and
+// dropped from the cache once there), which past that point is faster
+// than buffered writes the kernel throttles and leaves no more dirty
+// pages behind (direct I/O before 2026-11-28, session 17). Until 2026-11-28 the
 // budget was half the background threshold (1.1 GB of 23 GB available),
 // which sent most of a 4 GB output to the disk at its speed while cp left
 // all of it to write-back (docs/benchmarks.md). On a disk the source is
 // read from too (a local MinIO, a cold local file) the page-cache share is
 // what makes a 1 GB conversion as fast as a download: a durable write
 // moves twice the bytes across the disk while it runs.
-// convert.WithSync(true) writes everything directly and syncs each output
+// convert.WithSync(true) writes everything behind and syncs each output
 // before naming it (a File created without a budget).
 
 // WriteBackBudget returns how many bytes of output may go to the page

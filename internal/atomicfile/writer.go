@@ -15,16 +15,20 @@ import (
 // Output files are written through Writer: large buffers, aligned in
 // memory, filled by the converting goroutine and written by another, so
 // that reading, hashing and casting the next piece overlaps with writing
-// the last. Where the platform allows (Linux), full buffers go to the file
-// through a second handle opened with O_DIRECT: the bytes go from the
-// buffer to the device without a copy into the page cache, the output does
-// not pile up gigabytes of dirty pages for the final fsync to wait on, and
-// the speed is the disk's, steadily. Measured on a 4 GB conversion here
-// (docs/benchmarks.md), buffered writes plus fsync took 1.3-2.5x as long
-// as direct writes, varying from run to run with the kernel's dirty-page
-// throttling. The last partial block goes through the ordinary handle, and
-// a filesystem that refuses direct I/O (at open or at the first write)
-// gets ordinary writes.
+// the last. Full buffers that are not left to the kernel's write-back
+// (past the page-cache budget, writeback.go, and every byte of a synced
+// output) are written behind (writebehind.go): through the page cache,
+// each window of output handed to the disk as soon as it is written and
+// dropped from the cache once there, so that the output does not pile
+// up gigabytes of dirty pages for the final fsync to wait on or the
+// kernel to throttle, and the same few pages of cache are reused. Where
+// sync_file_range is missing, or with WriteBehind off, they go through a
+// second handle opened with O_DIRECT (Linux): the bytes go from the
+// buffer to the device without a copy into the page cache, at the disk's
+// speed; with one write at a time that was 1.4-2x slower than writing
+// behind on the VM of docs/benchmarks.md. The last partial block goes
+// through the ordinary handle, and a filesystem that refuses direct I/O
+// (at open or at the first write) gets ordinary writes.
 //
 // What goes through the page cache is written in pieces of cachedPiece
 // bytes, small as cp's in-kernel copy writes (copy_file_range falls back
@@ -123,10 +127,14 @@ type Writer struct {
 // newWriter starts a writer for f, which must be empty and open for
 // writing at its start. Full buffers go to the page cache while budget
 // (shared by a conversion's outputs; see writeback.go) has room for them,
-// then with direct I/O where it is available; a nil budget has none.
+// then are written behind (or with direct I/O); a nil budget has none.
 func newWriter(f *os.File, budget *atomic.Int64) *Writer {
 	w := &Writer{f: f, cached: f, budget: budget, free: make(chan []byte, outputBuffers), jobs: make(chan writeJob, outputBuffers)}
-	if !forceBuffered {
+	switch {
+	case forceBuffered:
+	case WriteBehind:
+		w.direct = newBehind(f)
+	default:
 		if d := openDirect(f); d != nil {
 			w.direct = d
 		}
@@ -173,8 +181,9 @@ func (w *Writer) run() {
 }
 
 // writeAt writes b at off: through the page cache while the budget lasts,
-// then directly when b is aligned and direct I/O is in use, through the
-// ordinary handle otherwise or when the filesystem turns direct I/O down.
+// then through w.direct (written behind, or direct I/O) when b is
+// aligned, through the ordinary handle otherwise or when the filesystem
+// turns direct I/O down.
 func (w *Writer) writeAt(b []byte, off int64) error {
 	if w.budget != nil && w.budget.Load() >= int64(len(b)) && w.budget.Add(-int64(len(b))) >= 0 {
 		w.inCache.Add(int64(len(b)))
@@ -203,10 +212,13 @@ func (w *Writer) writeAt(b []byte, off int64) error {
 // 20488 took 0.22-0.24 s of system time against 0.14-0.16 from offset 0
 // (dd, the 2-core VM of docs/benchmarks.md), and this writer's own busy
 // time was 0.19-0.25 s for 1 GB against cp's 0.17 s in all.
-func (w *Writer) writeCached(b []byte, off int64) error {
+func (w *Writer) writeCached(b []byte, off int64) error { return writePieces(w.cached, b, off) }
+
+// writePieces writes b at off to f in the pieces writeCached describes.
+func writePieces(f io.WriterAt, b []byte, off int64) error {
 	for len(b) > 0 {
 		k := min(len(b), cachedPiece-int(off%cachedPiece))
-		if _, err := w.cached.WriteAt(b[:k], off); err != nil {
+		if _, err := f.WriteAt(b[:k], off); err != nil {
 			return err
 		}
 		b, off = b[k:], off+int64(k)
@@ -379,7 +391,15 @@ func (w *Writer) stop() {
 	w.wg.Wait()
 	close(w.jobs)
 	if w.direct != nil {
-		w.direct.Close()
+		// Writing behind reports here an error of the write-back it
+		// started.
+		if err := w.direct.Close(); err != nil {
+			w.mu.Lock()
+			if w.err == nil {
+				w.err = err
+			}
+			w.mu.Unlock()
+		}
 		w.direct = nil
 	}
 }

@@ -8,8 +8,10 @@ import (
 )
 
 // TestFileWriterDirect checks that Linux outputs do go through O_DIRECT
-// where the filesystem takes it.
+// where the filesystem takes it and writing behind is turned off.
 func TestFileWriterDirect(t *testing.T) {
+	defer func() { WriteBehind = true }()
+	WriteBehind = false
 	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
 	if err != nil {
 		t.Fatal(err)
