@@ -59,7 +59,7 @@ func TestLayers(t *testing.T) {
 		"scan":             {mod + "dtype", mod + "pickle", mod + "statedict", mod + "dcp", mod + "torchzip", mod + "gguf", "github.com/klauspost/compress/"},
 		"torchzip":         {mod + "dtype", mod + "pickle", mod + "internal/ieeecrc"},
 		"dcp":              {mod + "dtype", mod + "pickle", mod + "internal/dcpclass", mod + "torchzip"},
-		"convert":          {mod + "internal/par", mod + "internal/ieeecrc", mod + "dtype", mod + "verify", mod + "internal/atomicfile", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "quant", mod + "internal/human", mod + "internal/llamacpp", "github.com/klauspost/compress/"},
+		"convert":          {mod + "internal/par", mod + "internal/ieeecrc", mod + "dtype", mod + "verify", mod + "internal/atomicfile", mod + "statedict", mod + "pickle", mod + "safetensors", mod + "gguf", mod + "ggml", mod + "digest", mod + "remap", mod + "torchzip", mod + "dcp", mod + "quant", mod + "internal/human", mod + "internal/llamacpp", mod + "internal/fadvise", "github.com/klauspost/compress/"},
 		// The driver binding (purego), NVML, inventory, environment, the
 		// devices report.
 		"cuda": {"github.com/ebitengine/purego"},
@@ -70,9 +70,12 @@ func TestLayers(t *testing.T) {
 		"verify": {mod + "statedict", mod + "internal/ieeecrc", mod + "digest", mod + "dtype", mod + "internal/llamacpp", mod + "internal/par", "golang.org/x/sys/cpu"},
 		// internal/llamacpp: llama.cpp's names and q/k permutation (convert, verify).
 		"internal/llamacpp": {},
-		// internal/atomicfile: convert's atomic, direct-I/O local outputs.
-		// (golang.org/x/sys/unix: copy_file_range.)
-		"internal/atomicfile": {mod + "internal/human", mod + "internal/par", "golang.org/x/sys/unix"},
+		// internal/atomicfile: convert's atomic local outputs, written
+		// behind (golang.org/x/sys/unix: copy_file_range,
+		// sync_file_range).
+		"internal/atomicfile": {mod + "internal/human", mod + "internal/par", mod + "internal/fadvise", "golang.org/x/sys/unix"},
+		// internal/fadvise: read-ahead and drop hints (standard library only).
+		"internal/fadvise": {},
 		// objstore is the only package that imports a cloud client:
 		// minio-go (s3://), Google's credentials (gs://: the JSON API
 		// itself is objstore's own client over net/http, not
