@@ -95,7 +95,9 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 		}
 	}
 	defer w.realign()
-	if PipedCopy && w.piped+size <= PipeLimit {
+	if PipedCopy && (w.piped+size <= PipeLimit || w.recycling()) {
+		// A Writer that recycles its page cache (recycle.go) pipes
+		// every copy: the kernel's copy would take fresh pages.
 		w.piped += size
 		if w.budget != nil && !reserved {
 			// No direct I/O: counted as copied, and what is not

@@ -65,7 +65,8 @@ var errNoWriteBehind = errors.New("no sync_file_range")
 type behind struct {
 	f      *os.File
 	lo, hi int64 // written, not yet handed to the flusher
-	queue  chan [2]int64
+	wait   bool  // [lo, hi) holds bytes to wait for
+	queue  chan window
 	done   chan struct{}
 
 	mu  sync.Mutex
@@ -73,8 +74,16 @@ type behind struct {
 	off bool // write-back is the kernel's (refused)
 }
 
+// window is a span of output handed to the flusher; wait: it is waited
+// for before it is dropped (bytes past the budget), or only dropped where
+// the disk has it already (recycled bytes of the budget: recycle.go).
+type window struct {
+	lo, hi int64
+	wait   bool
+}
+
 func newBehind(f *os.File) *behind {
-	b := &behind{f: f, queue: make(chan [2]int64, behindDepth), done: make(chan struct{})}
+	b := &behind{f: f, queue: make(chan window, behindDepth), done: make(chan struct{})}
 	go b.flush()
 	return b
 }
@@ -89,38 +98,46 @@ func (b *behind) WriteAt(p []byte, off int64) (int, error) {
 	if err := writePieces(b.f, p, off); err != nil {
 		return 0, err
 	}
-	if off != b.hi {
+	b.wrote(off, off+int64(len(p)), true)
+	return len(p), b.failed()
+}
+
+// wrote counts [lo, hi), just written through the page cache, into the
+// pending window, and hands the window to the flusher once it is full;
+// wait says whether its write-back is to be waited for.
+func (b *behind) wrote(lo, hi int64, wait bool) {
+	if lo != b.hi {
 		// Not where the last write ended: what is pending is a window
 		// of its own.
 		b.send()
-		b.lo = off
+		b.lo = lo
 	}
-	b.hi = off + int64(len(p))
+	b.hi = hi
+	b.wait = b.wait || wait
 	if b.hi-b.lo >= behindWindow {
 		b.send()
 	}
-	return len(p), b.failed()
 }
 
 // send hands the pending bytes to the flusher (which blocks while
 // behindDepth windows wait for the disk: the writer waits with it).
 func (b *behind) send() {
 	if b.hi > b.lo {
-		b.queue <- [2]int64{b.lo, b.hi}
+		b.queue <- window{b.lo, b.hi, b.wait}
 	}
-	b.lo = b.hi
+	b.lo, b.wait = b.hi, false
 }
 
 // flush starts the write-back of each window handed to it, and waits for
 // and drops each window behindDepth back.
 func (b *behind) flush() {
 	defer close(b.done)
-	var started [][2]int64
+	var started []window
 	for w := range b.queue {
 		if b.failed() != nil || b.refused() {
 			continue
 		}
-		if err := syncRange(b.f, w[0], w[1]-w[0], false); err != nil {
+		if err := syncRange(b.f, w.lo, w.hi-w.lo, false); err != nil {
 			b.fail(err)
 			continue
 		}
@@ -128,11 +145,13 @@ func (b *behind) flush() {
 		if len(started) > behindDepth {
 			o := started[0]
 			started = started[1:]
-			if err := syncRange(b.f, o[0], o[1]-o[0], true); err != nil {
-				b.fail(err)
-				continue
+			if o.wait {
+				if err := syncRange(b.f, o.lo, o.hi-o.lo, true); err != nil {
+					b.fail(err)
+					continue
+				}
 			}
-			dropRange(b.f, o[0], o[1]-o[0])
+			dropRange(b.f, o.lo, o.hi-o.lo)
 		}
 	}
 }

@@ -106,6 +106,9 @@ type Writer struct {
 
 	inCache atomic.Int64 // bytes written through the page cache by the budget (for tests)
 
+	probe    probe       // the cost of its page-cache writes (recycle.go)
+	recycled atomic.Bool // the budget's bytes are recycled (recycle.go)
+
 	buf  []byte // being filled
 	made int    // buffers taken from blocks (next), at most outputBuffers
 	off  int64  // file offset of buf[0]
@@ -161,7 +164,7 @@ func (w *Writer) run() {
 		if w.failed() == nil {
 			var err error
 			if j.cached {
-				err = w.writeCached(j.b, j.off)
+				err = w.writeBudget(j.b, j.off)
 			} else {
 				err = w.writeAt(j.b, j.off)
 			}
@@ -187,7 +190,7 @@ func (w *Writer) run() {
 func (w *Writer) writeAt(b []byte, off int64) error {
 	if w.budget != nil && w.budget.Load() >= int64(len(b)) && w.budget.Add(-int64(len(b))) >= 0 {
 		w.inCache.Add(int64(len(b)))
-		return w.writeCached(b, off)
+		return w.writeBudget(b, off)
 	}
 	if w.direct != nil && len(b)%directAlign == 0 && off%directAlign == 0 {
 		_, err := w.direct.WriteAt(b, off)

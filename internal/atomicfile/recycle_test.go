@@ -1,0 +1,139 @@
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// budgetWrite writes data through a Writer with an unlimited page-cache
+// budget and returns the Writer (finished) and the file's bytes.
+func budgetWrite(t *testing.T, data []byte) (*Writer, []byte) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := newWriter(f, Unlimited())
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.finish(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, got
+}
+
+// TestRecycleProbe checks when a Writer turns to recycling its budget's
+// page cache: after two probes in a row whose writes cost more CPU than
+// slowWrite, not after one, not when the thread changed between a
+// probe's ends, and not when the writes are cheap; and that recycled
+// windows are started and dropped but never waited for.
+func TestRecycleProbe(t *testing.T) {
+	data := make([]byte, 8*probeSpan)
+	fill(data, 13)
+	for _, c := range []struct {
+		name    string
+		cost    float64 // CPU nanoseconds a byte the fake clock adds per write
+		sameTid bool
+		slowAt  int // probes that cost cost (the rest cost nothing); -1: all
+		want    bool
+	}{
+		{"cheap", 0.05, true, -1, false},
+		{"dear", 2, true, -1, true},
+		{"one dear probe", 2, true, 1, false},
+		{"thread changed", 2, false, -1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var cpu int64
+			tid := 0
+			probes := 0
+			cpu0 := threadCPU
+			defer func() { threadCPU = cpu0 }()
+			threadCPU = func() (int, int64) {
+				// Called at a probe's start and end; the end
+				// is charged the probe's cost.
+				if c.sameTid {
+					tid = 7
+				} else {
+					tid++
+				}
+				probes++
+				if probes%2 == 0 && (c.slowAt < 0 || probes/2 <= c.slowAt) {
+					cpu += int64(c.cost * probeSpan)
+				}
+				return tid, cpu
+			}
+			calls := recordRanges(t, nil)
+			w, got := budgetWrite(t, data)
+			if string(got) != string(data) {
+				t.Fatal("the file differs from what was written")
+			}
+			if w.recycling() != c.want {
+				t.Fatalf("recycling %v, want %v", w.recycling(), c.want)
+			}
+			starts, drops := 0, 0
+			for _, k := range *calls {
+				switch k.op {
+				case "wait":
+					t.Fatalf("a recycled window was waited for: %v", *calls)
+				case "start":
+					starts++
+				case "drop":
+					drops++
+				}
+			}
+			if !c.want && starts != 0 {
+				t.Errorf("%d windows started without recycling", starts)
+			}
+			if c.want && (starts == 0 || drops == 0 || starts > len(data)/int(behindWindow)) {
+				t.Errorf("recycling: %d windows started, %d dropped; want some of each, at most %d started", starts, drops, len(data)/int(behindWindow))
+			}
+		})
+	}
+}
+
+// TestRecycleModes checks RecycleAlways (every window of the budget's
+// bytes started and dropped, none waited for) and RecycleNever (no
+// window, whatever the writes cost).
+func TestRecycleModes(t *testing.T) {
+	defer func() { Recycle = RecycleWhenSlow }()
+	data := make([]byte, 8*outputBlock+5)
+	fill(data, 17)
+	for _, mode := range []RecycleMode{RecycleAlways, RecycleNever} {
+		Recycle = mode
+		cpu0 := threadCPU
+		var cpu int64
+		threadCPU = func() (int, int64) { cpu += 100 * probeSpan; return 1, cpu } // always dear
+		calls := recordRanges(t, nil)
+		w, got := budgetWrite(t, data)
+		threadCPU = cpu0
+		if string(got) != string(data) {
+			t.Fatalf("mode %d: the file differs", mode)
+		}
+		starts, waits := 0, 0
+		for _, k := range *calls {
+			switch k.op {
+			case "start":
+				starts++
+			case "wait":
+				waits++
+			}
+		}
+		switch mode {
+		case RecycleAlways:
+			if want := len(data) / int(behindWindow); starts < want || waits != 0 {
+				t.Errorf("always: %d windows started, %d waited for; want %d started, none waited for", starts, waits, want)
+			}
+		case RecycleNever:
+			if starts != 0 || w.recycling() {
+				t.Errorf("never: %d windows started, recycling %v", starts, w.recycling())
+			}
+		}
+	}
+}
