@@ -30,46 +30,49 @@ func budgetWrite(t *testing.T, data []byte) (*Writer, []byte) {
 }
 
 // TestRecycleProbe checks when a Writer turns to recycling its budget's
-// page cache: after two probes in a row whose writes cost more CPU than
-// slowWrite, not after one, not when the thread changed between a
-// probe's ends, and not when the writes are cheap; and that recycled
-// windows are started and dropped but never waited for.
+// page cache: after slowSpan bytes in a row of writes that cost more CPU
+// than slowWrite, not after fewer, not when the thread changed across
+// the writes, and not when they are cheap; and that recycled windows are
+// started and dropped but never waited for.
 func TestRecycleProbe(t *testing.T) {
-	data := make([]byte, 8*probeSpan)
+	data := make([]byte, 5*slowSpan)
 	fill(data, 13)
 	for _, c := range []struct {
 		name    string
-		cost    float64 // CPU nanoseconds a byte the fake clock adds per write
+		cost    float64 // CPU nanoseconds a byte each write costs
 		sameTid bool
-		slowAt  int // probes that cost cost (the rest cost nothing); -1: all
+		dearTo  int64 // the writes below this offset are dear; -1: all
 		want    bool
 	}{
-		{"cheap", 0.05, true, -1, false},
-		{"dear", 2, true, -1, true},
-		{"one dear probe", 2, true, 1, false},
-		{"thread changed", 2, false, -1, false},
+		{"cheap", 0.3, true, -1, false},
+		{"dear", 3, true, -1, true},
+		{"dear for less than slowSpan", 3, true, slowSpan - outputBlock, false},
+		{"thread changed", 3, false, -1, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var cpu int64
-			tid := 0
-			probes := 0
+			var cpu, written int64
+			tid, calls := 0, 0
 			cpu0 := threadCPU
 			defer func() { threadCPU = cpu0 }()
 			threadCPU = func() (int, int64) {
-				// Called at a probe's start and end; the end
-				// is charged the probe's cost.
+				// Called before and after each write (of a
+				// full 4 MiB buffer: Write below); the second
+				// call is charged the write's cost.
+				calls++
 				if c.sameTid {
 					tid = 7
 				} else {
 					tid++
 				}
-				probes++
-				if probes%2 == 0 && (c.slowAt < 0 || probes/2 <= c.slowAt) {
-					cpu += int64(c.cost * probeSpan)
+				if calls%2 == 0 {
+					if c.dearTo < 0 || written < c.dearTo {
+						cpu += int64(c.cost * outputBlock)
+					}
+					written += outputBlock
 				}
 				return tid, cpu
 			}
-			calls := recordRanges(t, nil)
+			rec := recordRanges(t, nil)
 			w, got := budgetWrite(t, data)
 			if string(got) != string(data) {
 				t.Fatal("the file differs from what was written")
@@ -78,10 +81,10 @@ func TestRecycleProbe(t *testing.T) {
 				t.Fatalf("recycling %v, want %v", w.recycling(), c.want)
 			}
 			starts, drops := 0, 0
-			for _, k := range *calls {
+			for _, k := range *rec {
 				switch k.op {
 				case "wait":
-					t.Fatalf("a recycled window was waited for: %v", *calls)
+					t.Fatalf("a recycled window was waited for: %v", *rec)
 				case "start":
 					starts++
 				case "drop":
@@ -109,7 +112,7 @@ func TestRecycleModes(t *testing.T) {
 		Recycle = mode
 		cpu0 := threadCPU
 		var cpu int64
-		threadCPU = func() (int, int64) { cpu += 100 * probeSpan; return 1, cpu } // always dear
+		threadCPU = func() (int, int64) { cpu += 100 * outputBlock; return 1, cpu } // always dear
 		calls := recordRanges(t, nil)
 		w, got := budgetWrite(t, data)
 		threadCPU = cpu0

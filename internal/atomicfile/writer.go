@@ -106,7 +106,7 @@ type Writer struct {
 
 	inCache atomic.Int64 // bytes written through the page cache by the budget (for tests)
 
-	probe    probe       // the cost of its page-cache writes (recycle.go)
+	dear     int64       // bytes of dear page-cache writes in a row (recycle.go)
 	recycled atomic.Bool // the budget's bytes are recycled (recycle.go)
 
 	buf  []byte // being filled
