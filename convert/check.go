@@ -29,6 +29,7 @@ type sourceChecks struct {
 	crcDone map[*statedict.Storage]bool
 	digests map[string]map[string]digest.Value // fileDigests' cache
 	users   map[*statedict.Storage][]*statedict.Tensor
+	reads   readAheads // the read-ahead hints given for the source's files
 }
 
 func newSourceChecks(ck *statedict.Checkpoint) *sourceChecks {

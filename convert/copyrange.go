@@ -8,7 +8,6 @@ import (
 
 	"github.com/ckpt-dev/ckpt/digest"
 	"github.com/ckpt-dev/ckpt/internal/atomicfile"
-	"github.com/ckpt-dev/ckpt/internal/fadvise"
 	"github.com/ckpt-dev/ckpt/internal/par"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
@@ -47,21 +46,11 @@ type rangeCopy struct {
 	jobs  chan fileRange // pieces copied, to check
 	done  chan struct{}  // closed when the checker has ended
 	mu    sync.Mutex
-	err   error // the checker's
-	ended bool  // wait was called: pieces are checked as they are copied
-	began bool  // the checker was started (by the first piece copied)
-	ahead int64 // the input's bytes before this offset were asked for (readAhead)
+	err   error       // the checker's
+	ended bool        // wait was called: pieces are checked as they are copied
+	began bool        // the checker was started (by the first piece copied)
+	reads *readAheads // the source's read-ahead hints (readahead.go)
 }
-
-// readAhead is how far ahead of its reads a tensor read from a local file
-// asks the kernel to read (fadvise.WillNeed, every readAhead/2 bytes),
-// past the tensor's end too: torch.save and safetensors put the next
-// tensor's bytes right after. On a cold input the kernel's own read-ahead
-// (restarted small by every record's header, read before) kept the disk
-// idle between reads: a 1 GB pth read at 1.5 GB/s, where cat reads it at
-// 4 GB/s (docs/benchmarks.md). Over bytes in the page cache the hint costs
-// 4 ms a GB.
-const readAhead = 32 << 20
 
 // fileRange is a piece copied: n bytes at off of f.
 type fileRange struct {
@@ -90,7 +79,7 @@ func (c *config) rangeSource(ctx context.Context, tmp *tempFile, it *item, sink 
 		return nil, nil, err
 	}
 	rc.Close() // the bytes are read back from the output instead
-	r := &rangeCopy{ctx: ctx, span: span, cr: cr, sink: io.MultiWriter(sink, progressWriter{io.Discard, c.progress}),
+	r := &rangeCopy{ctx: ctx, span: span, cr: cr, reads: &c.checks.reads, sink: io.MultiWriter(sink, progressWriter{io.Discard, c.progress}),
 		jobs: make(chan fileRange, 2), done: make(chan struct{})}
 	return r, cr, nil
 }
@@ -174,11 +163,7 @@ func (r *rangeCopy) Read(p []byte) (int, error) {
 	if err := r.failed(); err != nil {
 		return 0, err
 	}
-	if at := r.span.Off + r.pos; at+readAhead/2 >= r.ahead {
-		from := max(at, r.ahead)
-		r.ahead = at + readAhead
-		fadvise.WillNeed(r.span.File, from, r.ahead-from)
-	}
+	r.reads.hint(r.span.File, r.span.Off+r.pos)
 	r.cr.r = io.NewSectionReader(r.span.File, r.span.Off+r.pos, r.span.Len-r.pos)
 	n, err := r.cr.Read(p)
 	r.pos += int64(n)
