@@ -10,23 +10,26 @@ package atomicfile
 // when that happened, 1 GB written through the page cache took 2.8-4.9 s
 // (2.1-3.3 s of system time; cp alike) against 0.15 s otherwise, and the
 // same 1 GB written behind with its pages dropped and reused took 0.4-0.96
-// s. So a Writer measures what each of its page-cache writes costs: the
-// CPU time of its writing thread across the write (the host's faults are
-// charged there; waiting for a CPU is not), counted only where the write
-// began and ended on the same thread (a goroutine that moved between
-// threads would be charged another thread's work). Once the writes of
-// slowSpan bytes in a row cost more than slowWrite each (three to seven
-// times what they cost when pages are cheap), the rest of its budget's
-// bytes are recycled: written through the page cache as before, each
-// window handed to the disk at once and dropped from the cache once the
-// disk has it, without waiting for it (writebehind.go), so that later
+// s. So a Writer measures what its page-cache writes cost, one write in
+// probeEvery (the two clocks cost 6 us a write here): the CPU time of its
+// writing thread across the write (the host's faults are charged there;
+// waiting for a CPU is not), counted only where the write began and
+// ended on the same thread (a goroutine that moved between threads would
+// be charged another thread's work). Once dearProbes such writes in a
+// row cost more than slowWrite each (three to seven times what they cost
+// when pages are cheap), the rest of its budget's bytes are recycled:
+// written through the page cache as before, each window handed to the
+// disk at once and dropped from the cache once the disk has it, without
+// waiting for it (writebehind.go), so that later
 // writes reuse those pages. Bytes past the budget are written behind as
 // before.
 
 const (
-	// slowSpan is how many bytes of dear writes in a row turn a Writer
-	// to recycling.
-	slowSpan = 16 << 20
+	// probeEvery: one page-cache write in probeEvery is measured.
+	probeEvery = 8
+	// dearProbes is how many measured writes in a row must be dear to
+	// turn a Writer to recycling.
+	dearProbes = 4
 	// slowWrite is the CPU time a write may take, in nanoseconds a
 	// byte, before it counts as dear: 1 GB/s (cheap pages: 0.13-0.38
 	// ns a byte over 8 MiB here; dear ones 2-4).
@@ -70,6 +73,10 @@ func (w *Writer) writeBudget(b []byte, off int64) error {
 		bh.wrote(off, off+int64(len(b)), false)
 		return nil
 	}
+	w.writes++
+	if w.writes%probeEvery != 1 {
+		return w.writeCached(b, off)
+	}
 	tid, cpu := threadCPU()
 	if err := w.writeCached(b, off); err != nil {
 		return err
@@ -79,11 +86,11 @@ func (w *Writer) writeBudget(b []byte, off int64) error {
 		return nil
 	}
 	if float64(cpu2-cpu) > slowWrite*float64(len(b)) {
-		w.dear += int64(len(b))
+		w.dear++
 	} else {
 		w.dear = 0
 	}
-	if w.dear >= slowSpan {
+	if w.dear >= dearProbes {
 		w.recycled.Store(true)
 	}
 	return nil

@@ -30,23 +30,23 @@ func budgetWrite(t *testing.T, data []byte) (*Writer, []byte) {
 }
 
 // TestRecycleProbe checks when a Writer turns to recycling its budget's
-// page cache: after slowSpan bytes in a row of writes that cost more CPU
-// than slowWrite, not after fewer, not when the thread changed across
-// the writes, and not when they are cheap; and that recycled windows are
-// started and dropped but never waited for.
+// page cache: after dearProbes measured writes in a row that cost more
+// CPU than slowWrite, not after fewer, not when the thread changed
+// across the writes, and not when they are cheap; and that recycled
+// windows are started and dropped but never waited for.
 func TestRecycleProbe(t *testing.T) {
-	data := make([]byte, 5*slowSpan)
+	data := make([]byte, (probeEvery*dearProbes+12)*outputBlock)
 	fill(data, 13)
 	for _, c := range []struct {
 		name    string
 		cost    float64 // CPU nanoseconds a byte each write costs
 		sameTid bool
-		dearTo  int64 // the writes below this offset are dear; -1: all
+		dearTo  int64 // the measured writes are dear until they add up to this; -1: all
 		want    bool
 	}{
 		{"cheap", 0.3, true, -1, false},
 		{"dear", 3, true, -1, true},
-		{"dear for less than slowSpan", 3, true, slowSpan - outputBlock, false},
+		{"dear for fewer than dearProbes", 3, true, (dearProbes - 1) * outputBlock, false},
 		{"thread changed", 3, false, -1, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -55,9 +55,10 @@ func TestRecycleProbe(t *testing.T) {
 			cpu0 := threadCPU
 			defer func() { threadCPU = cpu0 }()
 			threadCPU = func() (int, int64) {
-				// Called before and after each write (of a
-				// full 4 MiB buffer: Write below); the second
-				// call is charged the write's cost.
+				// Called before and after each measured
+				// write (of a full 4 MiB buffer: Write
+				// below); the second call is charged the
+				// write's cost.
 				calls++
 				if c.sameTid {
 					tid = 7

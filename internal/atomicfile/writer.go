@@ -106,7 +106,8 @@ type Writer struct {
 
 	inCache atomic.Int64 // bytes written through the page cache by the budget (for tests)
 
-	dear     int64       // bytes of dear page-cache writes in a row (recycle.go)
+	writes   int         // page-cache writes of the budget's bytes (recycle.go)
+	dear     int         // measured writes in a row found dear (recycle.go)
 	recycled atomic.Bool // the budget's bytes are recycled (recycle.go)
 
 	buf  []byte // being filled
