@@ -1,6 +1,7 @@
 package statedict
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -68,6 +69,15 @@ func readZip(r io.ReaderAt, size int64, cfg *config) (*Checkpoint, error) {
 	data, err := pf.ReadAll(cfg.maxPickle)
 	if err != nil {
 		return nil, &Error{Record: pklName, Err: fromFormat(err)}
+	}
+	if cfg.fs == nil {
+		// A local file: every storage's local header is read below (its
+		// span); read them at once first.
+		ctx := cfg.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		zr.PrefetchSpans(ctx, "data/")
 	}
 	used := make(map[string]*Storage)
 	spans := []torchzip.Span{}

@@ -12,7 +12,8 @@ import (
 // few bytes apart), so that headers megabytes apart cost what they did: what reading a zip's local headers, or the first
 // bytes of each record, needs in order to cost one read per window rather
 // than one per record. NewReader reads archives through one. It is safe
-// for concurrent use.
+// for concurrent use: a read that finds another at the window reads past
+// it.
 func SmallReadCache(r io.ReaderAt, size int64) io.ReaderAt { return &headerWindow{r: r, size: size} }
 
 // headerWindow is the io.ReaderAt archive/zip reads an archive through:
@@ -41,7 +42,12 @@ func (w *headerWindow) ReadAt(p []byte, off int64) (int, error) {
 	if len(p) > smallRead || off < 0 || off >= w.size {
 		return w.r.ReadAt(p, off)
 	}
-	w.mu.Lock()
+	if !w.mu.TryLock() {
+		// Another reader is at the window (Reader.PrefetchSpans reads
+		// headers from several goroutines): read past it rather than
+		// wait for its read.
+		return w.r.ReadAt(p, off)
+	}
 	defer w.mu.Unlock()
 	if off < w.off || off+int64(len(p)) > w.off+int64(len(w.buf)) {
 		if end := w.off + int64(len(w.buf)); len(w.buf) > 0 && off > w.off && off-end < headerWindowSize {
