@@ -70,16 +70,20 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 		return 0, true, nil
 	}
 	reserved := w.direct != nil && w.reserve(size)
-	if w.direct != nil && !reserved {
+	_, behind := w.direct.(*behind)
+	behind = behind && !reserved && PipedCopy
+	if w.direct != nil && !reserved && !behind {
 		// Bytes that do not go to the page cache (past the budget, or
-		// a synced output, which has none) are written behind or with
-		// direct I/O (writer.go): read once into this process, where the
-		// checks see them, and written from there. A copy by the kernel
-		// would copy them twice (in, and back out for the checks) and
-		// then wait for the write-back: measured on 4 GB warm past the
-		// budget, 4.1 CPU-s against 2.5, and with --sync 1.9x (1 GB) and
-		// 1.5x (4 GB) cp && sync's time against 0.97x by the direct path
-		// (docs/benchmarks.md, 2026-11-26).
+		// a synced output, which has none) go with direct I/O where
+		// they are not written behind (writer.go): read once into this
+		// process, where the checks see them, and written from there. A
+		// copy by the kernel would copy them twice (in, and back out
+		// for the checks) and then wait for the write-back: measured on
+		// 4 GB warm past the budget, 4.1 CPU-s against 2.5, and with
+		// --sync 1.9x (1 GB) and 1.5x (4 GB) cp && sync's time against
+		// 0.97x by the direct path (docs/benchmarks.md, 2026-11-26).
+		// Written behind, they go through the piped copy below, each
+		// block written behind.
 		return 0, true, nil
 	}
 	if reserved {
@@ -95,6 +99,9 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 		}
 	}
 	defer w.realign()
+	if behind {
+		return w.pipeRange(r, size, true)
+	}
 	if PipedCopy && (w.piped+size <= PipeLimit || w.recycling()) {
 		// A Writer that recycles its page cache (recycle.go) pipes
 		// every copy: the kernel's copy would take fresh pages.
@@ -105,7 +112,7 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 			w.budget.Add(-size)
 			defer func() { w.budget.Add(size - n) }()
 		}
-		return w.pipeRange(r, size)
+		return w.pipeRange(r, size, false)
 	}
 	for n < size {
 		k, cerr := copyFile(src, off+n, w.f, w.off, min(size-n, copyPiece))

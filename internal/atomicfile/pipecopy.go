@@ -70,11 +70,11 @@ func (w *Writer) nextPipe() []byte {
 }
 
 // pipeRange copies size bytes of r into the output at w.off through
-// the piped copy; they are already counted in the page-cache budget. It
-// returns the bytes copied; fallback is true when r ended early (the
-// rest, if any, is read by the ordinary loop, where r reports the short
-// input).
-func (w *Writer) pipeRange(r RangeReader, size int64) (n int64, fallback bool, err error) {
+// the piped copy; they are already counted in the page-cache budget, or
+// with behind they are written behind (writebehind.go). It returns the
+// bytes copied; fallback is true when r ended early (the rest, if any, is
+// read by the ordinary loop, where r reports the short input).
+func (w *Writer) pipeRange(r RangeReader, size int64, behind bool) (n int64, fallback bool, err error) {
 	for n < size {
 		if err := w.failed(); err != nil {
 			return n, false, err
@@ -99,10 +99,12 @@ func (w *Writer) pipeRange(r RangeReader, size int64) (n int64, fallback bool, e
 		}
 		if len(b) > 0 {
 			w.wg.Add(1)
-			w.jobs <- writeJob{b: b, off: w.off, cached: true, ret: w.pipeFree}
+			w.jobs <- writeJob{b: b, off: w.off, cached: !behind, behind: behind, ret: w.pipeFree}
 			w.off += int64(len(b))
 			n += int64(len(b))
-			w.inCache.Add(int64(len(b)))
+			if !behind {
+				w.inCache.Add(int64(len(b)))
+			}
 			RangeCopies.Add(int64(len(b)))
 		} else {
 			w.pipeFree <- b

@@ -1,7 +1,9 @@
 package atomicfile
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -165,5 +167,61 @@ func TestWriteBehindRefused(t *testing.T) {
 		if len(*calls) != 1 {
 			t.Errorf("%v: %d calls, want the one refused: %v", refusal, len(*calls), *calls)
 		}
+	}
+}
+
+// TestWriteBehindPiped checks that a RangeReader's bytes bound for a
+// synced output (no page-cache budget) go through the piped copy, read
+// through the reader's Read in pieces of at most pipeRead (where its
+// checks are) and written behind: every byte in a window whose
+// write-back is waited for or left to the final fsync, none counted as
+// page cache of the budget, and the file right.
+func TestWriteBehindPiped(t *testing.T) {
+	defer func(w int64) { behindWindow = w }(behindWindow)
+	behindWindow = 1 << 20
+	calls := recordRanges(t, nil)
+	src, inF, f := pipeFiles(t, 9*PipeBlock+12345)
+	w := newWriter(f, nil)
+	if _, ok := w.direct.(*behind); !ok {
+		t.Fatalf("the writer's handle is %T, want writing behind", w.direct)
+	}
+	head := []byte("header of 17 byte")
+	w.Write(head)
+	r := &pieceRange{fileRange: fileRange{f: inF, n: int64(len(src))}}
+	if k, err := io.CopyN(w, r, r.n); err != nil || k != r.n {
+		t.Fatalf("CopyN %d, %v", k, err)
+	}
+	if err := w.finish(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(f.Name())
+	if want := append(append([]byte{}, head...), src...); !bytes.Equal(got, want) {
+		t.Fatal("output differs")
+	}
+	if r.read != r.n || r.longest > pipeRead {
+		t.Errorf("%d of %d bytes read through Read, the longest read %d; want all, at most %d", r.read, r.n, r.longest, pipeRead)
+	}
+	if w.inCache.Load() != 0 {
+		t.Errorf("%d bytes counted as the budget's page cache, want none", w.inCache.Load())
+	}
+	var covered, waited int64
+	next := int64(-1)
+	for _, c := range *calls {
+		switch c.op {
+		case "start":
+			if next >= 0 && c.off != next {
+				t.Errorf("window at %d, want %d: windows in order without gaps", c.off, next)
+			}
+			next = c.off + c.n
+			covered += c.n
+		case "wait":
+			waited++
+		}
+	}
+	// The header waits in the first buffer until the copy sends it; the
+	// bytes of the copy and the header are in windows, the last few
+	// windows left to the kernel.
+	if covered < int64(len(src)) || waited == 0 {
+		t.Errorf("windows cover %d bytes (%d waited for), want the copy's %d, some waited for", covered, waited, len(src))
 	}
 }

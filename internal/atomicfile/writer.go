@@ -92,6 +92,7 @@ type writeJob struct {
 	b      []byte
 	off    int64
 	cached bool        // through the page cache, counted in the budget already (pipecopy.go)
+	behind bool        // written behind, whatever its alignment (pipecopy.go)
 	ret    chan []byte // where b goes once written; nil: free
 }
 
@@ -164,9 +165,14 @@ func (w *Writer) run() {
 	for j := range w.jobs {
 		if w.failed() == nil {
 			var err error
-			if j.cached {
+			switch {
+			case j.cached:
 				err = w.writeBudget(j.b, j.off)
-			} else {
+			case j.behind && w.direct != nil:
+				_, err = w.direct.WriteAt(j.b, j.off)
+			case j.behind:
+				err = w.writeCached(j.b, j.off)
+			default:
 				err = w.writeAt(j.b, j.off)
 			}
 			if err != nil {
