@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"math"
 	"math/rand"
 	"testing"
 
@@ -34,6 +35,24 @@ func BenchmarkAddBF16(b *testing.B) {
 	b.SetBytes(4 * n)
 	u0 := userNS()
 	var s acc
+	for range b.N {
+		s.addRaw(dtype.BFloat16, dtype.BFloat16, ca, cb, n, tolerance{}, &k, bufA, bufB)
+	}
+	s.flush(&k)
+	b.ReportMetric(float64(userNS()-u0)/float64(b.N)/n, "user-ns/elem")
+}
+
+// BenchmarkAddBF16RelInf: BenchmarkAddBF16 after a pair of a B zero
+// against a nonzero A (max |A-B|/|B| +Inf: statsBF16BF16BlockInf), the
+// case of every tensor of bench/diff_fp8.sh's 4 GB pair.
+func BenchmarkAddBF16RelInf(b *testing.B) {
+	const n = 1 << 16
+	ca, cb := fp8LikePairs(1, n)
+	bufA, bufB := make([]float32, n), make([]float32, n)
+	var k f32Kernel
+	b.SetBytes(4 * n)
+	u0 := userNS()
+	s := acc{maxRel: math.Inf(1)}
 	for range b.N {
 		s.addRaw(dtype.BFloat16, dtype.BFloat16, ca, cb, n, tolerance{}, &k, bufA, bufB)
 	}

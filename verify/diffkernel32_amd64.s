@@ -155,27 +155,10 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 // added to the bit-sliced counters (P1 Z12, P2 Z13, P4 Z14, P8 Z15, the
 // carries of weight 2, 4 and 8 waiting in Z19, Z20, Z21).
 #define STEP32(ok, loop) \
-	CMPQ AX, CX; \
-	JGE  done; \
-	VMOVDQU32 (SI)(AX*2), Z0; \
-	VMOVDQU32 (DI)(AX*2), Z1; \
-	VPANDD Z31, Z0, Z2; \
-	VPANDD Z31, Z1, Z3; \
-	VPMAXUW Z3, Z2, Z4; \
-	VPMINUW Z3, Z2, Z5; \
-	VPSUBW Z5, Z4, Z4; \
-	VPCMPUW $6, Z26, Z4, K1; \
-	VPTESTMW Z5, Z5, K2; \
-	VPSUBW Z29, Z5, Z5; \
-	VPCMPUW $5, Z28, Z5, K2, K2; \
+	RANGE32; \
 	VPSLLD $16, Z3, Z6; \
 	VPANDD Z30, Z3, Z7; \
-	VPSLLD $16, Z0, Z2; \
-	VPANDD Z30, Z0, Z0; \
-	VPSLLD $16, Z1, Z3; \
-	VPANDD Z30, Z1, Z1; \
-	VSUBPS Z3, Z2, Z4; \
-	VSUBPS Z1, Z0, Z5; \
+	UNPACK32; \
 	VMULPS.RD_SAE Z27, Z6, Z6; \
 	VMULPS.RD_SAE Z27, Z7, Z7; \
 	VANDPS Z22, Z4, Z17; \
@@ -188,6 +171,52 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 	JNE done; \
 	VMAXPS Z17, Z16, Z16; \
 	VMAXPS Z18, Z16, Z16; \
+	SUMS32(ok, loop)
+
+// STEP32INF(ok, loop): STEP32 without the relative-error test, for a
+// maximum relative error of +Inf (statsBF16BF16BlockInf): only the range
+// leaves a step, and max |d| is one VRANGEPS a half (the larger
+// magnitude, its sign cleared: VMAXPS of |d|'s bits).
+#define STEP32INF(ok, loop) \
+	RANGE32; \
+	KORTESTD K1, K2; \
+	JNE done; \
+	UNPACK32; \
+	VRANGEPS $0x0b, Z4, Z16, Z16; \
+	VRANGEPS $0x0b, Z5, Z16, Z16; \
+	SUMS32(ok, loop)
+
+// RANGE32: the step's words (Z0 A, Z1 B), their magnitudes (Z3 B's), and
+// the pairs outside the range in K1 (the larger magnitude too far above
+// the smaller) and K2 (the smaller nonzero and outside [blockLo,
+// blockHi-blockGap)).
+#define RANGE32 \
+	CMPQ AX, CX; \
+	JGE  done; \
+	VMOVDQU32 (SI)(AX*2), Z0; \
+	VMOVDQU32 (DI)(AX*2), Z1; \
+	VPANDD Z31, Z0, Z2; \
+	VPANDD Z31, Z1, Z3; \
+	VPMAXUW Z3, Z2, Z4; \
+	VPMINUW Z3, Z2, Z5; \
+	VPSUBW Z5, Z4, Z4; \
+	VPCMPUW $6, Z26, Z4, K1; \
+	VPTESTMW Z5, Z5, K2; \
+	VPSUBW Z29, Z5, Z5; \
+	VPCMPUW $5, Z28, Z5, K2, K2
+
+// UNPACK32: a (Z2 even, Z0 odd), b (Z3, Z1) as float32, d = a-b (Z4,
+// Z5).
+#define UNPACK32 \
+	VPSLLD $16, Z0, Z2; \
+	VPANDD Z30, Z0, Z0; \
+	VPSLLD $16, Z1, Z3; \
+	VPANDD Z30, Z1, Z1; \
+	VSUBPS Z3, Z2, Z4; \
+	VSUBPS Z1, Z0, Z5
+
+// SUMS32(ok, loop): a step taken: its sums and its histogram bits.
+#define SUMS32(ok, loop) \
 	VFMADD231PS Z4, Z4, Z8; \
 	VFMADD231PS Z5, Z5, Z8; \
 	VFMADD231PS Z2, Z2, Z9; \
@@ -245,44 +274,88 @@ ok: \
 	VMOVDQU32 Z1, K_MPLANES+off(DX); \
 	VPANDD Z0, Z21, Z21
 
+// The planes of weight 16 to 2^11 take the carry at every ripple; past
+// them the carry is zero in most ripples (a lane's bin crosses a multiple
+// of 2^12 about once in 2^12/16 of its increments), and the other nine
+// planes are left alone when it is.
 #define RIPPLE \
 	RIPPLE1(0); RIPPLE1(64); RIPPLE1(128); RIPPLE1(192); RIPPLE1(256); \
-	RIPPLE1(320); RIPPLE1(384); RIPPLE1(448); RIPPLE1(512); RIPPLE1(576); \
+	RIPPLE1(320); RIPPLE1(384); RIPPLE1(448); \
+	VPTESTMD Z21, Z21, K7; \
+	KORTESTW K7, K7; \
+	JEQ rippled; \
+	RIPPLE1(512); RIPPLE1(576); \
 	RIPPLE1(640); RIPPLE1(704); RIPPLE1(768); RIPPLE1(832); RIPPLE1(896); \
-	RIPPLE1(960); RIPPLE1(1024)
+	RIPPLE1(960); RIPPLE1(1024); \
+rippled:
+
+// PROLOGUE: the arguments, the constants and the planes into registers.
+#define PROLOGUE \
+	MOVQ x+0(FP), SI \
+	MOVQ y+8(FP), DI \
+	MOVQ n+16(FP), CX \
+	MOVQ k+24(FP), DX \
+	MOVQ $K_HIST32, R9 \
+	ADDQ DX, R9 \
+	VMOVDQU32 K_PLANES(DX), Z12 \
+	VMOVDQU32 K_PLANES+64(DX), Z13 \
+	VMOVDQU32 K_PLANES+128(DX), Z14 \
+	VMOVDQU32 K_PLANES+192(DX), Z15 \
+	VBROADCASTSS K_RELTHR32(DX), Z27 \
+	VPBROADCASTD abs16x2<>(SB), Z31 \
+	VPBROADCASTD hi16<>(SB), Z30 \
+	VPBROADCASTD lo16x2<>(SB), Z29 \
+	VPBROADCASTD width16x2<>(SB), Z28 \
+	VPBROADCASTD gap16x2<>(SB), Z26 \
+	VPBROADCASTD one16x2<>(SB), Z25 \
+	MOVL K_BASE(DX), R8 \
+	LEAL 256(R8), R10 \
+	SHLL $16, R10 \
+	ORL  R10, R8 \
+	VPBROADCASTD R8, Z24 \
+	VPBROADCASTD abs32<>(SB), Z22 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z16, Z16, Z16 \
+	XORQ AX, AX
+
+// EPILOGUE: the sums flushed, max |d|, the planes and the waiting carries
+// (PEND: the bits of the steps done in the tree) stored; AX returned.
+#define EPILOGUE \
+	FLUSH_ALL \
+	VCVTPS2PD Y16, Z1 \
+	VEXTRACTF32X8 $1, Z16, Y2 \
+	VCVTPS2PD Y2, Z2 \
+	VMAXPD K_MAXABS(DX), Z1, Z1 \
+	VMAXPD Z2, Z1, Z1 \
+	VMOVUPD Z1, K_MAXABS(DX) \
+	VMOVDQU32 Z12, K_PLANES(DX) \
+	VMOVDQU32 Z13, K_PLANES+64(DX) \
+	VMOVDQU32 Z14, K_PLANES+128(DX) \
+	VMOVDQU32 Z15, K_PLANES+192(DX) \
+	MOVQ AX, BX \
+	SHRQ $5, BX \
+	TESTQ $1, BX \
+	JEQ  pend2 \
+	VMOVDQU32 Z19, K_PEND(DX) \
+pend2: \
+	TESTQ $2, BX \
+	JEQ  pend4 \
+	VMOVDQU32 Z20, K_PEND+64(DX) \
+pend4: \
+	TESTQ $4, BX \
+	JEQ  pended \
+	VMOVDQU32 Z21, K_PEND+128(DX) \
+pended: \
+	MOVQ AX, ret+32(FP) \
+	VZEROUPPER \
+	RET
 
 // func statsBF16BF16Block(x, y unsafe.Pointer, n int, k *f32Kernel) int
 TEXT ·statsBF16BF16Block(SB), NOSPLIT, $0-40
-	MOVQ x+0(FP), SI
-	MOVQ y+8(FP), DI
-	MOVQ n+16(FP), CX
-	MOVQ k+24(FP), DX
-	MOVQ $K_HIST32, R9
-	ADDQ DX, R9
-	VMOVDQU32 K_PLANES(DX), Z12
-	VMOVDQU32 K_PLANES+64(DX), Z13
-	VMOVDQU32 K_PLANES+128(DX), Z14
-	VMOVDQU32 K_PLANES+192(DX), Z15
-	VBROADCASTSS K_RELTHR32(DX), Z27
-	VPBROADCASTD abs16x2<>(SB), Z31
-	VPBROADCASTD hi16<>(SB), Z30
-	VPBROADCASTD lo16x2<>(SB), Z29
-	VPBROADCASTD width16x2<>(SB), Z28
-	VPBROADCASTD gap16x2<>(SB), Z26
-	VPBROADCASTD one16x2<>(SB), Z25
-	MOVL K_BASE(DX), R8
-	LEAL 256(R8), R10
-	SHLL $16, R10
-	ORL  R10, R8
-	VPBROADCASTD R8, Z24
-	VPBROADCASTD abs32<>(SB), Z22
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z16, Z16, Z16
-	XORQ AX, AX
-
+	PROLOGUE
 block:
 	STEP32(ok0, loop0)
 	TREE_0
@@ -312,32 +385,38 @@ block:
 	JMP  block
 
 done:
+	EPILOGUE
+
+// func statsBF16BF16BlockInf(x, y unsafe.Pointer, n int, k *f32Kernel) int
+TEXT ·statsBF16BF16BlockInf(SB), NOSPLIT, $0-40
+	PROLOGUE
+block:
+	STEP32INF(ok0, loop0)
+	TREE_0
+	ADDQ $32, AX
+	STEP32INF(ok1, loop1)
+	TREE_1
+	ADDQ $32, AX
+	STEP32INF(ok2, loop2)
+	TREE_2
+	ADDQ $32, AX
+	STEP32INF(ok3, loop3)
+	TREE_3
+	ADDQ $32, AX
+	STEP32INF(ok4, loop4)
+	TREE_4
+	ADDQ $32, AX
+	STEP32INF(ok5, loop5)
+	TREE_5
+	ADDQ $32, AX
+	STEP32INF(ok6, loop6)
+	TREE_6
+	ADDQ $32, AX
+	STEP32INF(ok7, loop7)
+	TREE_7
+	ADDQ $32, AX
 	FLUSH_ALL
-	VCVTPS2PD Y16, Z1
-	VEXTRACTF32X8 $1, Z16, Y2
-	VCVTPS2PD Y2, Z2
-	VMAXPD K_MAXABS(DX), Z1, Z1
-	VMAXPD Z2, Z1, Z1
-	VMOVUPD Z1, K_MAXABS(DX)
-	VMOVDQU32 Z12, K_PLANES(DX)
-	VMOVDQU32 Z13, K_PLANES+64(DX)
-	VMOVDQU32 Z14, K_PLANES+128(DX)
-	VMOVDQU32 Z15, K_PLANES+192(DX)
-	// PEND: the carries waiting (the bits of the steps done in the tree)
-	MOVQ AX, BX
-	SHRQ $5, BX
-	TESTQ $1, BX
-	JEQ  pend2
-	VMOVDQU32 Z19, K_PEND(DX)
-pend2:
-	TESTQ $2, BX
-	JEQ  pend4
-	VMOVDQU32 Z20, K_PEND+64(DX)
-pend4:
-	TESTQ $4, BX
-	JEQ  pended
-	VMOVDQU32 Z21, K_PEND+128(DX)
-pended:
-	MOVQ AX, ret+32(FP)
-	VZEROUPPER
-	RET
+	JMP  block
+
+done:
+	EPILOGUE
