@@ -49,6 +49,11 @@ GLOBL gap16x2<>(SB), RODATA|NOPTR, $4
 DATA slotmask32<>+0(SB)/4, $0xffffffe0
 GLOBL slotmask32<>(SB), RODATA|NOPTR, $4
 
+// 1 in a 32-bit word: min(d's bits, 1) is 1 for d nonzero (and for -0,
+// which the one-by-one count then counts as a zero)
+DATA one32<>+0(SB)/4, $1
+GLOBL one32<>(SB), RODATA|NOPTR, $4
+
 // 1 in both 16-bit words (ONEHOT)
 DATA one16x2<>+0(SB)/4, $0x00010001
 GLOBL one16x2<>(SB), RODATA|NOPTR, $4
@@ -215,7 +220,10 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 	VSUBPS Z3, Z2, Z4; \
 	VSUBPS Z1, Z0, Z5
 
-// SUMS32(ok, loop): a step taken: its sums and its histogram bits.
+// SUMS32(ok, loop): a step taken: its sums and its histogram bits. A
+// difference outside the window is one whose one-hot word is below
+// min(d's bits, 1) (unsigned: zero against a nonzero d), a compare a half
+// (K5, K6).
 #define SUMS32(ok, loop) \
 	VFMADD231PS Z4, Z4, Z8; \
 	VFMADD231PS Z5, Z5, Z8; \
@@ -229,10 +237,10 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 	VFMADD231PS Z0, Z5, Z11; \
 	ONEHOT(Z4, Z6); \
 	ONEHOT(Z5, Z0); \
-	VPTESTNMD Z6, Z6, K5; \
-	VPTESTMD Z4, Z4, K5, K5; \
-	VPTESTNMD Z0, Z0, K6; \
-	VPTESTMD Z5, Z5, K6, K6; \
+	VPMINUD.BCST one32<>(SB), Z4, Z2; \
+	VPMINUD.BCST one32<>(SB), Z5, Z3; \
+	VPCMPUD $1, Z2, Z6, K5; \
+	VPCMPUD $1, Z3, Z0, K6; \
 	KORTESTW K5, K6; \
 	JEQ ok; \
 	SLOTS(Z4, 0, lanes32<>(SB)); \
