@@ -162,7 +162,7 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 #define STEP32(ok, loop) \
 	RANGE32; \
 	VPSLLD $16, Z3, Z6; \
-	VPANDD Z30, Z3, Z7; \
+	VPANDD.BCST hi16<>(SB), Z3, Z7; \
 	UNPACK32; \
 	VMULPS.RD_SAE Z27, Z6, Z6; \
 	VMULPS.RD_SAE Z27, Z7, Z7; \
@@ -200,8 +200,8 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 	JGE  done; \
 	VMOVDQU32 (SI)(AX*2), Z0; \
 	VMOVDQU32 (DI)(AX*2), Z1; \
-	VPANDD Z31, Z0, Z2; \
-	VPANDD Z31, Z1, Z3; \
+	VPANDD.BCST abs16x2<>(SB), Z0, Z2; \
+	VPANDD.BCST abs16x2<>(SB), Z1, Z3; \
 	VPMAXUW Z3, Z2, Z4; \
 	VPMINUW Z3, Z2, Z5; \
 	VPSUBW Z5, Z4, Z4; \
@@ -214,9 +214,9 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 // Z5).
 #define UNPACK32 \
 	VPSLLD $16, Z0, Z2; \
-	VPANDD Z30, Z0, Z0; \
+	VPANDD.BCST hi16<>(SB), Z0, Z0; \
 	VPSLLD $16, Z1, Z3; \
-	VPANDD Z30, Z1, Z1; \
+	VPANDD.BCST hi16<>(SB), Z1, Z1; \
 	VSUBPS Z3, Z2, Z4; \
 	VSUBPS Z1, Z0, Z5
 
@@ -310,8 +310,6 @@ rippled:
 	VMOVDQU32 K_PLANES+128(DX), Z14 \
 	VMOVDQU32 K_PLANES+192(DX), Z15 \
 	VBROADCASTSS K_RELTHR32(DX), Z27 \
-	VPBROADCASTD abs16x2<>(SB), Z31 \
-	VPBROADCASTD hi16<>(SB), Z30 \
 	VPBROADCASTD lo16x2<>(SB), Z29 \
 	VPBROADCASTD width16x2<>(SB), Z28 \
 	VPBROADCASTD gap16x2<>(SB), Z26 \
@@ -361,6 +359,52 @@ pended: \
 	VZEROUPPER \
 	RET
 
+// HA(p, c, t): a half adder of bit-sliced counters: p = p^c, the carry
+// p&c in t.
+#define HA(p, c, t) \
+	VPANDD p, c, t; \
+	VPXORD c, p, p
+
+// TREE_7INF: TREE_7 of statsBF16BF16BlockInf: the carry of weight 16
+// into planes of weight 16 to 2^11 in registers (Z7, Z17, Z18, Z22, Z23,
+// Z27, Z30, Z31: the registers the relative-error test and the constants
+// of STEP32 take), without a test a ripple: each ripple adds at most 1 to
+// a bit's count there (in units of 16), so they are added into the
+// memory planes (FLUSHREG) every 255 ripples (R12 counts down) and at the
+// end of a call, before they can overflow.
+#define TREE_7INF \
+	CSA(Z13, Z19, Z6); CSA(Z14, Z20, Z19); CSA(Z15, Z21, Z20); \
+	HA(Z7, Z21, Z0); HA(Z17, Z0, Z1); HA(Z18, Z1, Z0); HA(Z22, Z0, Z1); \
+	HA(Z23, Z1, Z0); HA(Z27, Z0, Z1); HA(Z30, Z1, Z0); VPXORD Z0, Z31, Z31; \
+	DECQ R12; \
+	JNE rippled; \
+	FLUSHREG; \
+rippled:
+
+// FA(p, off): plane p added into the memory plane at off with the carry
+// in Z2 (a full adder), p cleared.
+#define FA(p, off) \
+	VMOVDQU32 K_MPLANES+off(DX), Z0; \
+	VMOVDQA32 Z0, Z1; \
+	VPTERNLOGD $0x96, Z2, p, Z1; \
+	VMOVDQU32 Z1, K_MPLANES+off(DX); \
+	VPTERNLOGD $0xe8, Z0, p, Z2; \
+	VPXORD p, p, p
+
+// FLUSHREG: the register planes (weights 16 to 2^11) added into the
+// memory planes (16 to 2^20) and cleared; R12 set to 255 ripples again.
+// The memory planes' count never passes 2^21-1 (blockMaxSteps), so no
+// carry leaves the last.
+#define FLUSHREG \
+	VPXORD Z2, Z2, Z2; \
+	FA(Z7, 0); FA(Z17, 64); FA(Z18, 128); FA(Z22, 192); \
+	FA(Z23, 256); FA(Z27, 320); FA(Z30, 384); FA(Z31, 448); \
+	VMOVDQA32 Z2, Z21; \
+	RIPPLE1(512); RIPPLE1(576); \
+	RIPPLE1(640); RIPPLE1(704); RIPPLE1(768); RIPPLE1(832); RIPPLE1(896); \
+	RIPPLE1(960); RIPPLE1(1024); \
+	MOVQ $255, R12
+
 // func statsBF16BF16Block(x, y unsafe.Pointer, n int, k *f32Kernel) int
 TEXT ·statsBF16BF16Block(SB), NOSPLIT, $0-40
 	PROLOGUE
@@ -398,6 +442,16 @@ done:
 // func statsBF16BF16BlockInf(x, y unsafe.Pointer, n int, k *f32Kernel) int
 TEXT ·statsBF16BF16BlockInf(SB), NOSPLIT, $0-40
 	PROLOGUE
+	VPXORD Z7, Z7, Z7
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z27, Z27, Z27
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+	MOVQ $255, R12
+
 block:
 	STEP32INF(ok0, loop0)
 	TREE_0
@@ -421,10 +475,13 @@ block:
 	TREE_6
 	ADDQ $32, AX
 	STEP32INF(ok7, loop7)
-	TREE_7
+	TREE_7INF
 	ADDQ $32, AX
 	FLUSH_ALL
 	JMP  block
 
 done:
+	VMOVDQA32 Z21, Z3
+	FLUSHREG
+	VMOVDQA32 Z3, Z21
 	EPILOGUE

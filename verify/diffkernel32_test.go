@@ -436,3 +436,39 @@ func TestCosineFormula(t *testing.T) {
 		t.Error("two zero tensors: cosine not 1")
 	}
 }
+
+// TestBlockKernelDeepCounts: runs of one difference long enough that a
+// histogram bit's count passes 2^12 to 2^15 in one call (the memory
+// planes past the first eight of statsBF16BF16Block; the register planes
+// of statsBF16BF16BlockInf at their fullest, one difference in every
+// pair: 255 ripples fill them): both kernels' histograms are the float64
+// kernels'.
+func TestBlockKernelDeepCounts(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX-512: the block kernel does not run here")
+	}
+	const n = 1 << 18
+	for _, c := range []struct {
+		inf   bool
+		every int // every every-th pair has d = -2^-8
+	}{{false, 3}, {true, 3}, {true, n}} {
+		inf := c.inf
+		x, y := make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i], y[i] = 1.0078125, 1 // d = 2^-7
+			if i%c.every == 0 {
+				x[i], y[i] = -0.5, -0.49609375 // d = -2^-8
+			}
+		}
+		x[0], y[0] = 0x1p-20, 0x1p-21 // max |A-B|/|B| 1 from the first step
+		if inf {                      // or a B zero: +Inf
+			y[0] = 0
+		}
+		ca, cb := encBF16(t, x), encBF16(t, y)
+		want := runBF16(t, "go", ca, cb, n)
+		if want.pos[-6-histLo] < n/2 || want.neg[-7-histLo] < int64(n/c.every-1) || math.IsInf(want.maxRel, 1) != inf || !inf && want.maxRel != 1 {
+			t.Fatalf("inf %v: the data misses its case: %+v", inf, want)
+		}
+		sameCounts(t, map[bool]string{false: "block", true: "block, +Inf"}[inf], runBF16(t, "block", ca, cb, n), want, ca, cb, blockSumBound)
+	}
+}
