@@ -40,14 +40,6 @@ var fp8TabPerm = func() (p [64]byte) {
 	return p
 }()
 
-// fp8AllCodes holds the 256 codes in order (the tables' input).
-var fp8AllCodes = func() (c [256]byte) {
-	for i := range c {
-		c[i] = byte(i)
-	}
-	return c
-}()
-
 // fp8Tabs are one block row's tables, each valid for the constants k and
 // its scale's bits.
 type fp8Tabs struct {
@@ -56,6 +48,12 @@ type fp8Tabs struct {
 	ok   []bool
 	tab  []byte
 	prod [2 * 256]byte
+	// codes are the tables' input: the 256 codes in order, the NaN ones
+	// (nan) replaced by zero, which fp8Seg's AVX-512 kernel takes in its
+	// steps (a step with a NaN product it leaves to the AVX2 one); the NaN
+	// codes' entries are fp8VecGo's.
+	codes [256]byte
+	nan   []byte
 }
 
 var fp8TabPool = sync.Pool{New: func() any { return new(fp8Tabs) }}
@@ -67,13 +65,24 @@ func (t *fp8Tabs) prepare(k *fp8Consts, row []float32) {
 		t.k = k
 		t.bits, t.ok = make([]uint32, len(row)), make([]bool, len(row))
 		t.tab = make([]byte, len(row)*fp8TabBytes)
+		t.nan = t.nan[:0]
+		for c := range t.codes {
+			t.codes[c] = byte(c)
+			if v := k.value(byte(c)); v != v {
+				t.codes[c] = 0
+				t.nan = append(t.nan, byte(c))
+			}
+		}
 	}
 	for j, s := range row {
 		b := math.Float32bits(s)
 		if t.ok[j] && t.bits[j] == b {
 			continue
 		}
-		fp8Seg(k, fp8ToBF16, t.prod[:], fp8AllCodes[:], row[j:j+1], 256, 0)
+		fp8Seg(k, fp8ToBF16, t.prod[:], t.codes[:], row[j:j+1], 256, 0)
+		for _, c := range t.nan {
+			fp8VecGo(k, fp8ToBF16, t.prod[2*int(c):2*int(c)+2], []byte{c}, s)
+		}
 		tab := t.tab[j*fp8TabBytes : (j+1)*fp8TabBytes]
 		for c := range 256 {
 			tab[c], tab[256+c] = t.prod[2*c], t.prod[2*c+1]
