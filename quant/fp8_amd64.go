@@ -77,3 +77,9 @@ var haveFP8Tab512 = haveFP8Vec512
 //
 //go:noescape
 func fp8TabBF16AVX512(dst, src *byte, n int, tabs *byte, bw, off int, perm *[64]byte)
+
+// fp8TabSplit writes the low bytes of the 256 little-endian bfloat16 of
+// prod into tab[:256], their high bytes into tab[256:].
+//
+//go:noescape
+func fp8TabSplit(tab, prod *[512]byte)

@@ -27,3 +27,5 @@ var haveFP8Tab512 = false
 func fp8TabBF16AVX512(dst, src *byte, n int, tabs *byte, bw, off int, perm *[64]byte) {
 	panic("no vector kernel")
 }
+
+func fp8TabSplit(tab, prod *[512]byte) { panic("no vector kernel") }

@@ -83,10 +83,7 @@ func (t *fp8Tabs) prepare(k *fp8Consts, row []float32) {
 		for _, c := range t.nan {
 			fp8VecGo(k, fp8ToBF16, t.prod[2*int(c):2*int(c)+2], []byte{c}, s)
 		}
-		tab := t.tab[j*fp8TabBytes : (j+1)*fp8TabBytes]
-		for c := range 256 {
-			tab[c], tab[256+c] = t.prod[2*c], t.prod[2*c+1]
-		}
+		fp8TabSplit((*[fp8TabBytes]byte)(t.tab[j*fp8TabBytes:]), &t.prod)
 		t.bits[j], t.ok[j] = b, true
 	}
 }

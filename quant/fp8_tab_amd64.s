@@ -67,3 +67,42 @@ step:
 done:
 	VZEROUPPER
 	RET
+
+// the bytes 0, 2, ..., 126 of two registers (VPERMI2B), and 1, 3, ..., 127
+DATA evenbytes<>+0(SB)/8, $0x0e0c0a0806040200
+DATA evenbytes<>+8(SB)/8, $0x1e1c1a1816141210
+DATA evenbytes<>+16(SB)/8, $0x2e2c2a2826242220
+DATA evenbytes<>+24(SB)/8, $0x3e3c3a3836343230
+DATA evenbytes<>+32(SB)/8, $0x4e4c4a4846444240
+DATA evenbytes<>+40(SB)/8, $0x5e5c5a5856545250
+DATA evenbytes<>+48(SB)/8, $0x6e6c6a6866646260
+DATA evenbytes<>+56(SB)/8, $0x7e7c7a7876747270
+GLOBL evenbytes<>(SB), RODATA|NOPTR, $64
+
+// func fp8TabSplit(tab, prod *[512]byte)
+TEXT ·fp8TabSplit(SB), NOSPLIT, $0-16
+	MOVQ tab+0(FP), DI
+	MOVQ prod+8(FP), SI
+	VMOVDQU64 evenbytes<>(SB), Z4
+	VPBROADCASTB one8<>(SB), Z5
+	VPADDB Z5, Z4, Z5
+	MOVQ $4, CX
+
+split:
+	VMOVDQU64 (SI), Z0
+	VMOVDQU64 64(SI), Z1
+	VMOVDQA64 Z4, Z2
+	VPERMI2B Z1, Z0, Z2
+	VMOVDQA64 Z5, Z3
+	VPERMI2B Z1, Z0, Z3
+	VMOVDQU64 Z2, (DI)
+	VMOVDQU64 Z3, 256(DI)
+	ADDQ $128, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  split
+	VZEROUPPER
+	RET
+
+DATA one8<>+0(SB)/1, $1
+GLOBL one8<>(SB), RODATA|NOPTR, $1
