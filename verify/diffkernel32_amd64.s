@@ -193,8 +193,9 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 
 // RANGE32: the step's words (Z0 A, Z1 B), their magnitudes (Z3 B's), and
 // the pairs outside the range in K1 (the larger magnitude too far above
-// the smaller) and K2 (the smaller nonzero and outside [blockLo,
-// blockHi-blockGap)).
+// the smaller) and K2 (the larger nonzero and the smaller outside
+// [blockLo, blockHi-blockGap): a zero against a nonzero is left, however
+// small the nonzero, whose square would underflow below 2^-112).
 #define RANGE32 \
 	CMPQ AX, CX; \
 	JGE  done; \
@@ -204,9 +205,9 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 	VPANDD.BCST abs16x2<>(SB), Z1, Z3; \
 	VPMAXUW Z3, Z2, Z4; \
 	VPMINUW Z3, Z2, Z5; \
+	VPTESTMW Z4, Z4, K2; \
 	VPSUBW Z5, Z4, Z4; \
 	VPCMPUW $6, Z26, Z4, K1; \
-	VPTESTMW Z5, Z5, K2; \
 	VPSUBW Z29, Z5, Z5; \
 	VPCMPUW $5, Z28, Z5, K2, K2
 

@@ -234,7 +234,7 @@ func TestBlockKernelSteps(t *testing.T) {
 	}{{0, 1, inf}, {1, 0, inf}, {p2(-56), p2(-56), inf}, {p2(-56) * 1.9921875, p2(-56) * 1.9921875, inf}, {p2(60), p2(60), inf},
 		{p2(45), p2(45), inf}, {p2(59), p2(60), inf}, {p2(20), p2(4) * 1.9921875, inf}, {p2(10) * 1.9921875, p2(-7) * 1.0078125, inf},
 		{1, p2(-25), inf}, {-1, -p2(-25), inf}, {p2(-133), p2(-133), inf}, {float32(math.NaN()), 1, inf}, {float32(math.Inf(1)), 1, inf},
-		{1, 0.5, 0.9}, {2.015625, 1.0078125, 1 - 0x1p-24}}
+		{1, 0.5, 0.9}, {2.015625, 1.0078125, 1 - 0x1p-24}, {0, p2(-120), inf}, {-p2(-113) * 1.9921875, 0, inf}}
 	ordinary, _ := fp8LikePairs(9, 64)
 	base := make([]float32, 64)
 	dtype.DecodeFloat32(dtype.BFloat16, base, ordinary)
