@@ -166,8 +166,8 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 	UNPACK32; \
 	VMULPS.RD_SAE Z27, Z6, Z6; \
 	VMULPS.RD_SAE Z27, Z7, Z7; \
-	VANDPS Z22, Z4, Z17; \
-	VANDPS Z22, Z5, Z18; \
+	VANDPS.BCST abs32<>(SB), Z4, Z17; \
+	VANDPS.BCST abs32<>(SB), Z5, Z18; \
 	VCMPPS $0x1e, Z6, Z17, K3; \
 	VCMPPS $0x1e, Z7, Z18, K4; \
 	KORD K1, K2, K1; \
@@ -264,9 +264,9 @@ ok: \
 // after an even step; after an odd one goes with Z19's into P2, whose
 // carry of weight 4 waits in Z20 (steps 1, 5) or goes with Z20's into P4
 // (3, 7), whose carry of weight 8 waits in Z21 (3) or goes with Z21's
-// into P8 (7), whose carry of weight 16 is added to the counters in
-// memory (weights 16 to 2^20, RIPPLE). The carries waiting after step s
-// are those of the bits of s+1 (exit: PEND).
+// into P8 (7), whose carry of weight 16 goes to the planes of weight 16
+// and up (TREE_7REL, TREE_7INF: registers, then memory). The carries
+// waiting after step s are those of the bits of s+1 (exit: PEND).
 #define TREE_0 VMOVDQA32 Z6, Z19
 #define TREE_2 VMOVDQA32 Z6, Z19
 #define TREE_4 VMOVDQA32 Z6, Z19
@@ -274,29 +274,14 @@ ok: \
 #define TREE_1 CSA(Z13, Z19, Z6); VMOVDQA32 Z19, Z20
 #define TREE_5 CSA(Z13, Z19, Z6); VMOVDQA32 Z19, Z20
 #define TREE_3 CSA(Z13, Z19, Z6); CSA(Z14, Z20, Z19); VMOVDQA32 Z20, Z21
-#define TREE_7 CSA(Z13, Z19, Z6); CSA(Z14, Z20, Z19); CSA(Z15, Z21, Z20); RIPPLE
 
-// RIPPLE: Z21 (weight 16) added to the counters in memory, plane by plane.
+// RIPPLE1(off): the carry Z21 added to the memory plane at off, Z21 the
+// carry out.
 #define RIPPLE1(off) \
 	VMOVDQU32 K_MPLANES+off(DX), Z0; \
 	VPXORD Z21, Z0, Z1; \
 	VMOVDQU32 Z1, K_MPLANES+off(DX); \
 	VPANDD Z0, Z21, Z21
-
-// The planes of weight 16 to 2^11 take the carry at every ripple; past
-// them the carry is zero in most ripples (a lane's bin crosses a multiple
-// of 2^12 about once in 2^12/16 of its increments), and the other nine
-// planes are left alone when it is.
-#define RIPPLE \
-	RIPPLE1(0); RIPPLE1(64); RIPPLE1(128); RIPPLE1(192); RIPPLE1(256); \
-	RIPPLE1(320); RIPPLE1(384); RIPPLE1(448); \
-	VPTESTMD Z21, Z21, K7; \
-	KORTESTW K7, K7; \
-	JEQ rippled; \
-	RIPPLE1(512); RIPPLE1(576); \
-	RIPPLE1(640); RIPPLE1(704); RIPPLE1(768); RIPPLE1(832); RIPPLE1(896); \
-	RIPPLE1(960); RIPPLE1(1024); \
-rippled:
 
 // PROLOGUE: the arguments, the constants and the planes into registers.
 #define PROLOGUE \
@@ -320,7 +305,6 @@ rippled:
 	SHLL $16, R10 \
 	ORL  R10, R8 \
 	VPBROADCASTD R8, Z24 \
-	VPBROADCASTD abs32<>(SB), Z22 \
 	VPXORD Z8, Z8, Z8 \
 	VPXORD Z9, Z9, Z9 \
 	VPXORD Z10, Z10, Z10 \
@@ -360,13 +344,35 @@ pended: \
 	VZEROUPPER \
 	RET
 
+// TREE_7REL: the eighth step's tree of statsBF16BF16Block: as TREE_7INF with the four
+// registers it has free (Z22, Z23, Z30, Z31: planes of weight 16 to 128),
+// added into the memory planes every 15 ripples (FLUSHREL).
+#define TREE_7REL \
+	CSA(Z13, Z19, Z6); CSA(Z14, Z20, Z19); CSA(Z15, Z21, Z20); \
+	HA(Z22, Z21, Z0); HA(Z23, Z0, Z1); HA(Z30, Z1, Z0); VPXORD Z0, Z31, Z31; \
+	DECQ R12; \
+	JNE rippled; \
+	FLUSHREL; \
+rippled:
+
+// FLUSHREL: FLUSHREG of TREE_7REL's four planes; R12 set to 15 ripples.
+#define FLUSHREL \
+	VPXORD Z2, Z2, Z2; \
+	FA(Z22, 0); FA(Z23, 64); FA(Z30, 128); FA(Z31, 192); \
+	VMOVDQA32 Z2, Z21; \
+	RIPPLE1(256); RIPPLE1(320); RIPPLE1(384); RIPPLE1(448); \
+	RIPPLE1(512); RIPPLE1(576); \
+	RIPPLE1(640); RIPPLE1(704); RIPPLE1(768); RIPPLE1(832); RIPPLE1(896); \
+	RIPPLE1(960); RIPPLE1(1024); \
+	MOVQ $15, R12
+
 // HA(p, c, t): a half adder of bit-sliced counters: p = p^c, the carry
 // p&c in t.
 #define HA(p, c, t) \
 	VPANDD p, c, t; \
 	VPXORD c, p, p
 
-// TREE_7INF: TREE_7 of statsBF16BF16BlockInf: the carry of weight 16
+// TREE_7INF: the eighth step's tree of statsBF16BF16BlockInf: the carry of weight 16
 // into planes of weight 16 to 2^11 in registers (Z7, Z17, Z18, Z22, Z23,
 // Z27, Z30, Z31: the registers the relative-error test and the constants
 // of STEP32 take), without a test a ripple: each ripple adds at most 1 to
@@ -409,6 +415,11 @@ rippled:
 // func statsBF16BF16Block(x, y unsafe.Pointer, n int, k *f32Kernel) int
 TEXT ·statsBF16BF16Block(SB), NOSPLIT, $0-40
 	PROLOGUE
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+	MOVQ $15, R12
 block:
 	STEP32(ok0, loop0)
 	TREE_0
@@ -432,12 +443,15 @@ block:
 	TREE_6
 	ADDQ $32, AX
 	STEP32(ok7, loop7)
-	TREE_7
+	TREE_7REL
 	ADDQ $32, AX
 	FLUSH_ALL
 	JMP  block
 
 done:
+	VMOVDQA32 Z21, Z3
+	FLUSHREL
+	VMOVDQA32 Z3, Z21
 	EPILOGUE
 
 // func statsBF16BF16BlockInf(x, y unsafe.Pointer, n int, k *f32Kernel) int

@@ -451,7 +451,7 @@ func TestBlockKernelDeepCounts(t *testing.T) {
 	for _, c := range []struct {
 		inf   bool
 		every int // every every-th pair has d = -2^-8
-	}{{false, 3}, {true, 3}, {true, n}} {
+	}{{false, 3}, {true, 3}, {false, n}, {true, n}} {
 		inf := c.inf
 		x, y := make([]float32, n), make([]float32, n)
 		for i := range x {
