@@ -117,6 +117,14 @@ func BenchmarkDequantFP8BlockBF16Table(b *testing.B) {
 	}, dtype.BFloat16)
 }
 
+// BenchmarkDequantFP8BlockBF16Seg is BenchmarkDequantFP8BlockBF16 with
+// the table decode (fp8_tab.go) off: fp8Seg's kernel on every code.
+func BenchmarkDequantFP8BlockBF16Seg(b *testing.B) {
+	defer func(v bool) { haveFP8Tab512 = v }(haveFP8Tab512)
+	haveFP8Tab512 = false
+	benchDequant(b, benchFP8Codec, dtype.BFloat16)
+}
+
 func BenchmarkDequantFP8BlockF16(b *testing.B) { benchDequant(b, benchFP8Codec, dtype.Float16) }
 
 // BenchmarkDequantFP8BlockBF16AVX2 is BenchmarkDequantFP8BlockBF16 with

@@ -66,3 +66,20 @@ func fp8Kernel512(o fp8Out, out, q []byte, scales []float32, bw, off int, t *fp8
 //
 //go:noescape
 func mxfp4T16AVX2(dst *byte, rowStride int, src *byte, srcStride int, adj *[16]uint16, k *mxfp4VecConsts)
+
+// haveFP8Tab512 picks the table decode (fp8_tab.go; VBMI's VPERMI2B);
+// tests turn it off to hold it to fp8Seg's bits.
+var haveFP8Tab512 = haveFP8Vec512
+
+// fp8TabBF16AVX512 writes the bfloat16 products of n codes (a multiple of
+// 64) from src, starting off codes into a block of bw (both multiples of
+// 64), block i's table at tabs[i*fp8TabBytes:].
+//
+//go:noescape
+func fp8TabBF16AVX512(dst, src *byte, n int, tabs *byte, bw, off int, perm *[64]byte)
+
+// fp8TabSplit writes the low bytes of the 256 little-endian bfloat16 of
+// prod into tab[:256], their high bytes into tab[256:].
+//
+//go:noescape
+func fp8TabSplit(tab, prod *[512]byte)

@@ -115,6 +115,13 @@ func (c *gridCodec) vecTo(dt dtype.DType, dst []byte, first int64, codes, scales
 	}
 	rb := int64(-1)
 	n := int64(len(codes))
+	var tabs *fp8Tabs // the block row's tables (fp8_tab.go), where worth them
+	useTabs := false
+	defer func() {
+		if tabs != nil {
+			fp8TabPool.Put(tabs)
+		}
+	}()
 	for i := int64(0); i < n; {
 		e := first + i
 		r, col := e/c.cols, e%c.cols
@@ -123,10 +130,23 @@ func (c *gridCodec) vecTo(dt dtype.DType, dst []byte, first int64, codes, scales
 			for j := range row {
 				row[j] = dtype.ToFloat32(c.scale, scales[(rb*c.sc+int64(j))*ssz:])
 			}
+			// the rows of block row rb in the range
+			rows := min((first+n-1)/c.cols+1, (rb+1)*c.bh) - max(first/c.cols, rb*c.bh)
+			useTabs = o == fp8ToBF16 && haveFP8Tab512 && c.bw%64 == 0 && rows >= fp8TabMinRows
+			if useTabs {
+				if tabs == nil {
+					tabs = fp8TabPool.Get().(*fp8Tabs)
+				}
+				tabs.prepare(c.vec, row)
+			}
 		}
 		k := min(n-i, c.cols-col)
 		b0 := col / c.bw
-		fp8Seg(c.vec, o, dst[i*es:(i+k)*es], codes[i:i+k], row[b0:], int(c.bw), int(col-b0*c.bw))
+		if useTabs {
+			tabs.seg(dst[i*es:(i+k)*es], codes[i:i+k], int(b0), int(c.bw), int(col-b0*c.bw))
+		} else {
+			fp8Seg(c.vec, o, dst[i*es:(i+k)*es], codes[i:i+k], row[b0:], int(c.bw), int(col-b0*c.bw))
+		}
 		i += k
 	}
 }

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"math"
 	"math/rand"
 	"testing"
 
@@ -26,14 +27,23 @@ func fp8LikePairs(seed int64, n int) (ca, cb []byte) {
 
 // BenchmarkAddBF16: the statistics of 2^16 bfloat16 pairs (a chunk as
 // diff reads it) as bench/diff_fp8.sh's, read as they are.
-func BenchmarkAddBF16(b *testing.B) {
+func BenchmarkAddBF16(b *testing.B) { benchAddBF16(b, 0) }
+
+// BenchmarkAddBF16RelInf: BenchmarkAddBF16 after a pair of a B zero
+// against a nonzero A (max |A-B|/|B| +Inf: statsBF16BF16BlockInf), the
+// case of every tensor of bench/diff_fp8.sh's 4 GB pair.
+func BenchmarkAddBF16RelInf(b *testing.B) { benchAddBF16(b, math.Inf(1)) }
+
+// benchAddBF16 is BenchmarkAddBF16 from a maximum relative error of
+// maxRel.
+func benchAddBF16(b *testing.B, maxRel float64) {
 	const n = 1 << 16
 	ca, cb := fp8LikePairs(1, n)
 	bufA, bufB := make([]float32, n), make([]float32, n)
 	var k f32Kernel
 	b.SetBytes(4 * n)
 	u0 := userNS()
-	var s acc
+	s := acc{maxRel: maxRel}
 	for range b.N {
 		s.addRaw(dtype.BFloat16, dtype.BFloat16, ca, cb, n, tolerance{}, &k, bufA, bufB)
 	}

@@ -49,6 +49,11 @@ GLOBL gap16x2<>(SB), RODATA|NOPTR, $4
 DATA slotmask32<>+0(SB)/4, $0xffffffe0
 GLOBL slotmask32<>(SB), RODATA|NOPTR, $4
 
+// 1 in a 32-bit word: min(d's bits, 1) is 1 for d nonzero (and for -0,
+// which the one-by-one count then counts as a zero)
+DATA one32<>+0(SB)/4, $1
+GLOBL one32<>(SB), RODATA|NOPTR, $4
+
 // 1 in both 16-bit words (ONEHOT)
 DATA one16x2<>+0(SB)/4, $0x00010001
 GLOBL one16x2<>(SB), RODATA|NOPTR, $4
@@ -155,31 +160,14 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 // added to the bit-sliced counters (P1 Z12, P2 Z13, P4 Z14, P8 Z15, the
 // carries of weight 2, 4 and 8 waiting in Z19, Z20, Z21).
 #define STEP32(ok, loop) \
-	CMPQ AX, CX; \
-	JGE  done; \
-	VMOVDQU32 (SI)(AX*2), Z0; \
-	VMOVDQU32 (DI)(AX*2), Z1; \
-	VPANDD Z31, Z0, Z2; \
-	VPANDD Z31, Z1, Z3; \
-	VPMAXUW Z3, Z2, Z4; \
-	VPMINUW Z3, Z2, Z5; \
-	VPSUBW Z5, Z4, Z4; \
-	VPCMPUW $6, Z26, Z4, K1; \
-	VPTESTMW Z5, Z5, K2; \
-	VPSUBW Z29, Z5, Z5; \
-	VPCMPUW $5, Z28, Z5, K2, K2; \
+	RANGE32; \
 	VPSLLD $16, Z3, Z6; \
-	VPANDD Z30, Z3, Z7; \
-	VPSLLD $16, Z0, Z2; \
-	VPANDD Z30, Z0, Z0; \
-	VPSLLD $16, Z1, Z3; \
-	VPANDD Z30, Z1, Z1; \
-	VSUBPS Z3, Z2, Z4; \
-	VSUBPS Z1, Z0, Z5; \
+	VPANDD.BCST hi16<>(SB), Z3, Z7; \
+	UNPACK32; \
 	VMULPS.RD_SAE Z27, Z6, Z6; \
 	VMULPS.RD_SAE Z27, Z7, Z7; \
-	VANDPS Z22, Z4, Z17; \
-	VANDPS Z22, Z5, Z18; \
+	VANDPS.BCST abs32<>(SB), Z4, Z17; \
+	VANDPS.BCST abs32<>(SB), Z5, Z18; \
 	VCMPPS $0x1e, Z6, Z17, K3; \
 	VCMPPS $0x1e, Z7, Z18, K4; \
 	KORD K1, K2, K1; \
@@ -188,6 +176,56 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 	JNE done; \
 	VMAXPS Z17, Z16, Z16; \
 	VMAXPS Z18, Z16, Z16; \
+	SUMS32(ok, loop)
+
+// STEP32INF(ok, loop): STEP32 without the relative-error test, for a
+// maximum relative error of +Inf (statsBF16BF16BlockInf): only the range
+// leaves a step, and max |d| is one VRANGEPS a half (the larger
+// magnitude, its sign cleared: VMAXPS of |d|'s bits).
+#define STEP32INF(ok, loop) \
+	RANGE32; \
+	KORTESTD K1, K2; \
+	JNE done; \
+	UNPACK32; \
+	VRANGEPS $0x0b, Z4, Z16, Z16; \
+	VRANGEPS $0x0b, Z5, Z16, Z16; \
+	SUMS32(ok, loop)
+
+// RANGE32: the step's words (Z0 A, Z1 B), their magnitudes (Z3 B's), and
+// the pairs outside the range in K1 (the larger magnitude too far above
+// the smaller) and K2 (the larger nonzero and the smaller outside
+// [blockLo, blockHi-blockGap): a zero against a nonzero is left, however
+// small the nonzero, whose square would underflow below 2^-112).
+#define RANGE32 \
+	CMPQ AX, CX; \
+	JGE  done; \
+	VMOVDQU32 (SI)(AX*2), Z0; \
+	VMOVDQU32 (DI)(AX*2), Z1; \
+	VPANDD.BCST abs16x2<>(SB), Z0, Z2; \
+	VPANDD.BCST abs16x2<>(SB), Z1, Z3; \
+	VPMAXUW Z3, Z2, Z4; \
+	VPMINUW Z3, Z2, Z5; \
+	VPTESTMW Z4, Z4, K2; \
+	VPSUBW Z5, Z4, Z4; \
+	VPCMPUW $6, Z26, Z4, K1; \
+	VPSUBW Z29, Z5, Z5; \
+	VPCMPUW $5, Z28, Z5, K2, K2
+
+// UNPACK32: a (Z2 even, Z0 odd), b (Z3, Z1) as float32, d = a-b (Z4,
+// Z5).
+#define UNPACK32 \
+	VPSLLD $16, Z0, Z2; \
+	VPANDD.BCST hi16<>(SB), Z0, Z0; \
+	VPSLLD $16, Z1, Z3; \
+	VPANDD.BCST hi16<>(SB), Z1, Z1; \
+	VSUBPS Z3, Z2, Z4; \
+	VSUBPS Z1, Z0, Z5
+
+// SUMS32(ok, loop): a step taken: its sums and its histogram bits. A
+// difference outside the window is one whose one-hot word is below
+// min(d's bits, 1) (unsigned: zero against a nonzero d), a compare a half
+// (K5, K6).
+#define SUMS32(ok, loop) \
 	VFMADD231PS Z4, Z4, Z8; \
 	VFMADD231PS Z5, Z5, Z8; \
 	VFMADD231PS Z2, Z2, Z9; \
@@ -200,10 +238,10 @@ GLOBL lanes32<>(SB), RODATA|NOPTR, $128
 	VFMADD231PS Z0, Z5, Z11; \
 	ONEHOT(Z4, Z6); \
 	ONEHOT(Z5, Z0); \
-	VPTESTNMD Z6, Z6, K5; \
-	VPTESTMD Z4, Z4, K5, K5; \
-	VPTESTNMD Z0, Z0, K6; \
-	VPTESTMD Z5, Z5, K6, K6; \
+	VPMINUD.BCST one32<>(SB), Z4, Z2; \
+	VPMINUD.BCST one32<>(SB), Z5, Z3; \
+	VPCMPUD $1, Z2, Z6, K5; \
+	VPCMPUD $1, Z3, Z0, K6; \
 	KORTESTW K5, K6; \
 	JEQ ok; \
 	SLOTS(Z4, 0, lanes32<>(SB)); \
@@ -226,9 +264,9 @@ ok: \
 // after an even step; after an odd one goes with Z19's into P2, whose
 // carry of weight 4 waits in Z20 (steps 1, 5) or goes with Z20's into P4
 // (3, 7), whose carry of weight 8 waits in Z21 (3) or goes with Z21's
-// into P8 (7), whose carry of weight 16 is added to the counters in
-// memory (weights 16 to 2^20, RIPPLE). The carries waiting after step s
-// are those of the bits of s+1 (exit: PEND).
+// into P8 (7), whose carry of weight 16 goes to the planes of weight 16
+// and up (TREE_7REL, TREE_7INF: registers, then memory). The carries
+// waiting after step s are those of the bits of s+1 (exit: PEND).
 #define TREE_0 VMOVDQA32 Z6, Z19
 #define TREE_2 VMOVDQA32 Z6, Z19
 #define TREE_4 VMOVDQA32 Z6, Z19
@@ -236,53 +274,152 @@ ok: \
 #define TREE_1 CSA(Z13, Z19, Z6); VMOVDQA32 Z19, Z20
 #define TREE_5 CSA(Z13, Z19, Z6); VMOVDQA32 Z19, Z20
 #define TREE_3 CSA(Z13, Z19, Z6); CSA(Z14, Z20, Z19); VMOVDQA32 Z20, Z21
-#define TREE_7 CSA(Z13, Z19, Z6); CSA(Z14, Z20, Z19); CSA(Z15, Z21, Z20); RIPPLE
 
-// RIPPLE: Z21 (weight 16) added to the counters in memory, plane by plane.
+// RIPPLE1(off): the carry Z21 added to the memory plane at off, Z21 the
+// carry out.
 #define RIPPLE1(off) \
 	VMOVDQU32 K_MPLANES+off(DX), Z0; \
 	VPXORD Z21, Z0, Z1; \
 	VMOVDQU32 Z1, K_MPLANES+off(DX); \
 	VPANDD Z0, Z21, Z21
 
-#define RIPPLE \
-	RIPPLE1(0); RIPPLE1(64); RIPPLE1(128); RIPPLE1(192); RIPPLE1(256); \
-	RIPPLE1(320); RIPPLE1(384); RIPPLE1(448); RIPPLE1(512); RIPPLE1(576); \
+// PROLOGUE: the arguments, the constants and the planes into registers.
+#define PROLOGUE \
+	MOVQ x+0(FP), SI \
+	MOVQ y+8(FP), DI \
+	MOVQ n+16(FP), CX \
+	MOVQ k+24(FP), DX \
+	MOVQ $K_HIST32, R9 \
+	ADDQ DX, R9 \
+	VMOVDQU32 K_PLANES(DX), Z12 \
+	VMOVDQU32 K_PLANES+64(DX), Z13 \
+	VMOVDQU32 K_PLANES+128(DX), Z14 \
+	VMOVDQU32 K_PLANES+192(DX), Z15 \
+	VBROADCASTSS K_RELTHR32(DX), Z27 \
+	VPBROADCASTD lo16x2<>(SB), Z29 \
+	VPBROADCASTD width16x2<>(SB), Z28 \
+	VPBROADCASTD gap16x2<>(SB), Z26 \
+	VPBROADCASTD one16x2<>(SB), Z25 \
+	MOVL K_BASE(DX), R8 \
+	LEAL 256(R8), R10 \
+	SHLL $16, R10 \
+	ORL  R10, R8 \
+	VPBROADCASTD R8, Z24 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z16, Z16, Z16 \
+	XORQ AX, AX
+
+// EPILOGUE: the sums flushed, max |d|, the planes and the waiting carries
+// (PEND: the bits of the steps done in the tree) stored; AX returned.
+#define EPILOGUE \
+	FLUSH_ALL \
+	VCVTPS2PD Y16, Z1 \
+	VEXTRACTF32X8 $1, Z16, Y2 \
+	VCVTPS2PD Y2, Z2 \
+	VMAXPD K_MAXABS(DX), Z1, Z1 \
+	VMAXPD Z2, Z1, Z1 \
+	VMOVUPD Z1, K_MAXABS(DX) \
+	VMOVDQU32 Z12, K_PLANES(DX) \
+	VMOVDQU32 Z13, K_PLANES+64(DX) \
+	VMOVDQU32 Z14, K_PLANES+128(DX) \
+	VMOVDQU32 Z15, K_PLANES+192(DX) \
+	MOVQ AX, BX \
+	SHRQ $5, BX \
+	TESTQ $1, BX \
+	JEQ  pend2 \
+	VMOVDQU32 Z19, K_PEND(DX) \
+pend2: \
+	TESTQ $2, BX \
+	JEQ  pend4 \
+	VMOVDQU32 Z20, K_PEND+64(DX) \
+pend4: \
+	TESTQ $4, BX \
+	JEQ  pended \
+	VMOVDQU32 Z21, K_PEND+128(DX) \
+pended: \
+	MOVQ AX, ret+32(FP) \
+	VZEROUPPER \
+	RET
+
+// TREE_7REL: the eighth step's tree of statsBF16BF16Block: as TREE_7INF with the four
+// registers it has free (Z22, Z23, Z30, Z31: planes of weight 16 to 128),
+// added into the memory planes every 15 ripples (FLUSHREL).
+#define TREE_7REL \
+	CSA(Z13, Z19, Z6); CSA(Z14, Z20, Z19); CSA(Z15, Z21, Z20); \
+	HA(Z22, Z21, Z0); HA(Z23, Z0, Z1); HA(Z30, Z1, Z0); VPXORD Z0, Z31, Z31; \
+	DECQ R12; \
+	JNE rippled; \
+	FLUSHREL; \
+rippled:
+
+// FLUSHREL: FLUSHREG of TREE_7REL's four planes; R12 set to 15 ripples.
+#define FLUSHREL \
+	VPXORD Z2, Z2, Z2; \
+	FA(Z22, 0); FA(Z23, 64); FA(Z30, 128); FA(Z31, 192); \
+	VMOVDQA32 Z2, Z21; \
+	RIPPLE1(256); RIPPLE1(320); RIPPLE1(384); RIPPLE1(448); \
+	RIPPLE1(512); RIPPLE1(576); \
 	RIPPLE1(640); RIPPLE1(704); RIPPLE1(768); RIPPLE1(832); RIPPLE1(896); \
-	RIPPLE1(960); RIPPLE1(1024)
+	RIPPLE1(960); RIPPLE1(1024); \
+	MOVQ $15, R12
+
+// HA(p, c, t): a half adder of bit-sliced counters: p = p^c, the carry
+// p&c in t.
+#define HA(p, c, t) \
+	VPANDD p, c, t; \
+	VPXORD c, p, p
+
+// TREE_7INF: the eighth step's tree of statsBF16BF16BlockInf: the carry of weight 16
+// into planes of weight 16 to 2^11 in registers (Z7, Z17, Z18, Z22, Z23,
+// Z27, Z30, Z31: the registers the relative-error test and the constants
+// of STEP32 take), without a test a ripple: each ripple adds at most 1 to
+// a bit's count there (in units of 16), so they are added into the
+// memory planes (FLUSHREG) every 255 ripples (R12 counts down) and at the
+// end of a call, before they can overflow.
+#define TREE_7INF \
+	CSA(Z13, Z19, Z6); CSA(Z14, Z20, Z19); CSA(Z15, Z21, Z20); \
+	HA(Z7, Z21, Z0); HA(Z17, Z0, Z1); HA(Z18, Z1, Z0); HA(Z22, Z0, Z1); \
+	HA(Z23, Z1, Z0); HA(Z27, Z0, Z1); HA(Z30, Z1, Z0); VPXORD Z0, Z31, Z31; \
+	DECQ R12; \
+	JNE rippled; \
+	FLUSHREG; \
+rippled:
+
+// FA(p, off): plane p added into the memory plane at off with the carry
+// in Z2 (a full adder), p cleared.
+#define FA(p, off) \
+	VMOVDQU32 K_MPLANES+off(DX), Z0; \
+	VMOVDQA32 Z0, Z1; \
+	VPTERNLOGD $0x96, Z2, p, Z1; \
+	VMOVDQU32 Z1, K_MPLANES+off(DX); \
+	VPTERNLOGD $0xe8, Z0, p, Z2; \
+	VPXORD p, p, p
+
+// FLUSHREG: the register planes (weights 16 to 2^11) added into the
+// memory planes (16 to 2^20) and cleared; R12 set to 255 ripples again.
+// The memory planes' count never passes 2^21-1 (blockMaxSteps), so no
+// carry leaves the last.
+#define FLUSHREG \
+	VPXORD Z2, Z2, Z2; \
+	FA(Z7, 0); FA(Z17, 64); FA(Z18, 128); FA(Z22, 192); \
+	FA(Z23, 256); FA(Z27, 320); FA(Z30, 384); FA(Z31, 448); \
+	VMOVDQA32 Z2, Z21; \
+	RIPPLE1(512); RIPPLE1(576); \
+	RIPPLE1(640); RIPPLE1(704); RIPPLE1(768); RIPPLE1(832); RIPPLE1(896); \
+	RIPPLE1(960); RIPPLE1(1024); \
+	MOVQ $255, R12
 
 // func statsBF16BF16Block(x, y unsafe.Pointer, n int, k *f32Kernel) int
 TEXT ·statsBF16BF16Block(SB), NOSPLIT, $0-40
-	MOVQ x+0(FP), SI
-	MOVQ y+8(FP), DI
-	MOVQ n+16(FP), CX
-	MOVQ k+24(FP), DX
-	MOVQ $K_HIST32, R9
-	ADDQ DX, R9
-	VMOVDQU32 K_PLANES(DX), Z12
-	VMOVDQU32 K_PLANES+64(DX), Z13
-	VMOVDQU32 K_PLANES+128(DX), Z14
-	VMOVDQU32 K_PLANES+192(DX), Z15
-	VBROADCASTSS K_RELTHR32(DX), Z27
-	VPBROADCASTD abs16x2<>(SB), Z31
-	VPBROADCASTD hi16<>(SB), Z30
-	VPBROADCASTD lo16x2<>(SB), Z29
-	VPBROADCASTD width16x2<>(SB), Z28
-	VPBROADCASTD gap16x2<>(SB), Z26
-	VPBROADCASTD one16x2<>(SB), Z25
-	MOVL K_BASE(DX), R8
-	LEAL 256(R8), R10
-	SHLL $16, R10
-	ORL  R10, R8
-	VPBROADCASTD R8, Z24
-	VPBROADCASTD abs32<>(SB), Z22
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z16, Z16, Z16
-	XORQ AX, AX
-
+	PROLOGUE
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+	MOVQ $15, R12
 block:
 	STEP32(ok0, loop0)
 	TREE_0
@@ -306,38 +443,60 @@ block:
 	TREE_6
 	ADDQ $32, AX
 	STEP32(ok7, loop7)
-	TREE_7
+	TREE_7REL
 	ADDQ $32, AX
 	FLUSH_ALL
 	JMP  block
 
 done:
+	VMOVDQA32 Z21, Z3
+	FLUSHREL
+	VMOVDQA32 Z3, Z21
+	EPILOGUE
+
+// func statsBF16BF16BlockInf(x, y unsafe.Pointer, n int, k *f32Kernel) int
+TEXT ·statsBF16BF16BlockInf(SB), NOSPLIT, $0-40
+	PROLOGUE
+	VPXORD Z7, Z7, Z7
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z27, Z27, Z27
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+	MOVQ $255, R12
+
+block:
+	STEP32INF(ok0, loop0)
+	TREE_0
+	ADDQ $32, AX
+	STEP32INF(ok1, loop1)
+	TREE_1
+	ADDQ $32, AX
+	STEP32INF(ok2, loop2)
+	TREE_2
+	ADDQ $32, AX
+	STEP32INF(ok3, loop3)
+	TREE_3
+	ADDQ $32, AX
+	STEP32INF(ok4, loop4)
+	TREE_4
+	ADDQ $32, AX
+	STEP32INF(ok5, loop5)
+	TREE_5
+	ADDQ $32, AX
+	STEP32INF(ok6, loop6)
+	TREE_6
+	ADDQ $32, AX
+	STEP32INF(ok7, loop7)
+	TREE_7INF
+	ADDQ $32, AX
 	FLUSH_ALL
-	VCVTPS2PD Y16, Z1
-	VEXTRACTF32X8 $1, Z16, Y2
-	VCVTPS2PD Y2, Z2
-	VMAXPD K_MAXABS(DX), Z1, Z1
-	VMAXPD Z2, Z1, Z1
-	VMOVUPD Z1, K_MAXABS(DX)
-	VMOVDQU32 Z12, K_PLANES(DX)
-	VMOVDQU32 Z13, K_PLANES+64(DX)
-	VMOVDQU32 Z14, K_PLANES+128(DX)
-	VMOVDQU32 Z15, K_PLANES+192(DX)
-	// PEND: the carries waiting (the bits of the steps done in the tree)
-	MOVQ AX, BX
-	SHRQ $5, BX
-	TESTQ $1, BX
-	JEQ  pend2
-	VMOVDQU32 Z19, K_PEND(DX)
-pend2:
-	TESTQ $2, BX
-	JEQ  pend4
-	VMOVDQU32 Z20, K_PEND+64(DX)
-pend4:
-	TESTQ $4, BX
-	JEQ  pended
-	VMOVDQU32 Z21, K_PEND+128(DX)
-pended:
-	MOVQ AX, ret+32(FP)
-	VZEROUPPER
-	RET
+	JMP  block
+
+done:
+	VMOVDQA32 Z21, Z3
+	FLUSHREG
+	VMOVDQA32 Z3, Z21
+	EPILOGUE

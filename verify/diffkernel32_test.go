@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -172,18 +173,37 @@ func TestBlockKernelMatches(t *testing.T) {
 	}
 	ca1, cb1 := fp8LikePairs(3, 100003)
 	ca2, cb2 := adversarialBF16(t, 4, 200003)
+	// fp8-like with some B zero against a small A (a quantized B's zeros:
+	// max |A-B|/|B| is +Inf from the first, statsBF16BF16BlockInf's case;
+	// max |A-B| and the histogram's window are the ordinary pairs')
+	ca3, cb3 := fp8LikePairs(5, 300007)
+	for i := 101; i < len(cb3); i += 2 * 4999 {
+		cb3[i-1], cb3[i] = 0, 0
+		ca3[i-1], ca3[i] = 0, 0x36 // 2^-19
+	}
 	for _, c := range []struct {
 		name   string
 		ca, cb []byte
-	}{{"fp8-like", ca1, cb1}, {"adversarial", ca2, cb2}} {
+	}{{"fp8-like", ca1, cb1}, {"adversarial", ca2, cb2}, {"fp8-like, B zeros", ca3, cb3}} {
 		want := runBF16(t, "go", c.ca, c.cb, 65536)
 		for _, m := range vecModes() {
 			sameCounts(t, c.name+" "+m, runBF16(t, m, c.ca, c.cb, 65536), want, c.ca, c.cb, func(int, float64) float64 { return 0 })
 		}
 		for _, chunk := range []int{65536, 4099, 1000, 31} {
-			sameCounts(t, c.name+" block", runBF16(t, "block", c.ca, c.cb, chunk), want, c.ca, c.cb, blockSumBound)
+			got := runBF16(t, "block", c.ca, c.cb, chunk)
+			sameCounts(t, c.name+" block", got, want, c.ca, c.cb, blockSumBound)
+			// statsBF16BF16BlockInf is statsBF16BF16Block's arithmetic: the
+			// same bits in every field, sums included.
+			useBlockInf = false
+			if rel := runBF16(t, "block", c.ca, c.cb, chunk); rel != got {
+				t.Errorf("%s, chunks of %d: without statsBF16BF16BlockInf\n got %+v\nwant %+v", c.name, chunk, rel, got)
+			}
+			useBlockInf = true
 		}
 		if want.zero == 0 || want.differing == 0 {
+			t.Errorf("%s: the data misses a case: %+v", c.name, want)
+		}
+		if c.name == "fp8-like, B zeros" && !math.IsInf(want.maxRel, 1) {
 			t.Errorf("%s: the data misses a case: %+v", c.name, want)
 		}
 		if c.name == "adversarial" && (want.nanMis == 0 || want.infMis == 0 || !math.IsInf(want.maxRel, 1) || want.pos[0]+want.neg[0] == 0) {
@@ -214,14 +234,19 @@ func TestBlockKernelSteps(t *testing.T) {
 	}{{0, 1, inf}, {1, 0, inf}, {p2(-56), p2(-56), inf}, {p2(-56) * 1.9921875, p2(-56) * 1.9921875, inf}, {p2(60), p2(60), inf},
 		{p2(45), p2(45), inf}, {p2(59), p2(60), inf}, {p2(20), p2(4) * 1.9921875, inf}, {p2(10) * 1.9921875, p2(-7) * 1.0078125, inf},
 		{1, p2(-25), inf}, {-1, -p2(-25), inf}, {p2(-133), p2(-133), inf}, {float32(math.NaN()), 1, inf}, {float32(math.Inf(1)), 1, inf},
-		{1, 0.5, 0.9}, {2.015625, 1.0078125, 1 - 0x1p-24}}
+		{1, 0.5, 0.9}, {2.015625, 1.0078125, 1 - 0x1p-24}, {0, p2(-120), inf}, {-p2(-113) * 1.9921875, 0, inf}}
 	ordinary, _ := fp8LikePairs(9, 64)
 	base := make([]float32, 64)
 	dtype.DecodeFloat32(dtype.BFloat16, base, ordinary)
-	run := func(x, y []float32, rel float64) (int, *f32Kernel) {
+	// run runs the block kernel, or (inf) statsBF16BF16BlockInf, which
+	// takes only a relative error of +Inf.
+	run := func(x, y []float32, rel float64, inf bool) (int, *f32Kernel) {
 		k := new(f32Kernel)
 		k.setRel(rel)
 		ca, cb := encBF16(t, x), encBF16(t, y)
+		if inf {
+			return statsBF16BF16BlockInf(unsafe.Pointer(&ca[0]), unsafe.Pointer(&cb[0]), len(x), k), k
+		}
 		return statsBF16BF16Block(unsafe.Pointer(&ca[0]), unsafe.Pointer(&cb[0]), len(x), k), k
 	}
 	// Ordinary pairs, the window over their differences: every nonzero
@@ -264,21 +289,42 @@ func TestBlockKernelSteps(t *testing.T) {
 		for i := 0; i < 64; i += 7 {
 			x[i], y[i] = p[0], p[1]
 		}
-		if v, _ := run(x, y, math.Inf(1)); v != 64 {
-			t.Errorf("%v in range: the kernel stopped at %d of 64", p, v)
+		for _, inf := range []bool{false, true} {
+			if v, _ := run(x, y, math.Inf(1), inf); v != 64 {
+				t.Errorf("%v in range (inf kernel %v): the kernel stopped at %d of 64", p, inf, v)
+			}
+		}
+	}
+	// The largest |d| of a step at each of its positions, of either sign:
+	// max |A-B| is its magnitude on both kernels.
+	for at := range 64 {
+		for _, p := range [][2]float32{{-0.5, 0.25}, {0.5, -0.25}} {
+			for _, inf := range []bool{false, true} {
+				x, y := append([]float32{}, base...), append([]float32{}, base...)
+				x[at], y[at] = p[0], p[1]
+				v, k := run(x, y, math.Inf(1), inf)
+				if m := slices.Max(k.maxAbs[:]); v != 64 || m != 0.75 {
+					t.Errorf("%v at %d (inf kernel %v): took %d of 64, max |d| %v, want 0.75", p, at, inf, v, m)
+				}
+			}
 		}
 	}
 	for _, p := range out {
 		for _, at := range []int{0, 17, 32, 63} {
-			x, y := append([]float32{}, base...), append([]float32{}, base...)
-			x[at], y[at] = p.a, p.b
-			v, k := run(x, y, p.rel)
-			if v != at&^31 {
-				t.Errorf("%v at %d: the kernel stopped at %d, want %d", p, at, v, at&^31)
-			}
-			if v == 0 && (k.sumA2 != [kernelLanes]float64{} || k.maxAbs != [kernelLanes]float64{} || k.hist32 != [histSlots32][histCopies32]int64{} ||
-				k.blk.planes != [4][16]uint32{} || k.blk.pend != [3][16]uint32{} || k.blk.mplanes != [17][16]uint32{}) {
-				t.Errorf("%v at %d: the step left was added", p, at)
+			for _, inf := range []bool{false, true} {
+				if inf && !math.IsInf(p.rel, 1) {
+					continue
+				}
+				x, y := append([]float32{}, base...), append([]float32{}, base...)
+				x[at], y[at] = p.a, p.b
+				v, k := run(x, y, p.rel, inf)
+				if v != at&^31 {
+					t.Errorf("%v at %d (inf kernel %v): the kernel stopped at %d, want %d", p, at, inf, v, at&^31)
+				}
+				if v == 0 && (k.sumA2 != [kernelLanes]float64{} || k.maxAbs != [kernelLanes]float64{} || k.hist32 != [histSlots32][histCopies32]int64{} ||
+					k.blk.planes != [4][16]uint32{} || k.blk.pend != [3][16]uint32{} || k.blk.mplanes != [17][16]uint32{}) {
+					t.Errorf("%v at %d (inf kernel %v): the step left was added", p, at, inf)
+				}
 			}
 		}
 	}
@@ -388,5 +434,41 @@ func TestCosineFormula(t *testing.T) {
 	}
 	if cosine(0, 0, 0, 0) != 1 {
 		t.Error("two zero tensors: cosine not 1")
+	}
+}
+
+// TestBlockKernelDeepCounts: runs of one difference long enough that a
+// histogram bit's count passes 2^12 to 2^15 in one call (the memory
+// planes past the first eight of statsBF16BF16Block; the register planes
+// of statsBF16BF16BlockInf at their fullest, one difference in every
+// pair: 255 ripples fill them): both kernels' histograms are the float64
+// kernels'.
+func TestBlockKernelDeepCounts(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX-512: the block kernel does not run here")
+	}
+	const n = 1 << 18
+	for _, c := range []struct {
+		inf   bool
+		every int // every every-th pair has d = -2^-8
+	}{{false, 3}, {true, 3}, {false, n}, {true, n}} {
+		inf := c.inf
+		x, y := make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i], y[i] = 1.0078125, 1 // d = 2^-7
+			if i%c.every == 0 {
+				x[i], y[i] = -0.5, -0.49609375 // d = -2^-8
+			}
+		}
+		x[0], y[0] = 0x1p-20, 0x1p-21 // max |A-B|/|B| 1 from the first step
+		if inf {                      // or a B zero: +Inf
+			y[0] = 0
+		}
+		ca, cb := encBF16(t, x), encBF16(t, y)
+		want := runBF16(t, "go", ca, cb, n)
+		if want.pos[-6-histLo] < n/2 || want.neg[-7-histLo] < int64(n/c.every-1) || math.IsInf(want.maxRel, 1) != inf || !inf && want.maxRel != 1 {
+			t.Fatalf("inf %v: the data misses its case: %+v", inf, want)
+		}
+		sameCounts(t, map[bool]string{false: "block", true: "block, +Inf"}[inf], runBF16(t, "block", ca, cb, n), want, ca, cb, blockSumBound)
 	}
 }

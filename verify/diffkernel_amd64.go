@@ -3,6 +3,7 @@
 package verify
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/ckpt-dev/ckpt/dtype"
@@ -136,6 +137,27 @@ func sumSqBF16AVX512(x unsafe.Pointer, n int, out *[kernelLanes]float64, cnt *[k
 //go:noescape
 func statsBF16BF16Block(x, y unsafe.Pointer, n int, k *f32Kernel) int
 
+// statsBF16BF16BlockInf is statsBF16BF16Block without the test for a new
+// maximum relative error: for k.maxRel +Inf, which no pair can exceed
+// (a B of zero against a nonzero A, common in a quantized B, makes it
+// so). It leaves only the steps outside the block kernel's range.
+//
+//go:noescape
+func statsBF16BF16BlockInf(x, y unsafe.Pointer, n int, k *f32Kernel) int
+
+// useBlockInf turns statsBF16BF16BlockInf on (a variable: the tests
+// compare it with statsBF16BF16Block).
+var useBlockInf = true
+
+// blockStats is the block kernel: statsBF16BF16BlockInf where k's
+// maximum relative error is +Inf, statsBF16BF16Block otherwise.
+func blockStats(x, y unsafe.Pointer, n int, k *f32Kernel) int {
+	if useBlockInf && math.IsInf(k.maxRel, 1) {
+		return statsBF16BF16BlockInf(x, y, n, k)
+	}
+	return statsBF16BF16Block(x, y, n, k)
+}
+
 // useBlock turns the block kernel on (with useAVX512; a variable: the
 // tests compare it with the float64 kernels).
 var useBlock = useAVX512
@@ -147,5 +169,5 @@ func blockKernel(da, db dtype.DType, tol tolerance) statsKernel {
 	if !useBlock || !useAVX512 || !useVec || !littleEndian || tol.on || da != dtype.BFloat16 || db != dtype.BFloat16 {
 		return nil
 	}
-	return statsBF16BF16Block
+	return blockStats
 }

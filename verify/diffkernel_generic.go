@@ -26,3 +26,8 @@ func blockKernel(da, db dtype.DType, tol tolerance) statsKernel { return nil }
 // statsBF16BF16Block: no block kernel here (blockKernel returns nil; the
 // tests that call it skip without AVX-512).
 func statsBF16BF16Block(x, y unsafe.Pointer, n int, k *f32Kernel) int { return 0 }
+
+// statsBF16BF16BlockInf and useBlockInf: none here either.
+func statsBF16BF16BlockInf(x, y unsafe.Pointer, n int, k *f32Kernel) int { return 0 }
+
+var useBlockInf = false
