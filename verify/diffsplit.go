@@ -3,6 +3,7 @@ package verify
 import (
 	"io"
 
+	"github.com/ckpt-dev/ckpt/internal/fadvise"
 	"github.com/ckpt-dev/ckpt/statedict"
 )
 
@@ -92,7 +93,7 @@ func openSide(t *statedict.Tensor, first, last int64) (*sideReader, error) {
 		return nil, err
 	} else if ok {
 		s.at, s.off = span.File, span.Off+first*es
-		willNeed(span.File, s.off, (last-first)*es)
+		fadvise.WillNeed(span.File, s.off, (last-first)*es)
 		return s, nil
 	}
 	if quantRaw(t) {
@@ -131,7 +132,7 @@ func willNeedCodes(t *statedict.Tensor, first, last int64) {
 	}
 	if span, ok, err := st[0].InPlace(); ok && err == nil {
 		per := float64(span.Len) / float64(n)
-		willNeed(span.File, span.Off+int64(per*float64(first)), int64(per*float64(last-first))+1)
+		fadvise.WillNeed(span.File, span.Off+int64(per*float64(first)), int64(per*float64(last-first))+1)
 	}
 }
 

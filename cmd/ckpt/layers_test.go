@@ -67,7 +67,7 @@ func TestLayers(t *testing.T) {
 		// verify: ckpt verify's Check and Compare, ckpt diff's Diff
 		// (golang.org/x/sys/cpu: whether its AVX2 kernels run;
 		// internal/par: the expert slabs' free list).
-		"verify": {mod + "statedict", mod + "internal/ieeecrc", mod + "digest", mod + "dtype", mod + "internal/llamacpp", mod + "internal/par", "golang.org/x/sys/cpu"},
+		"verify": {mod + "statedict", mod + "internal/ieeecrc", mod + "digest", mod + "dtype", mod + "internal/llamacpp", mod + "internal/par", mod + "internal/fadvise", "golang.org/x/sys/cpu"},
 		// internal/llamacpp: llama.cpp's names and q/k permutation (convert, verify).
 		"internal/llamacpp": {},
 		// internal/atomicfile: convert's atomic local outputs, written
