@@ -18,11 +18,13 @@ package atomicfile
 // be charged another thread's work). Once dearProbes such writes in a
 // row cost more than slowWrite each (three to seven times what they cost
 // when pages are cheap), the rest of its budget's bytes are recycled:
-// written through the page cache as before, each window handed to the
-// disk at once and dropped from the cache once the disk has it, without
-// waiting for it (writebehind.go), so that later
-// writes reuse those pages. Bytes past the budget are written behind as
-// before.
+// written behind (writebehind.go), each window handed to the disk at
+// once and dropped from the cache once the disk has it, so that later
+// writes reuse those pages. Recycled windows are waited for as those past
+// the budget are: dropped without waiting, the pages still under
+// write-back stayed in the cache, and a 4 GB merge in such minutes took
+// 1.97-2.38 s that way against 1.64-1.75 s waiting (cp 0.75-9.00 s in the
+// same rounds).
 
 const (
 	// probeEvery: one page-cache write in probeEvery is measured.
@@ -70,7 +72,7 @@ func (w *Writer) writeBudget(b []byte, off int64) error {
 		if err := w.writeCached(b, off); err != nil {
 			return err
 		}
-		bh.wrote(off, off+int64(len(b)), false)
+		bh.wrote(off, off+int64(len(b)))
 		return nil
 	}
 	w.writes++

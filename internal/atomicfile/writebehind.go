@@ -65,7 +65,6 @@ var errNoWriteBehind = errors.New("no sync_file_range")
 type behind struct {
 	f      *os.File
 	lo, hi int64 // written, not yet handed to the flusher
-	wait   bool  // [lo, hi) holds bytes to wait for
 	queue  chan window
 	done   chan struct{}
 
@@ -74,13 +73,8 @@ type behind struct {
 	off bool // write-back is the kernel's (refused)
 }
 
-// window is a span of output handed to the flusher; wait: it is waited
-// for before it is dropped (bytes past the budget), or only dropped where
-// the disk has it already (recycled bytes of the budget: recycle.go).
-type window struct {
-	lo, hi int64
-	wait   bool
-}
+// window is a span of output handed to the flusher.
+type window struct{ lo, hi int64 }
 
 func newBehind(f *os.File) *behind {
 	b := &behind{f: f, queue: make(chan window, behindDepth), done: make(chan struct{})}
@@ -98,14 +92,13 @@ func (b *behind) WriteAt(p []byte, off int64) (int, error) {
 	if err := writePieces(b.f, p, off); err != nil {
 		return 0, err
 	}
-	b.wrote(off, off+int64(len(p)), true)
+	b.wrote(off, off+int64(len(p)))
 	return len(p), b.failed()
 }
 
 // wrote counts [lo, hi), just written through the page cache, into the
-// pending window, and hands the window to the flusher once it is full;
-// wait says whether its write-back is to be waited for.
-func (b *behind) wrote(lo, hi int64, wait bool) {
+// pending window, and hands the window to the flusher once it is full.
+func (b *behind) wrote(lo, hi int64) {
 	if lo != b.hi {
 		// Not where the last write ended: what is pending is a window
 		// of its own.
@@ -113,7 +106,6 @@ func (b *behind) wrote(lo, hi int64, wait bool) {
 		b.lo = lo
 	}
 	b.hi = hi
-	b.wait = b.wait || wait
 	if b.hi-b.lo >= behindWindow {
 		b.send()
 	}
@@ -123,9 +115,9 @@ func (b *behind) wrote(lo, hi int64, wait bool) {
 // behindDepth windows wait for the disk: the writer waits with it).
 func (b *behind) send() {
 	if b.hi > b.lo {
-		b.queue <- window{b.lo, b.hi, b.wait}
+		b.queue <- window{b.lo, b.hi}
 	}
-	b.lo, b.wait = b.hi, false
+	b.lo = b.hi
 }
 
 // flush starts the write-back of each window handed to it, and waits for
@@ -145,11 +137,9 @@ func (b *behind) flush() {
 		if len(started) > behindDepth {
 			o := started[0]
 			started = started[1:]
-			if o.wait {
-				if err := syncRange(b.f, o.lo, o.hi-o.lo, true); err != nil {
-					b.fail(err)
-					continue
-				}
+			if err := syncRange(b.f, o.lo, o.hi-o.lo, true); err != nil {
+				b.fail(err)
+				continue
 			}
 			dropRange(b.f, o.lo, o.hi-o.lo)
 		}
