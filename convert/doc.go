@@ -11,10 +11,11 @@
 // outputs, up to the kernel's free-run ceiling (half way between the
 // background and the dirty thresholds, less the pages dirty already), go
 // through the page cache and are left to the kernel's write-back, as cp
-// leaves them; on Linux the rest is written with O_DIRECT, not through the
-// page cache, which past that point is faster than buffered writes
-// (docs/benchmarks.md). WithSync writes everything directly and syncs each
-// output before naming it (Summary.Synced).
+// leaves them; on Linux the rest is written behind (each window handed to
+// the disk at once and dropped from the page cache once there), which past
+// that point is faster than buffered writes (docs/benchmarks.md). WithSync
+// writes everything behind and syncs each output before naming it
+// (Summary.Synced).
 //
 // WithDestination writes elsewhere than the file system (ckpt.Convert
 // passes a bucket of s3://, gs:// or az://): the same pipeline writes into

@@ -93,7 +93,7 @@ func newConvertCmd(s *streams) *cobra.Command {
 	f.StringVar(&opts.MaxMat, "max-materialized", "", "safetensors: refuse an output holding more tensor data than this (default: 64x IN's storage bytes, at least 1GiB; views such as expand() are written at full size)")
 	f.StringVar(&opts.Compress, "compress", "", "compress the output: zstd")
 	f.BoolVar(&opts.Force, "force", false, "replace an existing OUT")
-	f.BoolVar(&opts.Sync, "sync", false, "have OUT on the disk before exiting (direct I/O and fsync)")
+	f.BoolVar(&opts.Sync, "sync", false, "have OUT on the disk before exiting (written behind, then fsync)")
 	f.BoolVar(&opts.DropFloats, "drop-floats", false, "pth: leave out floats (and bytes, sets, complex, torch.device) so torch 1.13's weights_only=True loader reads OUT")
 	f.BoolVar(&opts.Attributes, "attributes", false, "TorchScript input: also write plain tensor attributes (not parameters or buffers; inspect flags them attr)")
 	f.BoolVar(&opts.JSON, "json", false, "print the summary as one JSON object (schema in docs/cli-json.md)")

@@ -4,7 +4,8 @@ package main
 const convertLong = `Convert writes IN (anything inspect reads) to OUT as safetensors or a PyTorch zip,
 tensor by tensor, in memory bounded by a few buffers plus IN's pickle, at disk
 speed: past the share the page cache takes (see below) the output is written
-with direct I/O on Linux, so it does not fill the page cache, and it is renamed
+behind on Linux (each few MiB handed to the disk at once and dropped from the
+page cache once there), so it does not fill the page cache, and it is renamed
 into place only when complete.
 
 OUT's format comes from --to or its extension (.safetensors; .pt .pth .bin .ckpt).
@@ -55,8 +56,10 @@ refused before anything is written.
 A local OUT is not synced, as cp's is not: its first bytes, as many as the
 kernel takes without slowing a writer down (half way between
 vm.dirty_background_* and vm.dirty_*, less what is dirty already), are left in
-the page cache for the kernel to write out, and the rest is written with
-direct I/O, which is faster past that point. --sync has every OUT on the disk
+the page cache for the kernel to write out, and the rest is written behind,
+which is faster past that point. Where fresh page cache proves slow (a VM whose
+host has taken its free memory back, a cgroup at its limit), the first bytes
+are written behind too. --sync writes every OUT behind and has it on the disk
 before ckpt exits; --json says which was done ("synced").`
 
 // convertExample is `ckpt convert --help`'s examples.
