@@ -70,9 +70,9 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 		return 0, true, nil
 	}
 	reserved := w.direct != nil && w.reserve(size)
-	_, behind := w.direct.(*behind)
-	behind = behind && !reserved && PipedCopy
-	if w.direct != nil && !reserved && !behind {
+	_, writesBehind := w.direct.(*behind)
+	writesBehind = writesBehind && !reserved && PipedCopy
+	if w.direct != nil && !reserved && !writesBehind {
 		// Bytes that do not go to the page cache (past the budget, or
 		// a synced output, which has none) go with direct I/O where
 		// they are not written behind (writer.go): read once into this
@@ -99,7 +99,7 @@ func (w *Writer) copyRange(r RangeReader, limit int64) (n int64, fallback bool, 
 		}
 	}
 	defer w.realign()
-	if behind {
+	if writesBehind {
 		return w.pipeRange(r, size, true)
 	}
 	if PipedCopy && (w.piped+size <= PipeLimit || w.recycling()) {
