@@ -226,14 +226,14 @@ func WithAttributes(keep bool) Option { return func(c *options) { c.attributes =
 // returns: written behind (handed to the disk as it is written) where the
 // system allows, and synced (fsync) before it gets its name. By default
 // outputs are not synced, as cp does not sync: the first bytes of a
-// conversion's outputs, up to the
-// kernel's free-run ceiling (half way between the background and the
-// dirty thresholds, vm.dirty_background_* and vm.dirty_*, less the pages
-// dirty already), go through the page cache and are left to the kernel's
-// write-back; the rest is written behind, which past that point is
-// faster than buffered writes that meet the kernel's dirty-page
-// throttling. Summary.Synced says which was done. Object-store outputs are unaffected: each is complete when the
-// store acknowledges it.
+// conversion's outputs, up to the kernel's free-run ceiling (half way
+// between the background and the dirty thresholds, vm.dirty_background_*
+// and vm.dirty_*, less the pages dirty already), go through the page
+// cache and are left to the kernel's write-back; the rest is written
+// behind, which past that point is faster than buffered writes that meet
+// the kernel's dirty-page throttling. Summary.Synced says which was done.
+// Object-store outputs are unaffected: each is complete when the store
+// acknowledges it.
 func WithSync(sync bool) Option { return func(c *options) { c.sync = sync } }
 
 // WithForce allows replacing existing output files.
