@@ -46,7 +46,7 @@ func TestRecycleProbe(t *testing.T) {
 	}{
 		{"cheap", 0.3, true, -1, false},
 		{"dear", 3, true, -1, true},
-		{"dear for fewer than dearProbes", 3, true, (dearProbes - 1) * outputBlock, false},
+		{"dear for fewer than dearProbes", 3, true, (dearProbes - 1) * cachedBlock, false},
 		{"thread changed", 3, false, -1, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -56,9 +56,9 @@ func TestRecycleProbe(t *testing.T) {
 			defer func() { threadCPU = cpu0 }()
 			threadCPU = func() (int, int64) {
 				// Called before and after each measured
-				// write (of a full 4 MiB buffer: Write
-				// below); the second call is charged the
-				// write's cost.
+				// write (of a full buffer of cachedBlock
+				// bytes: Write below); the second call is
+				// charged the write's cost.
 				calls++
 				if c.sameTid {
 					tid = 7
@@ -67,9 +67,9 @@ func TestRecycleProbe(t *testing.T) {
 				}
 				if calls%2 == 0 {
 					if c.dearTo < 0 || written < c.dearTo {
-						cpu += int64(c.cost * outputBlock)
+						cpu += int64(c.cost * cachedBlock)
 					}
-					written += outputBlock
+					written += cachedBlock
 				}
 				return tid, cpu
 			}
@@ -116,7 +116,7 @@ func TestRecycleModes(t *testing.T) {
 		Recycle = mode
 		cpu0 := threadCPU
 		var cpu int64
-		threadCPU = func() (int, int64) { cpu += 100 * outputBlock; return 1, cpu } // always dear
+		threadCPU = func() (int, int64) { cpu += 100 * cachedBlock; return 1, cpu } // always dear
 		calls := recordRanges(t, nil)
 		w, got := budgetWrite(t, data)
 		threadCPU = cpu0

@@ -65,12 +65,14 @@ func TestFreerunBudget(t *testing.T) {
 func TestFileWriterBudget(t *testing.T) {
 	data := make([]byte, 3*outputBlock+directAlign+17)
 	fill(data, 9)
+	// The buffers' size: cachedBlock writing behind (writer.go).
+	const blk = cachedBlock
 	for _, c := range []struct {
 		budget, cached, left int64
 	}{
 		{0, 0, 0},
-		{outputBlock + 1, outputBlock, 1},
-		{outputBlock - 1, directAlign, outputBlock - 1 - directAlign}, // only the last aligned piece fits
+		{blk + 1, blk, 1},
+		{blk - 1, directAlign, blk - 1 - directAlign}, // only the last aligned piece fits
 		{1 << 40, 3*outputBlock + directAlign, 1<<40 - 3*outputBlock - directAlign},
 	} {
 		budget := new(atomic.Int64)

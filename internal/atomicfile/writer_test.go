@@ -188,12 +188,16 @@ func fill(b []byte, seed uint64) {
 // it fills them: one for a small file (a header before in-kernel copies),
 // never more than outputBuffers for a large one, and the bytes are right.
 func TestWriterTakesBuffersAsNeeded(t *testing.T) {
-	for _, tc := range []struct{ n, most int }{{100, 1}, {outputBlock + 1, 2}, {5*outputBlock + 7, outputBuffers}} {
+	blk := cachedBlock // writing behind: everything through the page cache
+	for _, tc := range []struct{ n, most int }{{100, 1}, {blk + 1, 2}, {5*blk + 7, outputBuffers}, {5*outputBlock + 7, outputBuffers}} {
 		f, err := os.CreateTemp(t.TempDir(), "w")
 		if err != nil {
 			t.Fatal(err)
 		}
 		w := newWriter(f, nil)
+		if cap(w.buf) != blk {
+			t.Fatalf("a writer that writes behind took a buffer of %d bytes, want %d", cap(w.buf), blk)
+		}
 		data := make([]byte, tc.n)
 		for i := range data {
 			data[i] = byte(i * 7)
