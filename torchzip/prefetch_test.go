@@ -32,7 +32,7 @@ func (s *slowReaderAt) ReadAt(p []byte, off int64) (int, error) {
 
 // TestPrefetchSpans checks that PrefetchSpans reads the records' local
 // headers several at once, that the spans it finds are those a reader
-// finds one by one, and that Span then reads nothing.
+// finds one by one, and that Span and Data then read nothing.
 func TestPrefetchSpans(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf)
@@ -78,6 +78,17 @@ func TestPrefetchSpans(t *testing.T) {
 		}
 		if k[:5] == "data/" && got != want[k] {
 			t.Errorf("%s: prefetched span %+v, want %+v", k, got, want[k])
+		}
+		if k[:5] == "data/" {
+			// Data's offset is the span's: no second read of the
+			// header.
+			sec, err := rec.Data()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, off, _ := sec.Outer(); off != want[k].Begin {
+				t.Errorf("%s: Data at %d, want %d", k, off, want[k].Begin)
+			}
 		}
 	}
 	if n := src.calls.Load() - before; n > 2 { // the records not under data/

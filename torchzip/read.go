@@ -283,12 +283,13 @@ func (z *Reader) PrefetchSpans(ctx context.Context, prefix string) {
 }
 
 // Data returns the bytes of a stored record in place, after reading its
-// local header for their offset.
+// local header for their offset (once: Span).
 func (rec *Record) Data() (*io.SectionReader, error) {
-	off, err := rec.f.DataOffset()
+	sp, err := rec.Span()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return nil, err
 	}
+	off := sp.Begin
 	n := int64(rec.f.UncompressedSize64)
 	if off < 0 || off > rec.size || n > rec.size-off {
 		return nil, fmt.Errorf("%w: record of %d bytes at offset %d runs past the end of the %d-byte file", ErrTruncated, n, off, rec.size)
